@@ -1,0 +1,83 @@
+"""Shared blocks: each scenario's system prompt, tool catalog, repo map, guidelines and API docs.
+
+Composed once per run, tokenized once, serialized once, then reused by reference in every span. Each scenario
+draws its own repository, so no scenario's prefix is a prefix of another's (a benchmark that runs them back to
+back on one server must not get cache hits across scenarios).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .content.compose import Composer, Text
+from .content.vocab import Vocab
+from .plans.common import file_sections
+from .plans.types import Message, system, user
+from .tools import ToolCatalog, build_catalog
+
+__all__ = ["ScenarioBlocks", "build_blocks", "compose_block"]
+
+_AGENTS = ("Forge", "Patchwork", "Keystone", "Tessera", "Lattice", "Quill", "Harbor", "Cinder")
+
+
+@dataclass(frozen=True)
+class ModuleFiles:
+    """A module of the monorepo: the files every session on it reads first (scenario 3)."""
+
+    path: str
+    core: Text
+
+
+@dataclass(frozen=True)
+class ScenarioBlocks:
+    repo: str
+    catalog: ToolCatalog
+    system: Message
+    repo_map: Message
+    guidelines: Message | None = None
+    api_docs: Message | None = None
+    modules: tuple[ModuleFiles, ...] = ()
+
+
+def compose_block(composer: Composer, header: str, kind: str, budget: int, rng: np.random.Generator) -> Text:
+    """A header line followed by `kind` text, exactly `budget` tokens in all (when the header fits)."""
+    head = composer.line(header)
+    return composer.join([head, composer.fill(kind, max(budget - head.tokens, 0), rng)])
+
+
+def _system_prompt(composer: Composer, v: Vocab, repo: str, budget: int, rng) -> Text:
+    agent = _AGENTS[int(rng.integers(len(_AGENTS)))]
+    header = (f"You are {agent}, an autonomous software engineering agent working in the {repo} repository, "
+              f"owned by the {v.team()} team. Read code before changing it, keep patches minimal, run the tests you "
+              f"touch, and explain what you changed and why. Follow these rules:\n")
+    return compose_block(composer, header, "guideline", budget, rng)
+
+
+def build_blocks(composer: Composer, sc_spec, *, scenario_id: int, seed: int) -> ScenarioBlocks:
+    """The shared blocks of one scenario, from its own RNG stream."""
+    rng = np.random.default_rng([seed, scenario_id, 0xB10C])
+    v = Vocab(rng)
+    repo = f"{v.team()}-{v.noun()}-{v.noun()}"
+    catalog = build_catalog(composer.tokenizer, repo=repo, budget=sc_spec.tools, rng=rng)
+    sys_text = _system_prompt(composer, v, repo, sc_spec.system, rng)
+    repo_map = compose_block(composer, f"Repository map of {repo} (tree -L 3, generated files omitted):\n",
+                             "tree", sc_spec.repo_map, rng)
+    if not hasattr(sc_spec, "guidelines"):
+        return ScenarioBlocks(repo, catalog, system(sys_text), user(repo_map))
+    guidelines = user(compose_block(composer, f"# {repo} engineering guidelines\n", "guideline",
+                                    sc_spec.guidelines, rng))
+    api_docs = user(compose_block(composer, f"# {repo} internal API reference\n", "api_doc", sc_spec.api_docs, rng))
+    modules = tuple(_module_files(composer, sc_spec, v, rng) for _ in range(sc_spec.modules))
+    return ScenarioBlocks(repo, catalog, system(sys_text), user(repo_map), guidelines, api_docs, modules)
+
+
+def _module_files(composer: Composer, sc_spec, v: Vocab, rng) -> ModuleFiles:
+    """A module's shared files, sized so they are 20-40% of any workspace a session builds on them."""
+    mid = (sc_spec.shared_workspace_percent.lo + sc_spec.shared_workspace_percent.hi) / 200
+    size = int(rng.integers(int(sc_spec.workspace.lo * mid), int(sc_spec.workspace.hi * mid) + 1))
+    path = f"services/{v.noun()}_{v.noun()}"
+    core = file_sections(composer, rng, header=f"Workspace {path}/ (module files first, then your open files):\n",
+                         budget=size, files=int(rng.integers(2, 5)))
+    return ModuleFiles(path, core)

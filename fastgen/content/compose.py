@@ -1,0 +1,122 @@
+"""Compose texts of an exact number of tokens from pools of pre-tokenized units.
+
+Why counts add up: every unit ends with a newline and starts with neither whitespace nor a newline. Under a
+Llama-3/Qwen-style pre-tokenizer a newline is never merged into the next unit's first piece, so the tokens of a
+joined text are the tokens of its units, and a text's count is the sum of its units' counts. That property is a
+fact about the tokenizer, not an assumption: `Tokenizer.additive` probes it at load time, and when it fails every
+joined text is counted by encoding it whole, so recorded counts stay exact either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..tokenizer import Tokenizer
+from .kinds import FILLER_MAKERS, KINDS, UNIT_MAKERS
+from .vocab import Vocab
+
+__all__ = ["Text", "Composer", "check_unit"]
+
+# Below this many tokens left, a composition switches from whole units to short filler lines of exact size.
+_TAIL = 48
+_UNITS_PER_KIND = 600
+_FILLERS_PER_KIND = 1500
+
+
+@dataclass(frozen=True)
+class Text:
+    """A piece of text and its exact token count under the composer's tokenizer."""
+
+    text: str
+    tokens: int
+
+
+def check_unit(text: str) -> None:
+    """Raise ValueError if a text breaks the rule that makes token counts additive."""
+    if not text.endswith("\n") or text[:1].isspace() or not text:
+        raise ValueError(f"unit must end with a newline and start with a non-space: {text[:40]!r}")
+
+
+class _Pool:
+    def __init__(self, units: list[str], counts: list[int], fillers: list[str], filler_counts: list[int]):
+        self.units = units
+        self.counts = np.asarray(counts, dtype=np.int64)
+        by_count: dict[int, list[str]] = {}
+        for text, c in zip(fillers, filler_counts):
+            by_count.setdefault(c, []).append(text)
+        self.fillers = {c: by_count[c] for c in sorted(by_count)}
+        self.filler_sizes = np.asarray(sorted(by_count), dtype=np.int64)
+
+
+class Composer:
+    """Builds, per kind, a pool of seeded units once, and composes exact-size texts from it."""
+
+    def __init__(self, tokenizer: Tokenizer, seed: int):
+        self.tokenizer = tokenizer
+        self.seed = seed
+        self._pools: dict[str, _Pool] = {}
+
+    def _pool(self, kind: str) -> _Pool:
+        pool = self._pools.get(kind)
+        if pool is None:
+            kind_id = KINDS.index(kind)
+            vocab = Vocab(np.random.default_rng([self.seed, 1000 + kind_id]))
+            units = [UNIT_MAKERS[kind](vocab) for _ in range(_UNITS_PER_KIND)]
+            fillers = [FILLER_MAKERS[kind](vocab) for _ in range(_FILLERS_PER_KIND)]
+            pool = _Pool(units, self.tokenizer.count_batch(units), fillers, self.tokenizer.count_batch(fillers))
+            self._pools[kind] = pool
+        return pool
+
+    def line(self, text: str) -> Text:
+        """A fixed text (a header, an instruction), counted by encoding it."""
+        check_unit(text)
+        return Text(text, self.tokenizer.count(text))
+
+    def join(self, parts: list[Text]) -> Text:
+        text = "".join(p.text for p in parts)
+        if self.tokenizer.additive:
+            return Text(text, sum(p.tokens for p in parts))
+        return Text(text, self.tokenizer.count(text))
+
+    def fill(self, kind: str, n: int, rng: np.random.Generator) -> Text:
+        """A text of `kind` with exactly n tokens (or the smallest possible text, if n is below that)."""
+        pool = self._pool(kind)
+        pieces: list[str] = []
+        total = 0
+        misses = 0
+        while n - total > _TAIL and misses < 16:
+            i = int(rng.integers(len(pool.units)))
+            c = int(pool.counts[i])
+            if c <= n - total - 2:
+                pieces.append(pool.units[i])
+                total += c
+                misses = 0
+            else:
+                misses += 1
+        total += self._fill_tail(pool, n - total, rng, pieces)
+        text = "".join(pieces)
+        if self.tokenizer.additive:
+            return Text(text, total)
+        return Text(text, self.tokenizer.count(text))
+
+    @staticmethod
+    def _fill_tail(pool: _Pool, r: int, rng: np.random.Generator, pieces: list[str]) -> int:
+        sizes = pool.filler_sizes
+        added = 0
+        while r > 0:
+            if r in pool.fillers:
+                c = r
+            else:
+                # the largest filler that leaves a remainder some filler can still cover
+                fits = sizes[(sizes <= r - int(sizes[0])) | (sizes == r)]
+                if len(fits) == 0:
+                    c = int(sizes[0])  # r is below the smallest filler: overshoot by the least possible
+                else:
+                    c = int(fits[-1])
+            options = pool.fillers[c]
+            pieces.append(options[int(rng.integers(len(options)))])
+            added += c
+            r -= c
+        return added

@@ -1,0 +1,240 @@
+"""Seeded templates for each kind of text a coding agent sees: code, prose, pytest logs, diffs, trees, docs.
+
+Every unit obeys one rule that makes token counts additive (see compose.py): it ends with a newline and does not
+start with whitespace or a newline. A unit is a whole, plausible piece (a function, a log section, a hunk),
+so a composed block reads as the kind it claims to be.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .vocab import Vocab
+
+__all__ = ["KINDS", "UNIT_MAKERS", "FILLER_MAKERS"]
+
+
+def _indent(lines: list[str], n: int = 4) -> list[str]:
+    pad = " " * n
+    return [pad + line if line else line for line in lines]
+
+
+def _expr(v: Vocab) -> str:
+    r = v.rng.random()
+    if r < 0.25:
+        return f"{v.var_name()}.{v.func_name()}({v.var_name()})"
+    if r < 0.45:
+        return f"self._{v.noun()}.get({v.var_name()!r}, {v.number(0, 100)})"
+    if r < 0.6:
+        return f"[{v.noun()}.{v.noun()} for {v.noun()} in {v.var_name()}s if {v.noun()}.{v.adjective()}]"
+    if r < 0.75:
+        return f"{v.func_name()}({v.var_name()}, timeout={v.number(1, 120)})"
+    if r < 0.9:
+        return f"{v.var_name()} + {v.number(1, 64)} * len({v.var_name()})"
+    return f"await self.{v.func_name()}({v.var_name()}=..., retries={v.number(0, 5)})"
+
+
+def _statement(v: Vocab) -> list[str]:
+    r = v.rng.random()
+    if r < 0.35:
+        return [f"{v.var_name()} = {_expr(v)}"]
+    if r < 0.5:
+        return [f"if {v.var_name()} is None:", f"    raise {v.class_name()}(f\"{v.noun()} {{{v.var_name()}}} not found\")"]
+    if r < 0.62:
+        return [f"for {v.noun()} in {_expr(v)}:", f"    {v.var_name()}.append({v.noun()}.{v.noun()})"]
+    if r < 0.72:
+        return [f"logger.{v.pick(['debug', 'info', 'warning'])}(\"{v.verb()} %s for %s\", {v.var_name()}, {v.var_name()})"]
+    if r < 0.82:
+        return ["try:", f"    {v.var_name()} = {_expr(v)}", f"except {v.class_name()} as exc:",
+                f"    raise {v.class_name()}(\"{v.verb()} failed\") from exc"]
+    if r < 0.9:
+        return [f"# {v.verb().capitalize()} the {v.adjective()} {v.noun()} before the {v.noun()} is {v.verb()}ed."]
+    return [f"return {_expr(v)}"]
+
+
+def make_code(v: Vocab) -> str:
+    """A Python function or a small class."""
+    lines: list[str] = []
+    if v.rng.random() < 0.3:
+        cls = v.class_name()
+        lines += [f"class {cls}:", f"    \"\"\"{v.verb().capitalize()}s {v.adjective()} {v.noun()}s for the {v.noun()} {v.noun()}.\"\"\"", ""]
+        lines += _indent([f"def __init__(self, {v.noun()}: {v.class_name()}, limit: int = {v.number(1, 500)}) -> None:",
+                          f"    self._{v.noun()} = {v.noun()}", "    self._limit = limit"])
+        lines.append("")
+        body_indent = 4
+    else:
+        body_indent = 0
+    for _ in range(int(v.rng.integers(1, 3))):
+        args = ", ".join(f"{v.var_name()}: {v.pick(['int', 'str', 'bool', 'float', 'list[str]', 'dict[str, int]', v.class_name()])}"
+                         for _ in range(int(v.rng.integers(0, 4))))
+        prefix = "async def" if v.rng.random() < 0.2 else "def"
+        sig = f"{prefix} {v.func_name()}({'self, ' if body_indent else ''}{args}) -> {v.pick(['None', 'bool', 'int', 'str', v.class_name()])}:"
+        body = [f"\"\"\"{v.verb().capitalize()} the {v.adjective()} {v.noun()} and {v.verb()} its {v.noun()}.\"\"\""]
+        for _ in range(int(v.rng.integers(2, 7))):
+            body += _statement(v)
+        fn = [sig, *_indent(body)]
+        lines += _indent(fn, body_indent) + [""]
+    return "\n".join(lines) + "\n"
+
+
+def make_prose(v: Vocab) -> str:
+    """A paragraph of engineering prose about named code."""
+    templates = [
+        "The {fn} path {verb}s the {adj} {noun} before the {noun2} is {verb2}ed, so a {noun3} can observe a stale value.",
+        "When {cls} receives a {noun} with an empty {noun2}, it falls back to the {adj} {noun3} and never {verb}s the cache.",
+        "I traced the {noun} through {path}: {fn}() returns early when the {noun2} is {adj}, which skips the {noun3} check.",
+        "This matches the {noun} we saw in the {team} dashboard, where p95 latency rose by {n} ms after the {noun2} change.",
+        "The fix should keep {fn} idempotent: calling it twice with the same {noun} must not {verb} a second {noun2}.",
+        "{cls} assumes the {noun} is {adj}, but the {noun2} written by {fn} can still be {adj2} for up to {n} seconds.",
+        "Tests in tests/test_{noun}.py cover the happy path only; none of them {verb}s a {adj} {noun2} or a retry.",
+        "A safer approach is to {verb} the {noun} under the {noun2} lock and {verb2} it only after {fn} commits.",
+        "Reverting {hex} would hide the symptom, but the root cause is the {adj} {noun} shared between {cls} and {fn}.",
+        "Note that {noun}_{noun2} is also read by the {team} batch job, so the change has to stay backwards compatible.",
+    ]
+    sentences = []
+    for _ in range(int(v.rng.integers(2, 5))):
+        t = templates[int(v.rng.integers(len(templates)))]
+        sentences.append(t.format(fn=v.func_name(), verb=v.verb(), verb2=v.verb(), adj=v.adjective(), adj2=v.adjective(),
+                                  noun=v.noun(), noun2=v.noun(), noun3=v.noun(), cls=v.class_name(),
+                                  path=v.module_path(), team=v.team(), n=v.number(2, 900), hex=v.hex(7)))
+    return " ".join(sentences) + "\n\n"
+
+
+def make_plan(v: Vocab) -> str:
+    """A numbered step of an agent's plan."""
+    step = int(v.rng.integers(1, 9))
+    return (f"{step}. {v.verb().capitalize()} `{v.func_name()}` in `{v.module_path()}` and check how it handles a "
+            f"{v.adjective()} {v.noun()}; then run `pytest tests/test_{v.noun()}.py -k {v.func_name()}`.\n")
+
+
+def make_pytest_log(v: Vocab) -> str:
+    """A pytest section: collected files with dots, or a failure with a traceback."""
+    test_file = f"tests/{v.noun()}/test_{v.noun()}_{v.noun()}.py"
+    if v.rng.random() < 0.55:
+        marks = "".join(v.pick([".", ".", ".", ".", "s", "F"]) for _ in range(int(v.rng.integers(5, 40))))
+        pct = v.number(1, 100)
+        return f"{test_file} {marks}{' ' * max(1, 50 - len(marks))}[{pct:3d}%]\n"
+    fn = v.func_name()
+    lines = [f"_____________________ test_{fn} _____________________", "",
+             f"    def test_{fn}({v.noun()}_fixture):",
+             f">       assert {v.func_name()}({v.var_name()}) == {v.number(0, 99)}",
+             f"E       AssertionError: assert {v.number(0, 99)} == {v.number(0, 99)}",
+             f"E        +  where {v.number(0, 99)} = {v.func_name()}(<{v.class_name()} id={v.hex(6)}>)", "",
+             f"{test_file}:{v.number(10, 900)}: AssertionError"]
+    return "\n".join(lines) + "\n"
+
+
+def make_diff(v: Vocab) -> str:
+    """A unified-diff hunk."""
+    start = v.number(1, 800)
+    removed = [f"-    {line}" for s in range(int(v.rng.integers(1, 4))) for line in _statement(v)]
+    added = [f"+    {line}" for s in range(int(v.rng.integers(1, 5))) for line in _statement(v)]
+    ctx_before = [f"     {line}" for line in _statement(v)]
+    ctx_after = [f"     {line}" for line in _statement(v)]
+    header = f"@@ -{start},{len(removed) + 2} +{start},{len(added) + 2} @@ def {v.func_name()}("
+    return "\n".join([header, *ctx_before, *removed, *added, *ctx_after]) + "\n"
+
+
+def make_tree(v: Vocab) -> str:
+    """A directory of a repository map, as `tree` prints it."""
+    top = f"{v.noun()}{v.pick(['', 's', '_core', '_api', '_jobs'])}"
+    lines = [f"{v.pick(['services', 'libs', 'packages', 'apps', 'tools'])}/{top}/"]
+    entries = sorted({f"{v.noun()}_{v.pick(['service', 'models', 'api', 'store', 'tasks', 'utils', 'schema'])}.py"
+                      for _ in range(int(v.rng.integers(3, 10)))})
+    sub = sorted({v.noun() for _ in range(int(v.rng.integers(0, 3)))})
+    for i, name in enumerate(entries):
+        last = i == len(entries) - 1 and not sub
+        lines.append(f"{'└── ' if last else '├── '}{name}  # {v.verb()}s {v.adjective()} {v.noun()}s")
+    for j, d in enumerate(sub):
+        lines.append(f"{'└── ' if j == len(sub) - 1 else '├── '}{d}/")
+        for k in range(int(v.rng.integers(1, 4))):
+            lines.append(f"{'    ' if j == len(sub) - 1 else '│   '}├── {v.noun()}_{v.noun()}.py")
+    return "\n".join(lines) + "\n"
+
+
+def make_api_doc(v: Vocab) -> str:
+    """A reference entry for an internal API."""
+    fn = v.func_name()
+    params = [(v.var_name(), v.pick(["str", "int", "bool", "datetime", v.class_name(), "list[str]"])) for _ in range(int(v.rng.integers(1, 4)))]
+    lines = [f"### `{v.class_name()}.{fn}({', '.join(f'{p}: {t}' for p, t in params)})`", "",
+             f"{v.verb().capitalize()}s the {v.adjective()} {v.noun()} for a {v.noun()} and returns the {v.noun()} {v.noun()}.",
+             f"Raises `{v.class_name()}` when the {v.noun()} is {v.adjective()}. Rate limit: {v.number(10, 5000)} calls/min.", ""]
+    lines += [f"- `{p}` ({t}): the {v.adjective()} {v.noun()} to {v.verb()}." for p, t in params]
+    return "\n".join(lines) + "\n\n"
+
+
+def make_guideline(v: Vocab) -> str:
+    """A rule from a team's coding guidelines."""
+    templates = [
+        "- Never {verb} a {noun} inside a request handler; enqueue a `{cls}` job and return 202.",
+        "- Every public function in `{path}` needs type hints and a docstring that states its {noun} contract.",
+        "- Use `{fn}()` instead of touching `{noun}_{noun2}` directly; it holds the {adj} lock for you.",
+        "- Database migrations must be reversible and must not {verb} more than {n} rows in one transaction.",
+        "- Log with structured fields (`{noun}_id`, `{noun2}_id`); never log a {adj} {noun3} or a secret.",
+        "- Feature flags live in `config/flags/{noun}.yaml`; remove a flag within {n} days of full rollout.",
+        "- A retry loop needs a bounded budget ({n} attempts max) and jitter; see `{cls}` for the helper.",
+    ]
+    t = templates[int(v.rng.integers(len(templates)))]
+    return t.format(verb=v.verb(), noun=v.noun(), noun2=v.noun(), noun3=v.noun(), cls=v.class_name(),
+                    path=v.module_path(), fn=v.func_name(), adj=v.adjective(), n=v.number(2, 500)) + "\n"
+
+
+def make_search(v: Vocab) -> str:
+    """A grep hit, as a search tool returns it."""
+    return f"{v.module_path()}:{v.number(1, 900)}:    {_statement(v)[0]}\n"
+
+
+def make_logline(v: Vocab) -> str:
+    """A structured application log line."""
+    level = v.pick(["INFO", "INFO", "WARN", "ERROR", "DEBUG"])
+    return (f"2026-06-15T{v.number(0, 24):02d}:{v.number(0, 60):02d}:{v.number(0, 60):02d}.{v.number(0, 1000):03d}Z {level} "
+            f"{v.noun()}.{v.noun()} {v.verb()}_{v.noun()} {v.noun()}_id={v.hex(8)} latency_ms={v.number(1, 4000)} "
+            f"status={v.pick(['ok', 'retry', 'timeout', 'error', 'ok'])}\n")
+
+
+def _filler_code(v: Vocab) -> str:
+    return v.pick([f"{v.var_name()} = {v.number(0, 999)}\n", f"# TODO({v.team()}): {v.verb()} {v.noun()}\n",
+                   f"import {v.noun()}\n", f"from .{v.noun()} import {v.class_name()}\n", "pass\n"])
+
+
+def _filler_prose(v: Vocab) -> str:
+    return v.pick([f"See {v.func_name()}.\n", f"Owner: {v.team()}.\n", f"Ref {v.hex(7)}.\n", "Done.\n",
+                   f"The {v.noun()} is {v.adjective()}.\n"])
+
+
+def _filler_log(v: Vocab) -> str:
+    return v.pick([f"PASSED tests/test_{v.noun()}.py::test_{v.func_name()}\n", f"collected {v.number(1, 900)} items\n",
+                   f"{v.number(1, 90)} passed in {v.number(1, 60)}.{v.number(0, 99):02d}s\n"])
+
+
+def _filler_tree(v: Vocab) -> str:
+    return v.pick([f"├── {v.noun()}.py\n", f"└── {v.noun()}_{v.noun()}.py\n", f"docs/{v.noun()}.md\n"])
+
+
+KINDS = ("code", "prose", "plan", "pytest", "diff", "tree", "api_doc", "guideline", "search", "logline")
+
+UNIT_MAKERS: dict[str, Callable[[Vocab], str]] = {
+    "code": make_code,
+    "prose": make_prose,
+    "plan": make_plan,
+    "pytest": make_pytest_log,
+    "diff": make_diff,
+    "tree": make_tree,
+    "api_doc": make_api_doc,
+    "guideline": make_guideline,
+    "search": make_search,
+    "logline": make_logline,
+}
+
+FILLER_MAKERS: dict[str, Callable[[Vocab], str]] = {
+    "code": _filler_code,
+    "prose": _filler_prose,
+    "plan": _filler_prose,
+    "pytest": _filler_log,
+    "diff": _filler_code,
+    "tree": _filler_tree,
+    "api_doc": _filler_prose,
+    "guideline": _filler_prose,
+    "search": _filler_code,
+    "logline": _filler_log,
+}

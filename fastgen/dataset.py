@@ -1,0 +1,98 @@
+"""The dataset as pure functions: which files exist, and the bytes of each.
+
+A `DatasetBuilder` holds what one process needs to make any session: the tokenizer, the content pools, and each
+scenario's shared blocks (built lazily, once). `files_for(task)` returns the files of one session index (two for
+scenarios 2 and 3, whose layouts share content), so a worker builds the content once and writes both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .blocks import ScenarioBlocks, build_blocks
+from .content.compose import Composer
+from .errors import SpecError
+from .plans import scenario1, scenario2, scenario3
+from .spans import session_bytes
+from .spec import (TEMPLATE_OVERHEAD_BASE, TEMPLATE_OVERHEAD_PER_MESSAGE, TOOL_CALL_MIN_MAX_TOKENS, Spec)
+from .tokenizer import Tokenizer
+
+__all__ = ["Task", "DIRECTORIES", "tasks", "DatasetBuilder", "check_fits", "file_name"]
+
+DIRECTORIES = (scenario1.DIRECTORY, *scenario2.LAYOUTS, *scenario3.LAYOUTS)
+# A tool call's name and arguments are a few dozen tokens; this bound is only for the up-front fit check.
+_CALL_TOKENS_BOUND = 120
+
+
+@dataclass(frozen=True, order=True)
+class Task:
+    scenario_id: int
+    index: int
+
+
+def tasks(spec: Spec) -> list[Task]:
+    """Every session index of every scenario, the largest files first (so a pool's last tasks are short)."""
+    out = [Task(3, i) for i in range(spec.scenario3.sessions)]
+    out += [Task(2, i) for i in range(spec.scenario2.sets)]
+    out += [Task(1, i) for i in range(spec.scenario1.sessions)]
+    return out
+
+
+def file_name(index: int) -> str:
+    return f"session_{index:04d}.json"
+
+
+def _fits(spec: Spec, prompt: int, max_tokens: int, messages: int) -> int:
+    """Tokens over the window (<= 0 when it fits)."""
+    return prompt + max_tokens + TEMPLATE_OVERHEAD_BASE + TEMPLATE_OVERHEAD_PER_MESSAGE * messages - spec.max_model_len
+
+
+def check_fits(spec: Spec) -> None:
+    """Refuse, before writing anything, a spec whose largest request cannot fit --max-model-len."""
+    s1, s2, s3 = spec.scenario1, spec.scenario2, spec.scenario3
+    call = _CALL_TOKENS_BOUND
+    t5 = (s1.tools + s1.system + s1.repo_map + s1.file_context + s1.bug_report.hi + s1.analysis.hi
+          + s1.inspect_request.hi + s1.inspection_plan.hi + s1.test_logs.hi + s1.patch.hi + call + s1.patch_result.hi
+          + s1.explanation.hi + s1.failing_tests.hi)
+    t6 = t5 + s1.patch.hi + call + s1.patch_result.hi + s1.passing_tests.hi
+    branch = s2.root_prompt.hi + s2.root_output.hi + call
+    s3_base = (s3.tools + s3.system + s3.guidelines + s3.repo_map + s3.api_docs + s3.workspace.hi + s3.task.hi
+               + (s3.turns.hi - 1) * (call + s3.tool_output.lo))
+    checks = [
+        ("scenario 1 turn 5", _fits(spec, t5, TOOL_CALL_MIN_MAX_TOKENS, 12)),
+        ("scenario 1 turn 6", _fits(spec, t6, s1.summary.hi, 14)),
+        ("scenario 2 branch", _fits(spec, branch, s2.branch_output.hi, 6)),
+        ("scenario 3 last turn", _fits(spec, s3_base, s3.final_output.hi, 6 + 2 * (s3.turns.hi - 1))),
+    ]
+    for name, over in checks:
+        if over > 0:
+            raise SpecError(f"{name} can need {over} tokens more than --max-model-len {spec.max_model_len}; "
+                            f"raise --max-model-len or lower the budgets (--budget-scale)")
+
+
+class DatasetBuilder:
+    def __init__(self, tokenizer: Tokenizer, spec: Spec, *, seed: int, model: str):
+        self.spec = spec
+        self.seed = seed
+        self.model = model
+        self.composer = Composer(tokenizer, seed)
+        self._blocks: dict[int, ScenarioBlocks] = {}
+
+    def blocks(self, scenario_id: int) -> ScenarioBlocks:
+        if scenario_id not in self._blocks:
+            sc_spec = (self.spec.scenario1, self.spec.scenario2, self.spec.scenario3)[scenario_id - 1]
+            self._blocks[scenario_id] = build_blocks(self.composer, sc_spec, scenario_id=scenario_id, seed=self.seed)
+        return self._blocks[scenario_id]
+
+    def plans_for(self, task: Task):
+        blocks = self.blocks(task.scenario_id)
+        kw = dict(seed=self.seed, index=task.index)
+        if task.scenario_id == 1:
+            return [scenario1.plan_session(self.composer, blocks, self.spec, **kw)]
+        module = scenario2 if task.scenario_id == 2 else scenario3
+        return module.plan_sessions(self.composer, blocks, self.spec, **kw)
+
+    def files_for(self, task: Task) -> list[tuple[str, bytes]]:
+        """(relative path, bytes) of each trace file of one session index."""
+        return [(f"{plan.scenario}/{file_name(task.index)}", session_bytes(plan, model=self.model))
+                for plan in self.plans_for(task)]

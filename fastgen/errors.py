@@ -1,0 +1,32 @@
+"""fastgen's exceptions. Only the CLI turns them into exit codes and one-line messages.
+
+    FastgenError
+    ├── SpecError          a number or option out of range, or a spec that cannot fit the context window
+    ├── TokenizerError     a tokenizer that cannot be found or loaded
+    ├── OutputError        an output folder that fastgen may not write into, or a failed write
+    └── ValidationError    inference-perf's graph (or a config) deviates from the scenario's shape
+"""
+
+from __future__ import annotations
+
+__all__ = ["FastgenError", "SpecError", "TokenizerError", "OutputError", "ValidationError"]
+
+
+class FastgenError(Exception):
+    """Base class: the message is one line that names the problem and the fix."""
+
+
+class SpecError(FastgenError):
+    pass
+
+
+class TokenizerError(FastgenError):
+    pass
+
+
+class OutputError(FastgenError):
+    pass
+
+
+class ValidationError(FastgenError):
+    pass

@@ -1,0 +1,143 @@
+"""Files: generate a whole dataset into a fresh staging folder across a process pool, then swap it into place.
+
+Each worker builds and writes its own sessions (big bytes never cross processes; the parent only gathers sizes and
+hashes). Nothing is written into the output folder itself until every file and the manifest exist, so a failed or
+interrupted run leaves the previous output untouched and no partial files behind.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .dataset import DIRECTORIES, DatasetBuilder, Task, tasks
+from .errors import OutputError
+from .manifest import MANIFEST_NAME, FileRecord, is_fastgen_output, manifest_bytes, record
+from .spec import Spec
+from .tokenizer import Tokenizer, load_tokenizer
+
+__all__ = ["RunOptions", "generate", "check_output_dir", "TOKENIZER_FOLDER"]
+
+TOKENIZER_FOLDER = "tokenizer"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    model: str
+    tokenizer: str
+    seed: int
+    spec: Spec
+    output_dir: Path
+    workers: int
+    progress: bool = False
+    arguments: dict | None = None  # recorded in the manifest
+
+
+def check_output_dir(path: Path) -> None:
+    """Refuse a folder that holds anything fastgen did not write."""
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"output {path} exists and is not a folder; choose another --output-dir")
+    if path.is_dir() and any(path.iterdir()) and not is_fastgen_output(path):
+        raise OutputError(f"output folder {path} holds files fastgen did not write; choose an empty or new "
+                          f"--output-dir (fastgen never deletes files it did not write)")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_file(root: Path, rel: str, data: bytes) -> FileRecord:
+    final = root / rel
+    temp = final.with_name(final.name + ".part")
+    with open(temp, "wb") as f:
+        f.write(data)
+    os.replace(temp, final)
+    return record(rel, data)
+
+
+# Worker processes hold one builder each, made by the pool initializer.
+_worker_builder: DatasetBuilder | None = None
+_worker_root: Path | None = None
+
+
+def _init_worker(tokenizer_name: str, spec: Spec, seed: int, model: str, root: str, quiet_threads: bool) -> None:
+    global _worker_builder, _worker_root
+    if quiet_threads:
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"  # N workers on N cores: no extra tokenizer threads
+    _worker_builder = DatasetBuilder(load_tokenizer(tokenizer_name), spec, seed=seed, model=model)
+    _worker_root = Path(root)
+
+
+def _run_task(task: Task) -> list[FileRecord]:
+    return [_write_file(_worker_root, rel, data) for rel, data in _worker_builder.files_for(task)]
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="file", desc="fastgen", disable=not enabled, dynamic_ncols=True)
+
+
+def _generate_into(staging: Path, options: RunOptions, tokenizer: Tokenizer) -> list[FileRecord]:
+    for name in DIRECTORIES:
+        (staging / name).mkdir()
+    todo = tasks(options.spec)
+    files_per_task = {1: 1, 2: 2, 3: 2}
+    records: list[FileRecord] = []
+    with _progress(sum(files_per_task[t.scenario_id] for t in todo), options.progress) as bar:
+        if options.workers <= 1:
+            builder = DatasetBuilder(tokenizer, options.spec, seed=options.seed, model=options.model)
+            for task in todo:
+                done = [_write_file(staging, rel, data) for rel, data in builder.files_for(task)]
+                records += done
+                bar.update(len(done))
+            return records
+        context = multiprocessing.get_context("spawn")  # the one place the start method is chosen
+        init = (options.tokenizer, options.spec, options.seed, options.model, str(staging), True)
+        with context.Pool(options.workers, initializer=_init_worker, initargs=init) as pool:
+            for done in pool.imap_unordered(_run_task, todo):
+                records += done
+                bar.update(len(done))
+    return records
+
+
+def generate(options: RunOptions, tokenizer: Tokenizer) -> list[FileRecord]:
+    """Write the dataset, the tokenizer folder and the manifest to options.output_dir; return the file records."""
+    out = options.output_dir
+    check_output_dir(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.fastgen-", dir=out.parent))
+        staging.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the dataset should not be
+    except OSError as exc:
+        raise OutputError(f"cannot write into {out.parent} ({exc.strerror}); choose a writable --output-dir") from exc
+    try:
+        records = sorted(_generate_into(staging, options, tokenizer))
+        tokenizer.export(staging / TOKENIZER_FOLDER)
+        (staging / MANIFEST_NAME).write_bytes(manifest_bytes(
+            files=records, tokenizer=tokenizer.identity.to_dict(), spec=options.spec.to_dict(),
+            arguments=options.arguments or {}))
+        _swap_into_place(staging, out)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise OutputError(f"writing {out} failed: {exc}; nothing was changed there") from exc
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return records
+
+
+def _swap_into_place(staging: Path, out: Path) -> None:
+    if not out.exists():
+        os.replace(staging, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.fastgen-old-", dir=out.parent))
+    os.replace(out, old / "previous")
+    os.replace(staging, out)
+    shutil.rmtree(old, ignore_errors=True)

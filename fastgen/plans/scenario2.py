@@ -1,0 +1,90 @@
+"""Scenario 2: one root context fans out into five parallel candidate fixes.
+
+    root      [system, repo map, bug report, logs] (55-95K with the tools)  -> coordinator response
+    branch k  root input + root output + instruction k                        -> candidate k (prose + diff)
+
+Sync and stagger share every byte of content (one content RNG stream) and differ only in when the branches start:
+within 0.5 s of the root's end, or 1-5 s after it. Every branch ends after the last sibling has started, because
+inference-perf's temporal fallback would otherwise chain a late branch behind a finished sibling.
+"""
+
+from __future__ import annotations
+
+from ..blocks import ScenarioBlocks, compose_block
+from ..content.compose import Composer
+from ..content.vocab import Vocab
+from ..spec import Spec
+from .common import duration_ms, session_rng
+from .types import Output, SessionPlan, Turn, user
+
+__all__ = ["SCENARIO_ID", "LAYOUTS", "plan_sessions", "root_budget"]
+
+SCENARIO_ID = 2
+LAYOUTS = ("scenario2_sync", "scenario2_stagger")
+_INSTRUCTIONS = {
+    "smallest patch": "Produce the smallest patch that fixes {ticket}; touch as few lines as you can.",
+    "refactor first": "Refactor the code around {ticket} first so the fix becomes obvious, then fix it.",
+    "add validation": "Fix {ticket} by validating inputs at the boundary and rejecting bad state early.",
+    "optimize hot path": "Fix {ticket} and keep the hot path fast: no extra allocation or lock per call.",
+    "preserve compat": "Fix {ticket} while keeping every public signature and wire format compatible.",
+}
+
+
+def root_budget(spec: Spec, index: int) -> int:
+    """Root prompt sizes are spread evenly over the range across the sets."""
+    s = spec.scenario2
+    if s.sets == 1:
+        return s.root_prompt.lo
+    return s.root_prompt.lo + (s.root_prompt.hi - s.root_prompt.lo) * index // (s.sets - 1)
+
+
+def _branch_output(composer: Composer, rng, budget: int):
+    prose = composer.fill("prose", max(budget // 3, 1), rng)
+    fence = composer.line("```diff\n")
+    close = composer.line("```\n")
+    diff = composer.fill("diff", max(budget - prose.tokens - fence.tokens - close.tokens, 1), rng)
+    return composer.join([prose, fence, diff, close])
+
+
+def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int,
+                  index: int) -> list[SessionPlan]:
+    """The sync and the stagger session of one branch set: the same content, different branch start times."""
+    s = spec.scenario2
+    rng = session_rng(seed, SCENARIO_ID, index)
+    v = Vocab(rng)
+    ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
+
+    bug = compose_block(composer, f"Bug report {ticket}: intermittent {v.class_name()} in {v.module_path()}.\n",
+                        "prose", s.bug_report.draw(rng), rng)
+    fixed = blocks.catalog.tokens + blocks.system.tokens + blocks.repo_map.tokens + bug.tokens
+    logs = compose_block(composer, f"Production logs around the failures of {ticket}:\n", "logline",
+                         max(root_budget(spec, index) - fixed, 1), rng)
+    root = (blocks.system, blocks.repo_map, user(bug), user(logs))
+    root_output = Output(composer.fill("prose", s.root_output.draw(rng), rng))
+    branches = []
+    for letter, name in zip("ABCDEFGHIJ", s.branches):
+        instruction = composer.line(f"Candidate {letter} ({name}): {_INSTRUCTIONS.get(name, name).format(ticket=ticket)}\n")
+        messages = root + (root_output.as_history(), user(instruction))
+        branches.append((messages, Output(_branch_output(composer, rng, s.branch_output.draw(rng)))))
+    return [_timed(spec, blocks, seed, index, layout, root, root_output, branches) for layout in LAYOUTS]
+
+
+def _timed(spec: Spec, blocks: ScenarioBlocks, seed: int, index: int, layout: str, root, root_output: Output,
+           branches) -> SessionPlan:
+    s = spec.scenario2
+    rng = session_rng(seed, SCENARIO_ID, index, LAYOUTS.index(layout))
+    start = index * s.set_spacing_ms
+    root_end = start + duration_ms(spec.timing, blocks.catalog.tokens + sum(m.tokens for m in root), root_output.tokens)
+    session_id = f"{layout}-{index:04d}"
+    turns = [Turn(f"{session_id}-root", 0, root, root_output, start, root_end)]
+    if layout == "scenario2_sync":
+        offsets = sorted(int(rng.integers(0, s.sync_window_ms + 1)) for _ in branches)
+    else:
+        offsets = sorted(s.stagger_ms.draw(rng) for _ in branches)
+    last_start = root_end + offsets[-1]
+    for k, ((messages, output), offset) in enumerate(zip(branches, offsets), start=1):
+        b_start = root_end + offset
+        natural_end = b_start + duration_ms(spec.timing, blocks.catalog.tokens + sum(m.tokens for m in messages),
+                                            output.tokens)
+        turns.append(Turn(f"{session_id}-b{k}", k, messages, output, b_start, max(natural_end, last_start + 1000)))
+    return SessionPlan(layout, session_id, index, blocks.catalog, tuple(turns))

@@ -1,0 +1,104 @@
+"""The plan of a session: messages, outputs, timing and exact token counts, before any bytes are written.
+
+A plan is what a scenario decides; `spans.py` turns it into trace bytes. Each message carries its wire JSON,
+serialized once when it is made, so a shared block is escaped once however many spans repeat it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import orjson
+
+from ..content.compose import Text
+from ..tools import ToolCatalog
+
+__all__ = ["ToolCall", "Message", "Output", "Turn", "SessionPlan", "system", "user", "assistant_text",
+           "assistant_calls", "tool_result"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict
+    arguments_json: str  # compact JSON of `arguments`, as it appears in the history message
+    tokens: int  # tokens of name plus arguments_json
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    tokens: int
+    json: str  # the OpenAI-style wire message, serialized once
+    content: str | None = None
+    calls: tuple[ToolCall, ...] = ()
+
+
+def _message(role: str, wire: dict, tokens: int, content: str | None = None, calls: tuple = ()) -> Message:
+    return Message(role, tokens, orjson.dumps(wire).decode(), content, calls)
+
+
+def system(text: Text) -> Message:
+    return _message("system", {"role": "system", "content": text.text}, text.tokens, text.text)
+
+
+def user(text: Text) -> Message:
+    return _message("user", {"role": "user", "content": text.text}, text.tokens, text.text)
+
+
+def assistant_text(text: Text) -> Message:
+    return _message("assistant", {"role": "assistant", "content": text.text}, text.tokens, text.text)
+
+
+def assistant_calls(calls: tuple[ToolCall, ...]) -> Message:
+    wire = {"role": "assistant", "tool_calls": [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}} for c in calls]}
+    return _message("assistant", wire, sum(c.tokens for c in calls), None, calls)
+
+
+def tool_result(call: ToolCall, text: Text) -> Message:
+    return _message("tool", {"role": "tool", "tool_call_id": call.id, "content": text.text}, text.tokens, text.text)
+
+
+@dataclass(frozen=True)
+class Output:
+    """What the model answered: a text, or tool calls (then `text` is None)."""
+
+    text: Text | None = None
+    calls: tuple[ToolCall, ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        return self.text.tokens if self.text is not None else sum(c.tokens for c in self.calls)
+
+    @property
+    def is_tool_call(self) -> bool:
+        return bool(self.calls)
+
+    def as_history(self) -> Message:
+        """The assistant message that carries this output into the next turn's input."""
+        return assistant_calls(self.calls) if self.calls else assistant_text(self.text)
+
+
+@dataclass(frozen=True)
+class Turn:
+    span_id: str
+    turn: int  # 1-based; scenario 2 numbers the root 0 and the branches 1..5
+    messages: tuple[Message, ...]
+    output: Output
+    start_ms: int
+    end_ms: int
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    scenario: str  # the trace folder name: scenario1, scenario2_sync, ...
+    session_id: str
+    index: int
+    catalog: ToolCatalog
+    turns: tuple[Turn, ...] = field(default_factory=tuple)
+
+    def input_tokens(self, turn: Turn) -> int:
+        """Tokens of the tool catalog JSON plus every message's content (tool calls: name and arguments)."""
+        return self.catalog.tokens + sum(m.tokens for m in turn.messages)

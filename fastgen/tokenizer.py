@@ -1,0 +1,143 @@
+"""One small interface over a Hugging Face `tokenizers` tokenizer: resolve, count, encode, decode, export.
+
+`--tokenizer` takes a tokenizer.json, a local model folder, a hub id found in the local Hugging Face cache, or
+`builtin` (the byte-level BPE that ships with fastgen). It never falls back silently: a tokenizer that cannot be
+found is an error that says how to point at one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import TokenizerError
+
+__all__ = ["Tokenizer", "load_tokenizer", "BUILTIN_DIR", "BUILTIN_NAME", "hub_cache_dir"]
+
+BUILTIN_NAME = "builtin"
+BUILTIN_DIR = Path(__file__).parent / "data" / "builtin-tokenizer"
+# Files a transformers tokenizer folder may need; exported beside the traces so configs can point at them offline.
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
+# Joins the additivity probe checks: every unit boundary is a newline followed by one of these starts.
+_PROBE_ENDS = ("x\n", "x\n\n", "x)\n", "x:\n", "x.\n\n", "x  \n", "x}\n", "x`\n", "x]\n", "9\n")
+_PROBE_STARTS = ("def", "class", "_", "#", "-", "+", "@@", "1.", "`", "[", "(", "├", "└", "│", "E", "2026", ">", "*",
+                 "'", '"', "{", "|", "=", "/", "a", "Z", "é")
+
+
+@dataclass(frozen=True)
+class TokenizerIdentity:
+    source: str  # "builtin", a path, or a hub id
+    sha256: str  # of tokenizer.json's bytes
+    vocab_size: int
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "sha256": self.sha256, "vocab_size": self.vocab_size}
+
+
+class Tokenizer:
+    """A loaded tokenizer. Counts exclude special tokens: they are the tokens of the text itself."""
+
+    def __init__(self, hf, *, source: str, folder_files: dict[str, bytes]):
+        self._hf = hf
+        self.folder_files = folder_files
+        self.identity = TokenizerIdentity(source, hashlib.sha256(folder_files["tokenizer.json"]).hexdigest(),
+                                          hf.get_vocab_size(with_added_tokens=True))
+        self.additive = self._probe_additive()
+
+    def encode(self, text: str) -> list[int]:
+        return self._hf.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self._hf.decode(ids, skip_special_tokens=False)
+
+    def count(self, text: str) -> int:
+        return len(self._hf.encode(text, add_special_tokens=False).ids)
+
+    def count_batch(self, texts: list[str]) -> list[int]:
+        return [len(e.ids) for e in self._hf.encode_batch(texts, add_special_tokens=False)]
+
+    def _probe_additive(self) -> bool:
+        """Whether joining newline-terminated units never changes their token counts (see content/compose.py)."""
+        pairs = [(end, start + " y\n") for end in _PROBE_ENDS for start in _PROBE_STARTS]
+        joined = self.count_batch([a + b for a, b in pairs])
+        left = self.count_batch([a for a, _ in pairs])
+        right = self.count_batch([b for _, b in pairs])
+        return all(j == a + b for j, a, b in zip(joined, left, right))
+
+    def export(self, folder: Path) -> None:
+        """Write a folder that transformers.AutoTokenizer loads (tokenizer.json plus its config files)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in sorted(self.folder_files.items()):
+            (folder / name).write_bytes(data)
+
+
+def hub_cache_dir() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+    return home / "hub"
+
+
+def _find_in_hub_cache(repo_id: str) -> Path | None:
+    repo = hub_cache_dir() / ("models--" + repo_id.replace("/", "--"))
+    snapshots = repo / "snapshots"
+    ref = repo / "refs" / "main"
+    if ref.is_file():
+        candidate = snapshots / ref.read_text().strip()
+        if (candidate / "tokenizer.json").is_file():
+            return candidate
+    if snapshots.is_dir():
+        for snap in sorted(snapshots.iterdir()):
+            if (snap / "tokenizer.json").is_file():
+                return snap
+    return None
+
+
+def _resolve_folder(name: str) -> tuple[Path, Path]:
+    """(folder, tokenizer.json) for a name; raises TokenizerError naming the fix."""
+    if name == BUILTIN_NAME:
+        return BUILTIN_DIR, BUILTIN_DIR / "tokenizer.json"
+    path = Path(name).expanduser()
+    if path.is_file():
+        return path.parent, path
+    if path.is_dir():
+        if not (path / "tokenizer.json").is_file():
+            raise TokenizerError(f"folder {name} has no tokenizer.json; point --tokenizer at a tokenizer.json, "
+                                 f"a model folder that has one, or use --tokenizer builtin")
+        return path, path / "tokenizer.json"
+    cached = _find_in_hub_cache(name)
+    if cached is None:
+        raise TokenizerError(f"no tokenizer for '{name}' on disk or in the local Hugging Face cache ({hub_cache_dir()}); "
+                             f"pass --tokenizer PATH (a tokenizer.json or a model folder) or --tokenizer builtin")
+    return cached, cached / "tokenizer.json"
+
+
+def load_tokenizer(name: str) -> Tokenizer:
+    """Load `builtin`, a tokenizer.json, a model folder, or a hub id from the local HF cache."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    folder, json_path = _resolve_folder(name)
+    raw = json_path.read_bytes()
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise TokenizerError(f"{json_path} is not valid JSON ({exc.__class__.__name__}); point --tokenizer at a real "
+                             f"tokenizer.json or use --tokenizer builtin") from exc
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("model"), dict) or not parsed["model"].get("vocab"):
+        raise TokenizerError(f"{json_path} has no vocabulary (model.vocab); point --tokenizer at a complete "
+                             f"tokenizer.json or use --tokenizer builtin")
+    try:
+        hf = HFTokenizer.from_str(raw.decode("utf-8"))
+    except Exception as exc:  # tokenizers raises plain Exception subclasses for malformed files
+        raise TokenizerError(f"{json_path} cannot be loaded by tokenizers ({str(exc).splitlines()[0][:120]}); "
+                             f"point --tokenizer at a valid tokenizer.json or use --tokenizer builtin") from exc
+    files = {"tokenizer.json": raw}
+    for extra in _TOKENIZER_FILES[1:]:
+        if (folder / extra).is_file() and json_path.parent == folder:
+            files[extra] = (folder / extra).read_bytes()
+    if "tokenizer_config.json" not in files:
+        files["tokenizer_config.json"] = json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}, indent=2).encode() + b"\n"
+    return Tokenizer(hf, source=name if name == BUILTIN_NAME else str(name), folder_files=files)

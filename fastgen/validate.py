@@ -1,0 +1,273 @@
+"""Put every trace file through inference-perf's own graph builder and check the graph has the scenario's shape.
+
+The replay trusts the graph, not our intentions: an edge it infers from timing alone (`temporal`) makes a call wait
+for the wrong predecessor, and an input without an `output` segment never gets the live answer fed forward. So the
+checks below read `graph_to_dict` of the very functions `OTelTraceReplayDataGenerator` calls, in the same order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import logging
+import logging.handlers
+import multiprocessing
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ValidationError
+
+__all__ = ["SCENARIOS", "FileReport", "check_file", "validate_tree", "summary_table", "describe_file"]
+
+SCENARIOS = ("scenario1", "scenario2_sync", "scenario2_stagger", "scenario3_stable", "scenario3_noisy")
+# scenario -> (fewest events, most events, what every non-root event hangs off: the previous event or the root)
+_SHAPES = {
+    "scenario1": (6, 6, "chain"),
+    "scenario2_sync": (6, 6, "fan"),
+    "scenario2_stagger": (6, 6, "fan"),
+    "scenario3_stable": (2, 6, "chain"),
+    "scenario3_noisy": (2, 6, "chain"),
+}
+_CAUSAL = frozenset({"full_match", "tool_call_ids_matched"})
+_SCENARIO1_TOOL_EVENTS = frozenset({2, 4})  # turns 3 and 5 call apply_patch
+_TRACE_PATTERNS = ("session_*.json", "session_*.json.zst")
+_MISSING = "inference-perf 0.7.0 is not installed; install fastgen[validate] (Python 3.12)"
+_FILES_PER_WORKER = 100  # a worker pays a ~5 s import; at ~50 ms a file it needs ~100 files to earn it back
+
+
+@dataclass(frozen=True)
+class FileReport:
+    path: str
+    scenario: str
+    events: int
+    deviations: tuple[str, ...]  # one short human line each; empty means the file is fine
+
+
+def _graph_api():
+    # Imported here, not at module level: the import takes seconds and `fastgen` without [validate] must still work.
+    # The contract (docs/inference-perf-contract.md) was read off 0.7.0; other versions build graphs differently.
+    try:
+        api = importlib.import_module("inference_perf.datagen.replay.otel_trace_to_replay_graph")
+        if not importlib.metadata.version("inference-perf").startswith("0.7."):
+            raise ImportError("wrong inference-perf version")
+    except ImportError as err:  # PackageNotFoundError is one too
+        raise ValidationError(_MISSING) from err
+    return api
+
+
+def _read_trace(path: Path) -> dict:
+    with open(path, "rb") as f:
+        if path.name.endswith(".zst"):
+            import zstandard
+
+            # Without read_across_frames a reader stops after the first frame, and joined shards read back short.
+            with zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True) as reader:
+                raw = reader.read()
+        else:
+            raw = f.read()
+    doc = json.loads(raw)
+    if not isinstance(doc, dict) or not isinstance(doc.get("spans"), list):
+        raise ValueError("top level is not an object with a 'spans' list")
+    return doc
+
+
+def _scenario_of(doc: dict, path: Path) -> str:
+    spans = doc["spans"]
+    name = (spans[0].get("attributes") or {}).get("fastgen.scenario") if spans else None
+    return str(name) if name else path.parent.name
+
+
+def _build_graph(doc: dict, path: Path) -> tuple[dict, list[str]]:
+    """The replay's own sequence (`_process_trace_data`); its warnings come back as lines instead of log noise."""
+    api = _graph_api()
+    spans = doc["spans"]
+    collect, logger = logging.handlers.BufferingHandler(capacity=1 << 30), api.logger  # never flushes: a plain list
+    collect.setLevel(logging.WARNING)
+    logger.addHandler(collect)
+    # Captured even when the caller's logging is quieter than WARNING, and kept off the console either way.
+    saved = logger.propagate, logger.level
+    logger.propagate, logger.level = False, logging.WARNING
+    try:
+        calls, _ = api.build_raw_calls(spans, include_errors=True)  # the config default, not the function's
+        graph = api.build_graph(calls, source_file=str(path))
+        api.tag_user_facing_events(graph, all_spans=spans)
+    finally:
+        logger.removeHandler(collect)
+        logger.propagate, logger.level = saved
+    return api.graph_to_dict(graph), [record.getMessage() for record in collect.buffer]
+
+
+def _analyse(path: Path) -> tuple[str, dict | None, list[str]]:
+    """(scenario, graph dict or None, deviations). Anything that makes the replay skip the session is a deviation."""
+    scenario = path.parent.name
+    try:
+        doc = _read_trace(path)
+        scenario = _scenario_of(doc, path)
+        graph, warned = _build_graph(doc, path)
+    except ValidationError:
+        raise
+    except Exception as err:  # inference-perf logs these and skips the session: we report them instead
+        return scenario, None, [f"unreadable: {type(err).__name__}: {str(err)[:200]}"]
+    deviations = [f"inference-perf warned: {line[:200]}" for line in warned]
+    return scenario, graph, deviations + _shape_deviations(scenario, graph)
+
+
+def _shape_deviations(scenario: str, graph: dict) -> list[str]:
+    if scenario not in _SHAPES:
+        return [f"unknown scenario {scenario!r}, expected one of {', '.join(SCENARIOS)}"]
+    fewest, most, kind = _SHAPES[scenario]
+    ids = list(graph["events"])  # insertion order = inference-perf's (start_time, span_id) order
+    index = {eid: i for i, eid in enumerate(ids)}
+    out = []
+    if not fewest <= len(ids) <= most:
+        want = str(fewest) if fewest == most else f"{fewest} to {most}"
+        out.append(f"{len(ids)} events, expected {want}")
+    if ids and graph["root_event_ids"] != ids[:1]:
+        out.append(f"roots {[index[r] for r in graph['root_event_ids']]}, expected only event 0")
+    for i, event in enumerate(graph["events"].values()):
+        if i > 0:
+            src = ids[i - 1] if kind == "chain" else ids[0]
+            out += _edge_deviations(i, event, src, index)
+        out += _tool_flag_deviations(scenario, i, event["call"])
+    return out
+
+
+def _edge_deviations(i: int, event: dict, src: str, index: dict[str, int]) -> list[str]:
+    out = []
+    deps = event["predecessor_dependency_types"]
+    if list(deps) != [src] or deps[src] not in _CAUSAL:
+        out.append(f"event {i}: predecessors {_fmt_deps(deps, index) or 'none'}, expected event {index[src]} (causal)")
+    segments = [(s["type"], s.get("source_event_id")) for s in event["call"]["input_segments"]]
+    if segments != [("shared", src), ("output", src), ("unique", None)]:
+        got = " ".join(_fmt_segment(s, index) for s in event["call"]["input_segments"])
+        out.append(f"event {i}: segments {got}, expected shared(<-{index[src]}) output(<-{index[src]}) unique")
+    return out
+
+
+def _tool_flag_deviations(scenario: str, i: int, call: dict) -> list[str]:
+    # Absent from the dict means False. The flag needs tool definitions on the span, not just a tool-call output.
+    is_tool = bool(call.get("expected_output_is_tool_call"))
+    if scenario == "scenario1":
+        want = i in _SCENARIO1_TOOL_EVENTS
+    else:
+        reasons = (call.get("attributes") or {}).get("gen_ai.response.finish_reasons")
+        if reasons is None:
+            return []
+        want = reasons in (["tool_calls"], "tool_calls")
+    if is_tool == want:
+        return []
+    return [f"event {i}: expected_output_is_tool_call {is_tool}, expected {want}"]
+
+
+def _fmt_deps(deps: dict[str, str], index: dict[str, int]) -> str:
+    return ", ".join(f"event {index.get(eid, eid)} {kind}" for eid, kind in deps.items())
+
+
+def _fmt_segment(seg: dict, index: dict[str, int]) -> str:
+    src = seg.get("source_event_id")
+    return f"{seg['type']}(<-{index.get(src, src)})" if src is not None else seg["type"]
+
+
+def check_file(path: Path) -> FileReport:
+    """One trace file (.json or .json.zst); a file inference-perf cannot read is a deviation, not an exception."""
+    path = Path(path)
+    scenario, graph, deviations = _analyse(path)
+    events = graph["event_count"] if graph else 0
+    return FileReport(str(path), scenario, events, tuple(deviations))
+
+
+def _trace_files(root: Path) -> list[Path]:
+    # The five scenario folders, and root itself when it directly holds sessions; tokenizer/, manifest.json don't match.
+    folders = [root, *(root / name for name in SCENARIOS)]
+    return sorted(p for d in folders if d.is_dir() for pattern in _TRACE_PATTERNS for p in d.glob(pattern))
+
+
+def _spawn_pool(workers: int):
+    # The one place the start method is chosen: spawn, because forking after a tokenizer or Arrow started threads can
+    # deadlock, and spawn behaves the same on every OS.
+    return multiprocessing.get_context("spawn").Pool(workers)
+
+
+def validate_tree(root: Path, *, workers: int | None = None, progress: bool = False) -> list[FileReport]:
+    """Every session file under root's scenario folders (or in root itself), checked in parallel, sorted by path."""
+    root = Path(root)
+    paths = _trace_files(root)
+    if not paths:
+        raise ValidationError(f"no session_*.json or session_*.json.zst files under {root} or its scenario folders")
+    if importlib.util.find_spec("inference_perf") is None:  # fail before spawning workers that would each fail
+        raise ValidationError(_MISSING)
+    if workers is None:
+        workers = min(os.cpu_count() or 1, -(-len(paths) // _FILES_PER_WORKER))
+    workers = max(1, min(workers, len(paths)))
+    chunksize = max(1, min(32, len(paths) // (workers * 4)))
+    reports = []
+    # One worker runs in-process: no spawn and no second multi-second import.
+    with _spawn_pool(workers) if workers > 1 else contextlib.nullcontext() as pool:
+        results = pool.imap(check_file, paths, chunksize=chunksize) if pool else map(check_file, paths)
+        for done, report in enumerate(results, 1):
+            reports.append(report)
+            _tick(done, len(paths), progress)
+    return sorted(reports, key=lambda r: r.path)
+
+
+def _tick(done: int, total: int, progress: bool) -> None:
+    if progress and (done == total or done % max(1, total // 100) == 0):
+        print(f"\rvalidated {done}/{total} files", end="\n" if done == total else "", file=sys.stderr, flush=True)
+
+
+def summary_table(reports, *, max_deviations: int = 3) -> str:
+    """One row per directory (files, events, ok, failed), a total, then the first deviations of each directory."""
+    by_dir: dict[str, list[FileReport]] = {}
+    for r in reports:
+        by_dir.setdefault(Path(r.path).parent.name, []).append(r)
+    rows = [("directory", "files", "events", "ok", "failed")]
+    notes = []
+    for name, group in sorted(by_dir.items()):
+        failed = [r for r in group if r.deviations]
+        rows.append((name, len(group), sum(r.events for r in group), len(group) - len(failed), len(failed)))
+        first = [f"{name}/{Path(r.path).name}: {d}" for r in failed for d in r.deviations][:max_deviations]
+        notes += [f"  {line}" for line in first]
+    failed_total = sum(1 for r in reports if r.deviations)
+    rows.append(("total", len(reports), sum(r.events for r in reports), len(reports) - failed_total, failed_total))
+    widths = [max(len(str(row[c])) for row in rows) for c in range(5)]
+    lines = [
+        "  ".join(str(v).ljust(w) if c == 0 else str(v).rjust(w) for c, (v, w) in enumerate(zip(row, widths)))
+        for row in rows
+    ]
+    return "\n".join(lines + (["deviations (first few per directory):", *notes] if notes else []))
+
+
+def describe_file(path: Path) -> str:
+    """The --verbose view of one file: every event as inference-perf sees it, then the deviations."""
+    path = Path(path)
+    scenario, graph, deviations = _analyse(path)
+    lines = [f"{path}  scenario={scenario}"]
+    if graph is not None:
+        index = {eid: i for i, eid in enumerate(graph["events"])}
+        lines[0] += f"  events={graph['event_count']}  roots={[index[r] for r in graph['root_event_ids']]}"
+        for i, event in enumerate(graph["events"].values()):
+            lines += _describe_event(i, event, index)
+    lines.append(f"deviations: {len(deviations) or 'none'}")
+    return "\n".join(lines + [f"  {d}" for d in deviations])
+
+
+def _describe_event(i: int, event: dict, index: dict[str, int]) -> list[str]:
+    call = event["call"]
+    lines = [
+        f"event {i} {event['event_id']}: t={event['t_start_ms']}..{event['t_end_ms']} ms  wait_ms={event['wait_ms']}",
+        f"  predecessors: {_fmt_deps(event['predecessor_dependency_types'], index) or 'none (root)'}",
+    ]
+    for seg in call["input_segments"]:
+        src = seg.get("source_event_id")
+        source = f"  source=event {index.get(src, src)}" if src is not None else ""
+        lines.append(f"  segment {seg['type']}: {seg['message_count']} msg, {seg['token_count']} tok{source}")
+    lines.append(
+        f"  expected_output_is_tool_call={bool(call.get('expected_output_is_tool_call'))}"
+        f"  total_input_tokens={call['total_input_tokens']}  expected_output_tokens={call['expected_output_tokens']}"
+    )
+    return lines
