@@ -23,6 +23,7 @@ __all__ = ["Text", "Composer", "check_unit"]
 _TAIL = 48
 _UNITS_PER_KIND = 600
 _FILLERS_PER_KIND = 1500
+_TAIL_PLAN_LIMIT = 1024
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,19 @@ class _Pool:
         for text, c in zip(fillers, filler_counts):
             by_count.setdefault(c, []).append(text)
         self.fillers = {c: by_count[c] for c in sorted(by_count)}
-        self.filler_sizes = np.asarray(sorted(by_count), dtype=np.int64)
+        self.tail_plans = _tail_plans(sorted(by_count), _TAIL_PLAN_LIMIT)
+
+
+def _tail_plans(sizes: list[int], limit: int) -> list[tuple[int, ...] | None]:
+    """For each r up to limit, the fewest filler sizes that sum to exactly r (None where none do)."""
+    plans: list[tuple[int, ...] | None] = [None] * (limit + 1)
+    plans[0] = ()
+    for r in range(1, limit + 1):
+        for size in sizes:
+            prev = plans[r - size] if size <= r else None
+            if prev is not None and (plans[r] is None or len(prev) + 1 < len(plans[r])):
+                plans[r] = prev + (size,)
+    return plans
 
 
 class Composer:
@@ -103,20 +116,14 @@ class Composer:
 
     @staticmethod
     def _fill_tail(pool: _Pool, r: int, rng: np.random.Generator, pieces: list[str]) -> int:
-        sizes = pool.filler_sizes
-        added = 0
-        while r > 0:
-            if r in pool.fillers:
-                c = r
-            else:
-                # the largest filler that leaves a remainder some filler can still cover
-                fits = sizes[(sizes <= r - int(sizes[0])) | (sizes == r)]
-                if len(fits) == 0:
-                    c = int(sizes[0])  # r is below the smallest filler: overshoot by the least possible
-                else:
-                    c = int(fits[-1])
-            options = pool.fillers[c]
+        """Append fillers summing to exactly r tokens (or the least overshoot, if no combination hits r)."""
+        largest = max(pool.fillers)
+        sizes: list[int] = []
+        while r > _TAIL_PLAN_LIMIT:
+            sizes.append(largest)
+            r -= largest
+        plan = next(p for p in pool.tail_plans[max(r, 0):] if p is not None)
+        for size in (*sizes, *plan):
+            options = pool.fillers[size]
             pieces.append(options[int(rng.integers(len(options)))])
-            added += c
-            r -= c
-        return added
+        return sum(sizes) + sum(plan)

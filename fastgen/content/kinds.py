@@ -192,23 +192,32 @@ def make_logline(v: Vocab) -> str:
             f"status={v.pick(['ok', 'retry', 'timeout', 'error', 'ok'])}\n")
 
 
+# One- and two-token pieces let a composition hit any exact count; they are rare, so texts still read well.
+_TINY = [".\n", "}\n", ")\n", "...\n", "Ok.\n", "--\n"]
+
+
 def _filler_code(v: Vocab) -> str:
-    return v.pick([f"{v.var_name()} = {v.number(0, 999)}\n", f"# TODO({v.team()}): {v.verb()} {v.noun()}\n",
+    return v.pick([v.pick(_TINY), f"{v.var_name()} = {v.number(0, 999)}\n", f"# TODO({v.team()}): {v.verb()} {v.noun()}\n",
                    f"import {v.noun()}\n", f"from .{v.noun()} import {v.class_name()}\n", "pass\n"])
 
 
 def _filler_prose(v: Vocab) -> str:
-    return v.pick([f"See {v.func_name()}.\n", f"Owner: {v.team()}.\n", f"Ref {v.hex(7)}.\n", "Done.\n",
+    return v.pick([v.pick(_TINY), f"See {v.func_name()}.\n", f"Owner: {v.team()}.\n", f"Ref {v.hex(7)}.\n", "Done.\n",
                    f"The {v.noun()} is {v.adjective()}.\n"])
 
 
 def _filler_log(v: Vocab) -> str:
-    return v.pick([f"PASSED tests/test_{v.noun()}.py::test_{v.func_name()}\n", f"collected {v.number(1, 900)} items\n",
+    return v.pick([v.pick(_TINY), f"PASSED tests/test_{v.noun()}.py::test_{v.func_name()}\n", f"collected {v.number(1, 900)} items\n",
                    f"{v.number(1, 90)} passed in {v.number(1, 60)}.{v.number(0, 99):02d}s\n"])
 
 
+def _filler_diff(v: Vocab) -> str:
+    return v.pick(["+\n", "-\n", f"+{v.var_name()} = {v.number(0, 999)}\n", f"-import {v.noun()}\n",
+                   f"+from .{v.noun()} import {v.class_name()}\n", "+    pass\n", "-    pass\n"])
+
+
 def _filler_tree(v: Vocab) -> str:
-    return v.pick([f"├── {v.noun()}.py\n", f"└── {v.noun()}_{v.noun()}.py\n", f"docs/{v.noun()}.md\n"])
+    return v.pick([v.pick(_TINY), f"├── {v.noun()}.py\n", f"└── {v.noun()}_{v.noun()}.py\n", f"docs/{v.noun()}.md\n"])
 
 
 KINDS = ("code", "prose", "plan", "pytest", "diff", "tree", "api_doc", "guideline", "search", "logline")
@@ -231,7 +240,7 @@ FILLER_MAKERS: dict[str, Callable[[Vocab], str]] = {
     "prose": _filler_prose,
     "plan": _filler_prose,
     "pytest": _filler_log,
-    "diff": _filler_code,
+    "diff": _filler_diff,
     "tree": _filler_tree,
     "api_doc": _filler_prose,
     "guideline": _filler_prose,

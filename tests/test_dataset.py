@@ -1,0 +1,192 @@
+"""The generated dataset: structure, exact counts, budgets, layouts, sharing, window fit, determinism."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from fastgen.dataset import DIRECTORIES, DatasetBuilder, Task, check_fits
+from fastgen.errors import SpecError
+from fastgen.spec import TOOL_CALL_MIN_MAX_TOKENS, Spec
+from conftest import load_spans, trace_files
+
+
+def _message_tokens(tok, message: dict) -> int:
+    if "tool_calls" in message:
+        return sum(tok.count(c["function"]["name"]) + tok.count(c["function"]["arguments"]) for c in message["tool_calls"])
+    return tok.count(message["content"])
+
+
+def _output_tokens(tok, output: list[dict]) -> int:
+    (message,) = output
+    total = 0
+    for part in message["parts"]:
+        if part["type"] == "text":
+            total += tok.count(part["content"])
+        else:
+            total += tok.count(part["name"]) + tok.count(json.dumps(part["arguments"], separators=(",", ":"), ensure_ascii=False))
+    return total
+
+
+def test_dataset_has_every_directory_with_the_scaled_session_counts(small_dataset):
+    spec = Spec().scaled(sessions=0.04, budgets=0.05)
+    counts = defaultdict(int)
+    for path in trace_files(small_dataset / "traces"):
+        counts[path.parent.name] += 1
+    assert dict(counts) == {"scenario1": spec.scenario1.sessions, "scenario2_sync": spec.scenario2.sets,
+                            "scenario2_stagger": spec.scenario2.sets, "scenario3_stable": spec.scenario3.sessions,
+                            "scenario3_noisy": spec.scenario3.sessions}
+    assert set(counts) == set(DIRECTORIES)
+
+
+def test_every_span_of_every_file_has_the_same_keys_and_json_types(small_dataset):
+    shapes = set()
+    for path in trace_files(small_dataset / "traces"):
+        doc = json.loads(path.read_bytes())
+        assert isinstance(doc["session_id"], str) and set(doc) == {"session_id", "scenario", "spans"}
+        for span in doc["spans"]:
+            assert isinstance(span["span_id"], str) and span["start_time"].endswith("Z")
+            shapes.add(tuple(sorted((k, type(v).__name__) for k, v in span["attributes"].items())))
+            shapes.add(tuple(sorted((k, type(v).__name__) for k, v in span.items() if k != "attributes")))
+    assert len(shapes) == 2, shapes
+
+
+def test_recorded_token_counts_reencode_exactly(small_dataset, builtin):
+    for path in trace_files(small_dataset / "traces"):
+        for span in load_spans(path):
+            a = span["attributes"]
+            expected = builtin.count(a["gen_ai.tool.definitions"]) + sum(
+                _message_tokens(builtin, m) for m in json.loads(a["gen_ai.input.messages"]))
+            assert a["gen_ai.usage.input_tokens"] == expected, (path, span["span_id"])
+            assert a["gen_ai.usage.output_tokens"] == _output_tokens(builtin, json.loads(a["gen_ai.output.messages"]))
+
+
+def test_tool_call_turns_reappear_with_their_ids_and_a_tool_result(small_dataset):
+    for path in trace_files(small_dataset / "traces"):
+        spans = load_spans(path)
+        for span, nxt in zip(spans, spans[1:]):
+            out = json.loads(span["attributes"]["gen_ai.output.messages"])[0]["parts"]
+            if out[0]["type"] != "tool_call":
+                continue
+            messages = json.loads(nxt["attributes"]["gen_ai.input.messages"])
+            assert messages[-2]["tool_calls"][0]["id"] == out[0]["id"]
+            assert messages[-1] == {"role": "tool", "tool_call_id": out[0]["id"], "content": messages[-1]["content"]}
+
+
+@pytest.fixture(scope="module")
+def full_size(builtin):
+    """One session index of every scenario at the design's full budgets."""
+    builder = DatasetBuilder(builtin, Spec(), seed=42, model="m")
+    return {rel: json.loads(data) for task in (Task(1, 0), Task(2, 0), Task(2, 49), Task(3, 0), Task(3, 7))
+            for rel, data in builder.files_for(task)}
+
+
+def _inputs(doc) -> list[int]:
+    return [s["attributes"]["gen_ai.usage.input_tokens"] for s in doc["spans"]]
+
+
+def test_full_size_scenario1_budgets(full_size, builtin):
+    doc = full_size["scenario1/session_0000.json"]
+    first = json.loads(doc["spans"][0]["attributes"]["gen_ai.input.messages"])
+    sizes = [builtin.count(m["content"]) for m in first]
+    assert sizes[:3] == [2000, 40000, 15000] and 900 <= sizes[3] <= 1100
+    assert builtin.count(doc["spans"][0]["attributes"]["gen_ai.tool.definitions"]) <= 8000
+    outputs = [s["attributes"]["gen_ai.usage.output_tokens"] for s in doc["spans"]]
+    assert 800 <= outputs[0] <= 1200 and 500 <= outputs[1] <= 800 and 500 <= outputs[3] <= 1000 and 500 <= outputs[5] <= 1000
+    assert _inputs(doc) == sorted(_inputs(doc))
+
+
+def test_full_size_scenario2_roots_span_the_range_and_layouts_share_content(full_size):
+    lo, hi = (_inputs(full_size[f"scenario2_sync/session_{i:04d}.json"])[0] for i in (0, 49))
+    assert lo == 55000 and hi == 95000
+    sync, stagger = full_size["scenario2_sync/session_0000.json"], full_size["scenario2_stagger/session_0000.json"]
+    for a, b in zip(sync["spans"], stagger["spans"]):
+        for key in ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.usage.input_tokens"):
+            assert a["attributes"][key] == b["attributes"][key]
+    assert [s["start_time"] for s in sync["spans"]] != [s["start_time"] for s in stagger["spans"]]
+    branch_outputs = [s["attributes"]["gen_ai.usage.output_tokens"] for s in sync["spans"][1:]]
+    assert len(branch_outputs) == 5 and all(1000 <= n <= 2000 for n in branch_outputs)
+
+
+def test_full_size_scenario3_layouts_have_the_same_messages_in_another_order(full_size, builtin):
+    stable, noisy = full_size["scenario3_stable/session_0000.json"], full_size["scenario3_noisy/session_0000.json"]
+    for a, b in zip(stable["spans"], noisy["spans"]):
+        ma, mb = (json.loads(s["attributes"]["gen_ai.input.messages"]) for s in (a, b))
+        assert ma != mb and sorted(map(json.dumps, ma)) == sorted(map(json.dumps, mb))
+        assert a["start_time"] == b["start_time"] and a["attributes"]["gen_ai.usage.input_tokens"] == b["attributes"]["gen_ai.usage.input_tokens"]
+    head = json.loads(stable["spans"][0]["attributes"]["gen_ai.input.messages"])
+    prefix = builtin.count(stable["spans"][0]["attributes"]["gen_ai.tool.definitions"]) + sum(builtin.count(m["content"]) for m in head[:4])
+    assert 89000 <= prefix <= 90000
+    assert 4000 <= builtin.count(head[4]["content"]) <= 20000
+
+
+def test_scenario3_sessions_on_one_module_share_20_to_40_percent_of_their_workspace(builtin):
+    spec = Spec().scaled(sessions=0.2, budgets=0.25)  # 100 sessions on 25 modules
+    builder = DatasetBuilder(builtin, spec, seed=5, model="m")
+    by_module = defaultdict(list)
+    for i in range(40):
+        doc = json.loads(dict(builder.files_for(Task(3, i)))[f"scenario3_stable/session_{i:04d}.json"])
+        workspace = json.loads(doc["spans"][0]["attributes"]["gen_ai.input.messages"])[4]["content"]
+        by_module[workspace.splitlines()[0]].append(workspace)
+    pairs = [(a, b) for group in by_module.values() for a, b in zip(group, group[1:])]
+    assert pairs, "no two sessions drew the same module"
+    for a, b in pairs:
+        common = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        shared_tokens = builtin.count(a[:common])
+        for ws in (a, b):
+            assert 0.2 <= shared_tokens / builtin.count(ws) <= 0.41
+
+
+def _last_inputs(builder, spec) -> list[int]:
+    return [json.loads(dict(builder.files_for(Task(3, i)))[f"scenario3_stable/session_{i:04d}.json"])["spans"][-1]
+            ["attributes"]["gen_ai.usage.input_tokens"] for i in range(spec.scenario3.sessions)]
+
+
+def test_every_request_fits_the_window_with_inference_perfs_max_tokens(builtin):
+    """A tight window forces tool results to shrink; prompt + max_tokens + margin still fits."""
+    spec = Spec(max_model_len=12000).scaled(sessions=0.04, budgets=0.06)
+    check_fits(spec)
+    builder = DatasetBuilder(builtin, spec, seed=1, model="m")
+    for i in range(spec.scenario3.sessions):
+        doc = json.loads(dict(builder.files_for(Task(3, i)))[f"scenario3_stable/session_{i:04d}.json"])
+        for span in doc["spans"]:
+            a = span["attributes"]
+            max_tokens = a["gen_ai.usage.output_tokens"]
+            if a["gen_ai.response.finish_reasons"] == ["tool_calls"]:
+                max_tokens = max(4 * max_tokens, TOOL_CALL_MIN_MAX_TOKENS)
+            messages = json.loads(a["gen_ai.input.messages"])
+            assert a["gen_ai.usage.input_tokens"] + max_tokens + 512 + 8 * len(messages) <= 12000
+    roomy = Spec(max_model_len=10**6).scaled(sessions=0.04, budgets=0.06)
+    tight_inputs = _last_inputs(builder, spec)
+    roomy_inputs = _last_inputs(DatasetBuilder(builtin, roomy, seed=1, model="m"), roomy)
+    assert any(t < r for t, r in zip(tight_inputs, roomy_inputs)), "the window never forced a tool result to shrink"
+
+
+def test_check_fits_refuses_a_window_too_small_for_the_spec():
+    with pytest.raises(SpecError, match="--max-model-len"):
+        check_fits(Spec(max_model_len=100000))
+    check_fits(Spec())
+
+
+def test_scenario_prefixes_are_their_own(full_size):
+    """No scenario's prompt prefix is a prefix of another's: system prompts and tool catalogs differ."""
+    firsts = {name.split("/")[0].split("_")[0]: doc["spans"][0]["attributes"] for name, doc in full_size.items()}
+    systems = {k: json.loads(a["gen_ai.input.messages"])[0]["content"] for k, a in firsts.items()}
+    catalogs = {k: a["gen_ai.tool.definitions"] for k, a in firsts.items()}
+    assert len(set(systems.values())) == len(set(catalogs.values())) == 3
+    for a in systems:
+        for b in systems:
+            if a != b:
+                assert systems[a][:40] != systems[b][:40] and catalogs[a][:300] != catalogs[b][:300]
+
+
+def test_same_seed_same_bytes_other_seed_same_structure(builtin):
+    spec = Spec().scaled(sessions=0.02, budgets=0.03)
+    a = DatasetBuilder(builtin, spec, seed=42, model="m").files_for(Task(1, 1))
+    b = DatasetBuilder(builtin, spec, seed=42, model="m").files_for(Task(1, 1))
+    c = DatasetBuilder(builtin, spec, seed=43, model="m").files_for(Task(1, 1))
+    assert a == b
+    assert a[0][1] != c[0][1]
+    assert [len(s["attributes"]) for s in json.loads(a[0][1])["spans"]] == [len(s["attributes"]) for s in json.loads(c[0][1])["spans"]]
