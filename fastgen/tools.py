@@ -8,6 +8,7 @@ scenario, because chat templates render it at the top of the prompt.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import orjson
@@ -25,6 +26,11 @@ class ToolCatalog:
     tools: tuple[dict, ...]
     json: str  # exactly what goes into gen_ai.tool.definitions
     tokens: int  # tokens of `json`
+
+    @cached_property
+    def fragment(self):
+        """The attribute value, escaped once: spliced into every span as is."""
+        return orjson.Fragment(orjson.dumps(self.json))
 
     @property
     def names(self) -> tuple[str, ...]:

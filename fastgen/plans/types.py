@@ -1,12 +1,14 @@
 """The plan of a session: messages, outputs, timing and exact token counts, before any bytes are written.
 
-A plan is what a scenario decides; `spans.py` turns it into trace bytes. Each message carries its wire JSON,
-serialized once when it is made, so a shared block is escaped once however many spans repeat it.
+A plan is what a scenario decides; `spans.py` turns it into trace bytes. Each message serializes its wire JSON
+once, and escapes that JSON once more for its place inside the `gen_ai.input.messages` string, so a shared block
+is escaped once however many spans repeat it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import orjson
 
@@ -26,17 +28,27 @@ class ToolCall:
     tokens: int  # tokens of name plus arguments_json
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Message:
     role: str
     tokens: int
-    json: str  # the OpenAI-style wire message, serialized once
+    wire: dict  # the OpenAI-style message inference-perf reads
     content: str | None = None
     calls: tuple[ToolCall, ...] = ()
 
+    @cached_property
+    def json(self) -> bytes:
+        """The wire message as compact JSON."""
+        return orjson.dumps(self.wire)
+
+    @cached_property
+    def escaped(self) -> bytes:
+        """`json` escaped as the inside of a JSON string: what it contributes to gen_ai.input.messages."""
+        return orjson.dumps(self.json.decode())[1:-1]
+
 
 def _message(role: str, wire: dict, tokens: int, content: str | None = None, calls: tuple = ()) -> Message:
-    return Message(role, tokens, orjson.dumps(wire).decode(), content, calls)
+    return Message(role, tokens, wire, content, calls)
 
 
 def system(text: Text) -> Message:

@@ -1,0 +1,26 @@
+"""The native path: a session as plain Python dicts, serialized with the standard library's `json`.
+
+This is how the original generator wrote traces (every span re-serializes and re-escapes its whole history). It
+is the oracle the spliced path in `spans.py` must match byte for byte, and the baseline native_bench measures.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .plans.types import SessionPlan
+from .spans import output_parts, session_dict, span_dict
+
+__all__ = ["native_session_bytes"]
+
+
+def _dumps(value) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def native_session_bytes(plan: SessionPlan, *, model: str) -> bytes:
+    spans = [span_dict(plan, turn, model=model,
+                       input_messages=_dumps([m.wire for m in turn.messages]),
+                       output_messages=_dumps(output_parts(turn.output)),
+                       tool_definitions=_dumps(list(plan.catalog.tools))) for turn in plan.turns]
+    return _dumps(session_dict(plan, spans)).encode()
