@@ -15,7 +15,7 @@ from pathlib import Path
 from . import __version__
 from .errors import OutputError
 
-__all__ = ["MANIFEST_NAME", "FileRecord", "record", "manifest_bytes", "read_manifest", "is_fastgen_output"]
+__all__ = ["MANIFEST_NAME", "FileRecord", "record", "manifest_bytes", "read_manifest"]
 
 MANIFEST_NAME = "manifest.json"
 GENERATOR = "fastgen"
@@ -55,11 +55,3 @@ def read_manifest(folder: Path) -> dict:
     if not isinstance(doc, dict) or doc.get("generator") != GENERATOR or not isinstance(doc.get("files"), dict):
         raise OutputError(f"{path} is not a fastgen manifest; regenerate the dataset")
     return doc
-
-
-def is_fastgen_output(folder: Path) -> bool:
-    try:
-        read_manifest(folder)
-    except OutputError:
-        return False
-    return True

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .dataset import DIRECTORIES, DatasetBuilder, Task, tasks
 from .errors import OutputError
-from .manifest import MANIFEST_NAME, FileRecord, is_fastgen_output, manifest_bytes, record
+from .manifest import MANIFEST_NAME, FileRecord, manifest_bytes, read_manifest, record
 from .spec import Spec
 from .tokenizer import Tokenizer, load_tokenizer
 
@@ -38,12 +38,22 @@ class RunOptions:
 
 
 def check_output_dir(path: Path) -> None:
-    """Refuse a folder that holds anything fastgen did not write."""
+    """Refuse a folder that holds anything fastgen did not write: a previous output may only hold what its
+    manifest lists, since regenerating replaces the folder whole."""
     if path.exists() and not path.is_dir():
         raise OutputError(f"output {path} exists and is not a folder; choose another --output-dir")
-    if path.is_dir() and any(path.iterdir()) and not is_fastgen_output(path):
-        raise OutputError(f"output folder {path} holds files fastgen did not write; choose an empty or new "
-                          f"--output-dir (fastgen never deletes files it did not write)")
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    try:
+        listed = set(read_manifest(path)["files"]) | {MANIFEST_NAME}
+    except OutputError:
+        listed = set()  # not a fastgen output: everything in it is foreign, even empty folders
+    foreign = sorted(p.relative_to(path).as_posix() for p in path.rglob("*")
+                     if not (p.is_dir() and listed) and p.relative_to(path).as_posix() not in listed)
+    if foreign:
+        example = foreign[0]
+        raise OutputError(f"output folder {path} holds files fastgen did not write (e.g. {example}); move them "
+                          f"out or choose an empty --output-dir (fastgen never deletes files it did not write)")
 
 
 def _umask() -> int:
@@ -118,8 +128,9 @@ def generate(options: RunOptions, tokenizer: Tokenizer) -> list[FileRecord]:
     except OSError as exc:
         raise OutputError(f"cannot write into {out.parent} ({exc.strerror}); choose a writable --output-dir") from exc
     try:
-        records = sorted(_generate_into(staging, options, tokenizer))
-        tokenizer.export(staging / TOKENIZER_FOLDER)
+        records = _generate_into(staging, options, tokenizer)
+        records += [record(f"{TOKENIZER_FOLDER}/{name}", data) for name, data in tokenizer.export(staging / TOKENIZER_FOLDER)]
+        records.sort()
         (staging / MANIFEST_NAME).write_bytes(manifest_bytes(
             files=records, tokenizer=tokenizer.identity.to_dict(), spec=options.spec.to_dict(),
             arguments=options.arguments or {}))
@@ -138,6 +149,15 @@ def _swap_into_place(staging: Path, out: Path) -> None:
         os.replace(staging, out)
         return
     old = Path(tempfile.mkdtemp(prefix=f".{out.name}.fastgen-old-", dir=out.parent))
-    os.replace(out, old / "previous")
-    os.replace(staging, out)
+    try:
+        os.replace(out, old / "previous")
+    except OSError:
+        old.rmdir()  # e.g. --output-dir . cannot be renamed: leave no empty swap folder behind
+        raise
+    try:
+        os.replace(staging, out)
+    except OSError:
+        os.replace(old / "previous", out)  # put the previous output back, as generate() promises
+        old.rmdir()
+        raise
     shutil.rmtree(old, ignore_errors=True)

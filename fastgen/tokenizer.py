@@ -67,11 +67,13 @@ class Tokenizer:
         right = self.count_batch([b for _, b in pairs])
         return all(j == a + b for j, a, b in zip(joined, left, right))
 
-    def export(self, folder: Path) -> None:
+    def export(self, folder: Path) -> list[tuple[str, bytes]]:
         """Write a folder that transformers.AutoTokenizer loads (tokenizer.json plus its config files)."""
         folder.mkdir(parents=True, exist_ok=True)
-        for name, data in sorted(self.folder_files.items()):
+        written = sorted(self.folder_files.items())
+        for name, data in written:
             (folder / name).write_bytes(data)
+        return written
 
 
 def hub_cache_dir() -> Path:
@@ -136,7 +138,7 @@ def load_tokenizer(name: str) -> Tokenizer:
                              f"point --tokenizer at a valid tokenizer.json or use --tokenizer builtin") from exc
     files = {"tokenizer.json": raw}
     for extra in _TOKENIZER_FILES[1:]:
-        if (folder / extra).is_file() and json_path.parent == folder:
+        if (folder / extra).is_file():
             files[extra] = (folder / extra).read_bytes()
     if "tokenizer_config.json" not in files:
         files["tokenizer_config.json"] = json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}, indent=2).encode() + b"\n"

@@ -71,17 +71,33 @@ def test_generate_folder_with_foreign_file_exits_1_and_touches_nothing(tmp_path)
 
 def test_generate_over_previous_output_replaces_it_whole(one_worker_dataset, tmp_path):
     traces = tmp_path / "traces"
-    shutil.copytree(one_worker_dataset, traces)
-    stale = traces / "scenario1" / "session_9999.json"
-    stale.write_bytes((traces / "scenario1" / "session_0000.json").read_bytes())
+    # a previous, larger run: its extra sessions must not survive next to the new ones
+    bigger = run_fastgen(*ONE_WORKER, "--scale", "0.08", "--output-dir", str(traces), "--config-dir", str(tmp_path / "c"))
+    assert bigger.returncode == 0, bigger.stderr
+    old_count = len(trace_files(traces))
 
     result = _generate(tmp_path, traces=traces)
 
     assert result.returncode == 0, result.stderr
-    assert not stale.exists()
-    on_disk = {p.relative_to(traces).as_posix() for p in trace_files(traces)}
+    assert len(trace_files(traces)) < old_count
+    on_disk = {p.relative_to(traces).as_posix() for p in traces.rglob("*") if p.is_file()} - {"manifest.json"}
     assert set(_manifest(traces)["files"]) == on_disk
     assert (traces / "manifest.json").read_bytes() == (one_worker_dataset / "manifest.json").read_bytes()
+    assert _staging_leftovers(tmp_path) == []
+
+
+def test_generate_over_previous_output_with_a_file_it_did_not_write_refuses(one_worker_dataset, tmp_path):
+    traces = tmp_path / "traces"
+    shutil.copytree(one_worker_dataset, traces)
+    stray = traces / "scenario1" / "session_9999.json"
+    stray.write_bytes(b"my own notes\n")
+    before = {p: p.read_bytes() for p in traces.rglob("*") if p.is_file()}
+
+    result = _generate(tmp_path, traces=traces)
+
+    assert result.returncode == 1
+    assert "scenario1/session_9999.json" in _one_error_line(result)
+    assert {p: p.read_bytes() for p in traces.rglob("*") if p.is_file()} == before
     assert _staging_leftovers(tmp_path) == []
 
 
@@ -97,6 +113,19 @@ def test_generate_output_path_blocked_by_regular_file_exits_1(tmp_path, under):
     assert str(blocker) in _one_error_line(result)
     assert blocker.read_bytes() == b"not a folder\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]  # no staging, no configs
+
+
+def test_generate_output_dir_dot_exits_1_and_leaves_the_folder_empty(tmp_path):
+    # "." passes the empty-folder check but cannot be renamed away; the failed swap must not leave its folders.
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+
+    result = run_fastgen(*ONE_WORKER, "--output-dir", ".", "--config-dir", str(tmp_path / "configs"), cwd=cwd)
+
+    assert result.returncode == 1
+    _one_error_line(result)
+    assert list(cwd.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
 
 
 def test_generate_same_arguments_twice_gives_identical_bytes(one_worker_dataset, tmp_path):
@@ -123,7 +152,8 @@ def test_generate_other_seed_changes_content_not_layout(one_worker_dataset, tmp_
 
     assert result.returncode == 0, result.stderr
     other = tmp_path / "traces"
-    base_files, other_files = _manifest(one_worker_dataset)["files"], _manifest(other)["files"]
+    base_files, other_files = (
+        {p: e for p, e in _manifest(t)["files"].items() if p.startswith("scenario")} for t in (one_worker_dataset, other))
     assert set(other_files) == set(base_files)
     assert all(other_files[p]["sha256"] != base_files[p]["sha256"] for p in base_files)
     base_spans = {p: len(load_spans(one_worker_dataset / p)) for p in base_files}
@@ -156,7 +186,9 @@ def test_manifest_records_tokenizer_arguments_and_spec(one_worker_dataset):
 def test_manifest_sizes_and_hashes_match_the_bytes_on_disk(one_worker_dataset):
     files = _manifest(one_worker_dataset)["files"]
 
-    assert set(files) == {p.relative_to(one_worker_dataset).as_posix() for p in trace_files(one_worker_dataset)}
+    # every file of the output but the manifest itself, the tokenizer folder included
+    assert set(files) == {p.relative_to(one_worker_dataset).as_posix() for p in one_worker_dataset.rglob("*")
+                          if p.is_file()} - {"manifest.json"}
     for rel, entry in files.items():
         data = (one_worker_dataset / rel).read_bytes()
         assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}, rel

@@ -1,0 +1,178 @@
+"""The `fastgen` command line, run as a real process: exit codes, one-line errors, validate, what it prints."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import SMALL, run_fastgen, trace_files
+from fastgen import __version__
+from fastgen.tokenizer import BUILTIN_DIR
+
+
+def _fastgen_env(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    # conftest's run_fastgen inherits the environment; the default-tokenizer case needs its own HF cache.
+    return subprocess.run([sys.executable, "-m", "fastgen", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, **env}, timeout=600)
+
+
+def _paths(tmp_path: Path) -> list[str]:
+    return ["--output-dir", str(tmp_path / "traces"), "--config-dir", str(tmp_path / "configs")]
+
+
+def _one_error_line(result) -> str:
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("fastgen: error: "), lines[0]
+    return lines[0]
+
+
+def _assert_nothing_written(tmp_path: Path) -> None:
+    assert not (tmp_path / "traces").exists()
+    assert not (tmp_path / "configs").exists()
+    assert not [p for p in tmp_path.iterdir() if ".fastgen-" in p.name]
+
+
+@pytest.mark.parametrize("option, value", [
+    ("--seed", "-1"),
+    ("--seed", "abc"),
+    ("--workers", "0"),
+    ("--scale", "0"),
+    ("--budget-scale", "-1"),
+    ("--max-model-len", "10"),
+])
+def test_cli_bad_number_exits_2_with_one_line_naming_the_option(tmp_path, option, value):
+    result = run_fastgen(*SMALL, option, value, *_paths(tmp_path))
+
+    assert result.returncode == 2
+    assert option in _one_error_line(result)
+    _assert_nothing_written(tmp_path)
+
+
+def test_cli_unknown_server_type_exits_1_naming_the_supported_ones(tmp_path):
+    result = run_fastgen(*SMALL, "--server-type", "tgi", *_paths(tmp_path))
+
+    assert result.returncode == 1
+    line = _one_error_line(result)
+    assert "vllm" in line and "sglang" in line
+    _assert_nothing_written(tmp_path)
+
+
+def test_cli_spec_that_cannot_fit_exits_1_before_writing(tmp_path):
+    # Full budgets on purpose: the scaled-down ones fit almost any window.
+    result = run_fastgen("--tokenizer", "builtin", "--quiet", "--max-model-len", "50000", *_paths(tmp_path))
+
+    assert result.returncode == 1
+    assert "--max-model-len" in _one_error_line(result)
+    _assert_nothing_written(tmp_path)
+
+
+def test_cli_tokenizer_path_missing_exits_1_pointing_at_builtin(tmp_path):
+    args = [a for a in SMALL if a not in ("--tokenizer", "builtin")]
+    result = run_fastgen(*args, "--tokenizer", "/nonexistent/path", *_paths(tmp_path))
+
+    assert result.returncode == 1
+    assert "--tokenizer builtin" in _one_error_line(result)
+    _assert_nothing_written(tmp_path)
+
+
+def test_cli_default_tokenizer_not_in_cache_exits_1_pointing_at_builtin(tmp_path):
+    # No --tokenizer means --model's tokenizer; an empty cache must stop the run, never fall back to builtin.
+    hub = tmp_path / "empty-hub"
+    hub.mkdir()
+    args = [a for a in SMALL if a not in ("--tokenizer", "builtin")]
+    result = _fastgen_env(*args, *_paths(tmp_path), env={"HF_HUB_CACHE": str(hub)}, cwd=tmp_path)
+
+    assert result.returncode == 1
+    line = _one_error_line(result)
+    assert "--tokenizer builtin" in line and "meta-llama/Llama-3.3-70B-Instruct" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty-hub"]
+
+
+@pytest.mark.parametrize("content", [b"{ this is not json", json.dumps({"model": {"type": "BPE"}}).encode()],
+                         ids=["not_json", "no_vocab"])
+def test_cli_broken_tokenizer_json_exits_1_with_one_line(tmp_path, content):
+    broken = tmp_path / "tokenizer.json"
+    broken.write_bytes(content)
+    args = [a for a in SMALL if a not in ("--tokenizer", "builtin")]
+
+    result = run_fastgen(*args, "--tokenizer", str(broken), *_paths(tmp_path))
+
+    assert result.returncode == 1
+    assert str(broken) in _one_error_line(result)
+    _assert_nothing_written(tmp_path)
+
+
+def test_cli_version_prints_the_package_version():
+    result = run_fastgen("--version")
+
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"fastgen {__version__}"
+
+
+@pytest.mark.parametrize("quiet", [False, True], ids=["loud", "quiet"])
+def test_cli_generate_prints_tokenizer_unless_quiet(tmp_path, quiet):
+    builtin_sha = hashlib.sha256((BUILTIN_DIR / "tokenizer.json").read_bytes()).hexdigest()
+    args = [a for a in SMALL if a != "--quiet"] + (["--quiet"] if quiet else [])
+
+    result = run_fastgen(*args, "--workers", "1", *_paths(tmp_path))
+
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "traces" / "manifest.json").read_bytes())
+    assert manifest["tokenizer"]["sha256"] == builtin_sha
+    if quiet:
+        assert result.stderr == ""
+    else:
+        assert re.search(rf"tokenizer builtin \(sha256 {builtin_sha[:12]}\b", result.stderr), result.stderr
+
+
+def test_cli_validate_generated_dataset_exits_0_with_total_row(small_dataset):
+    result = run_fastgen("validate", str(small_dataset / "traces"))
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    total = [line.split() for line in result.stdout.splitlines() if line.startswith("total")]
+    assert len(total) == 1, result.stdout
+    files, ok, failed = int(total[0][1]), int(total[0][3]), int(total[0][4])
+    assert files == len(trace_files(small_dataset / "traces")) and ok == files and failed == 0
+
+
+def test_cli_validate_one_scenario1_trace_verbose_shows_six_events(small_dataset):
+    trace = sorted((small_dataset / "traces" / "scenario1").glob("session_*.json"))[0]
+
+    result = run_fastgen("validate", "--trace", str(trace), "--verbose")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "events=6" in result.stdout
+    assert len(re.findall(r"^event \d ", result.stdout, flags=re.M)) == 6
+    assert "deviations: none" in result.stdout
+
+
+def test_cli_validate_branch_without_root_output_exits_1(small_dataset, tmp_path):
+    source = sorted((small_dataset / "traces" / "scenario2_sync").glob("session_*.json"))[0]
+    folder = tmp_path / "scenario2_sync"
+    folder.mkdir()
+    shutil.copy(source, folder / "session_0000.json")
+    doc = json.loads(source.read_bytes())
+    # Without the root's answer in its input, inference-perf cannot feed the live output forward to the branch.
+    root_text = json.loads(doc["spans"][0]["attributes"]["gen_ai.output.messages"])[0]["parts"][0]["content"]
+    branch = doc["spans"][-1]["attributes"]
+    messages = json.loads(branch["gen_ai.input.messages"])
+    kept = [m for m in messages if not (m["role"] == "assistant" and m.get("content") == root_text)]
+    assert len(kept) == len(messages) - 1
+    branch["gen_ai.input.messages"] = json.dumps(kept)
+    (folder / "session_0001.json").write_text(json.dumps(doc))
+
+    result = run_fastgen("validate", str(tmp_path))
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    total = [line.split() for line in result.stdout.splitlines() if line.startswith("total")]
+    assert (int(total[0][3]), int(total[0][4])) == (1, 1), result.stdout
+    assert "session_0001.json: event 5: segments shared(<-0) unique, expected" in result.stdout, result.stdout
