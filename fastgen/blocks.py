@@ -47,8 +47,10 @@ def compose_block(composer: Composer, header: str, kind: str, budget: int, rng: 
     return composer.join([head, composer.fill(kind, max(budget - head.tokens, 0), rng)])
 
 
-def _system_prompt(composer: Composer, v: Vocab, repo: str, budget: int, rng) -> Text:
-    agent = _AGENTS[int(rng.integers(len(_AGENTS)))]
+def _system_prompt(composer: Composer, v: Vocab, repo: str, budget: int, rng, *, seed: int, scenario_id: int) -> Text:
+    # one draw per seed, then a different agent per scenario: the prompts differ from their first token
+    first = int(np.random.default_rng([seed, 0xA6E]).integers(len(_AGENTS)))
+    agent = _AGENTS[(first + scenario_id) % len(_AGENTS)]
     header = (f"You are {agent}, an autonomous software engineering agent working in the {repo} repository, "
               f"owned by the {v.team()} team. Read code before changing it, keep patches minimal, run the tests you "
               f"touch, and explain what you changed and why. Follow these rules:\n")
@@ -61,7 +63,7 @@ def build_blocks(composer: Composer, sc_spec, *, scenario_id: int, seed: int) ->
     v = Vocab(rng)
     repo = f"{v.team()}-{v.noun()}-{v.noun()}"
     catalog = build_catalog(composer.tokenizer, repo=repo, budget=sc_spec.tools, rng=rng)
-    sys_text = _system_prompt(composer, v, repo, sc_spec.system, rng)
+    sys_text = _system_prompt(composer, v, repo, sc_spec.system, rng, seed=seed, scenario_id=scenario_id)
     repo_map = compose_block(composer, f"Repository map of {repo} (tree -L 3, generated files omitted):\n",
                              "tree", sc_spec.repo_map, rng)
     if not hasattr(sc_spec, "guidelines"):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .blocks import ScenarioBlocks, build_blocks
 from .content.compose import Composer
+from .content.kinds import KINDS
 from .errors import SpecError
 from .plans import scenario1, scenario2, scenario3
 from .spans import session_bytes
@@ -77,6 +78,18 @@ class DatasetBuilder:
         self.model = model
         self.composer = Composer(tokenizer, seed)
         self._blocks: dict[int, ScenarioBlocks] = {}
+
+    def prepare(self) -> "DatasetBuilder":
+        """Build every pool and shared block now (and escape them), so forked workers inherit them ready."""
+        for kind in KINDS:
+            self.composer.pool(kind)
+        for scenario_id in (1, 2, 3):
+            blocks = self.blocks(scenario_id)
+            blocks.catalog.fragment
+            for message in (blocks.system, blocks.repo_map, blocks.guidelines, blocks.api_docs):
+                if message is not None:
+                    message.escaped
+        return self
 
     def blocks(self, scenario_id: int) -> ScenarioBlocks:
         if scenario_id not in self._blocks:

@@ -18,7 +18,7 @@ from .dataset import DIRECTORIES, DatasetBuilder, Task, tasks
 from .errors import OutputError
 from .manifest import MANIFEST_NAME, FileRecord, manifest_bytes, read_manifest, record
 from .spec import Spec
-from .tokenizer import Tokenizer, load_tokenizer
+from .tokenizer import Tokenizer
 
 __all__ = ["RunOptions", "generate", "check_output_dir", "TOKENIZER_FOLDER"]
 
@@ -71,21 +71,25 @@ def _write_file(root: Path, rel: str, data: bytes) -> FileRecord:
     return record(rel, data)
 
 
-# Worker processes hold one builder each, made by the pool initializer.
+# Each worker process holds the builder it was handed at start (inherited as is under fork, pickled under spawn).
 _worker_builder: DatasetBuilder | None = None
 _worker_root: Path | None = None
 
 
-def _init_worker(tokenizer_name: str, spec: Spec, seed: int, model: str, root: str, quiet_threads: bool) -> None:
+def _adopt_builder(builder: DatasetBuilder, root: str) -> None:
     global _worker_builder, _worker_root
-    if quiet_threads:
-        os.environ["TOKENIZERS_PARALLELISM"] = "false"  # N workers on N cores: no extra tokenizer threads
-    _worker_builder = DatasetBuilder(load_tokenizer(tokenizer_name), spec, seed=seed, model=model)
-    _worker_root = Path(root)
+    _worker_builder, _worker_root = builder, Path(root)
 
 
 def _run_task(task: Task) -> list[FileRecord]:
     return [_write_file(_worker_root, rel, data) for rel, data in _worker_builder.files_for(task)]
+
+
+def _pool_context():
+    """The one place the start method is chosen: fork shares the prepared pools and blocks at no cost; the
+    tokenizer's own threads are off in the children (set before forking, as tokenizers asks)."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
 def _progress(total: int, enabled: bool):
@@ -99,21 +103,30 @@ def _generate_into(staging: Path, options: RunOptions, tokenizer: Tokenizer) -> 
         (staging / name).mkdir()
     todo = tasks(options.spec)
     files_per_task = {1: 1, 2: 2, 3: 2}
+    builder = DatasetBuilder(tokenizer, options.spec, seed=options.seed, model=options.model).prepare()
     records: list[FileRecord] = []
     with _progress(sum(files_per_task[t.scenario_id] for t in todo), options.progress) as bar:
+        def done(batch: list[FileRecord]) -> None:
+            records.extend(batch)
+            bar.update(len(batch))
+            bar.set_postfix_str(f"{sum(r.size for r in records) / 1e6:,.0f} MB", refresh=False)
+
         if options.workers <= 1:
-            builder = DatasetBuilder(tokenizer, options.spec, seed=options.seed, model=options.model)
             for task in todo:
-                done = [_write_file(staging, rel, data) for rel, data in builder.files_for(task)]
-                records += done
-                bar.update(len(done))
+                done([_write_file(staging, rel, data) for rel, data in builder.files_for(task)])
             return records
-        context = multiprocessing.get_context("spawn")  # the one place the start method is chosen
-        init = (options.tokenizer, options.spec, options.seed, options.model, str(staging), True)
-        with context.Pool(options.workers, initializer=_init_worker, initargs=init) as pool:
-            for done in pool.imap_unordered(_run_task, todo):
-                records += done
-                bar.update(len(done))
+        previous = os.environ.get("TOKENIZERS_PARALLELISM")
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        try:
+            with _pool_context().Pool(options.workers, initializer=_adopt_builder,
+                                      initargs=(builder, str(staging))) as pool:
+                for batch in pool.imap_unordered(_run_task, todo):
+                    done(batch)
+        finally:
+            if previous is None:
+                os.environ.pop("TOKENIZERS_PARALLELISM", None)
+            else:
+                os.environ["TOKENIZERS_PARALLELISM"] = previous
     return records
 
 

@@ -95,22 +95,34 @@ def _dump(tools: list[dict]) -> str:
 
 
 def build_catalog(tokenizer: Tokenizer, *, repo: str, budget: int, rng: np.random.Generator) -> ToolCatalog:
-    """The core tools plus seeded service tools, as many as fit in `budget` tokens (never fewer than the core)."""
+    """The core tools plus seeded service tools, filling `budget` tokens as closely as fits (never fewer than the core).
+
+    Tools are added by their own token counts (cheap), then the last tool's description is trimmed by a binary
+    search on exact counts of the whole catalog.
+    """
     v = Vocab(rng)
     tools = _core_tools(repo)
     names = {t["name"] for t in tools}
-    while tokenizer.count(_dump(tools)) < budget:
+    estimate = sum(tokenizer.count(_dump([t])) for t in tools)
+    while estimate < budget:
         tool = _service_tool(v)
         if tool["name"] not in names:
             names.add(tool["name"])
             tools.append(tool)
-    if len(tools) > len(CORE_TOOLS):
-        # shorten the last tool's description word by word until the catalog is within budget
+            estimate += tokenizer.count(_dump([tool]))
+    while len(tools) > len(CORE_TOOLS) and tokenizer.count(_dump(tools[:-1])) > budget:
+        tools.pop()
+    if len(tools) > len(CORE_TOOLS) and tokenizer.count(_dump(tools)) > budget:
         last = tools.pop()
         words = last["description"].split(" ")
-        while words and tokenizer.count(_dump(tools + [{**last, "description": " ".join(words)}])) > budget:
-            words.pop()
-        if words:
-            tools.append({**last, "description": " ".join(words)})
+        lo, hi = 0, len(words)  # the longest prefix of words that keeps the catalog within budget
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if tokenizer.count(_dump(tools + [{**last, "description": " ".join(words[:mid])}])) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo:
+            tools.append({**last, "description": " ".join(words[:lo])})
     text = _dump(tools)
     return ToolCatalog(tuple(tools), text, tokenizer.count(text))

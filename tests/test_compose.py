@@ -23,7 +23,7 @@ def test_fill_every_kind_gives_exactly_the_budget_on_reencoding(composer, builti
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_pool_units_obey_the_boundary_rule(composer, kind):
-    pool = composer._pool(kind)
+    pool = composer.pool(kind)
     for unit in pool.units[:200]:
         check_unit(unit)
 

@@ -44,11 +44,37 @@ class _Pool:
     def __init__(self, units: list[str], counts: list[int], fillers: list[str], filler_counts: list[int]):
         self.units = units
         self.counts = np.asarray(counts, dtype=np.int64)
+        self.mean = float(self.counts.mean())
         by_count: dict[int, list[str]] = {}
         for text, c in zip(fillers, filler_counts):
             by_count.setdefault(c, []).append(text)
         self.fillers = {c: by_count[c] for c in sorted(by_count)}
         self.tail_plans = _tail_plans(sorted(by_count), _TAIL_PLAN_LIMIT)
+
+
+    def draw_units(self, budget: int, rng: np.random.Generator) -> tuple[list[int], int]:
+        """Random units, in one vectorized draw, whose counts add up to at most `budget`."""
+        chosen: list[int] = []
+        total = 0
+        while budget - total > 2 * self.mean:
+            k = int((budget - total) / self.mean) + 8
+            picks = rng.integers(len(self.units), size=k)
+            sums = np.cumsum(self.counts[picks])
+            m = int(np.searchsorted(sums, budget - total, side="right"))
+            chosen += picks[:m].tolist()
+            total += int(sums[m - 1]) if m else 0
+            if m < k:
+                break
+        misses = 0  # then single units that still fit, so the tail of short fillers stays short
+        while budget - total > 0 and misses < 16:
+            i = int(rng.integers(len(self.units)))
+            if self.counts[i] <= budget - total:
+                chosen.append(i)
+                total += int(self.counts[i])
+                misses = 0
+            else:
+                misses += 1
+        return chosen, total
 
 
 def _tail_plans(sizes: list[int], limit: int) -> list[tuple[int, ...] | None]:
@@ -71,7 +97,7 @@ class Composer:
         self.seed = seed
         self._pools: dict[str, _Pool] = {}
 
-    def _pool(self, kind: str) -> _Pool:
+    def pool(self, kind: str) -> _Pool:
         pool = self._pools.get(kind)
         if pool is None:
             kind_id = KINDS.index(kind)
@@ -95,19 +121,9 @@ class Composer:
 
     def fill(self, kind: str, n: int, rng: np.random.Generator) -> Text:
         """A text of `kind` with exactly n tokens (or the smallest possible text, if n is below that)."""
-        pool = self._pool(kind)
-        pieces: list[str] = []
-        total = 0
-        misses = 0
-        while n - total > _TAIL and misses < 16:
-            i = int(rng.integers(len(pool.units)))
-            c = int(pool.counts[i])
-            if c <= n - total - 2:
-                pieces.append(pool.units[i])
-                total += c
-                misses = 0
-            else:
-                misses += 1
+        pool = self.pool(kind)
+        chosen, total = pool.draw_units(n - _TAIL, rng)
+        pieces = [pool.units[i] for i in chosen]
         total += self._fill_tail(pool, n - total, rng, pieces)
         text = "".join(pieces)
         if self.tokenizer.additive:

@@ -20,7 +20,7 @@ def _indent(lines: list[str], n: int = 4) -> list[str]:
 
 
 def _expr(v: Vocab) -> str:
-    r = v.rng.random()
+    r = v.random()
     if r < 0.25:
         return f"{v.var_name()}.{v.func_name()}({v.var_name()})"
     if r < 0.45:
@@ -35,7 +35,7 @@ def _expr(v: Vocab) -> str:
 
 
 def _statement(v: Vocab) -> list[str]:
-    r = v.rng.random()
+    r = v.random()
     if r < 0.35:
         return [f"{v.var_name()} = {_expr(v)}"]
     if r < 0.5:
@@ -55,7 +55,7 @@ def _statement(v: Vocab) -> list[str]:
 def make_code(v: Vocab) -> str:
     """A Python function or a small class."""
     lines: list[str] = []
-    if v.rng.random() < 0.3:
+    if v.random() < 0.3:
         cls = v.class_name()
         lines += [f"class {cls}:", f"    \"\"\"{v.verb().capitalize()}s {v.adjective()} {v.noun()}s for the {v.noun()} {v.noun()}.\"\"\"", ""]
         lines += _indent([f"def __init__(self, {v.noun()}: {v.class_name()}, limit: int = {v.number(1, 500)}) -> None:",
@@ -64,13 +64,13 @@ def make_code(v: Vocab) -> str:
         body_indent = 4
     else:
         body_indent = 0
-    for _ in range(int(v.rng.integers(1, 3))):
+    for _ in range(v.number(1, 3)):
         args = ", ".join(f"{v.var_name()}: {v.pick(['int', 'str', 'bool', 'float', 'list[str]', 'dict[str, int]', v.class_name()])}"
-                         for _ in range(int(v.rng.integers(0, 4))))
-        prefix = "async def" if v.rng.random() < 0.2 else "def"
+                         for _ in range(v.number(0, 4)))
+        prefix = "async def" if v.random() < 0.2 else "def"
         sig = f"{prefix} {v.func_name()}({'self, ' if body_indent else ''}{args}) -> {v.pick(['None', 'bool', 'int', 'str', v.class_name()])}:"
         body = [f"\"\"\"{v.verb().capitalize()} the {v.adjective()} {v.noun()} and {v.verb()} its {v.noun()}.\"\"\""]
-        for _ in range(int(v.rng.integers(2, 7))):
+        for _ in range(v.number(2, 7)):
             body += _statement(v)
         fn = [sig, *_indent(body)]
         lines += _indent(fn, body_indent) + [""]
@@ -92,8 +92,8 @@ def make_prose(v: Vocab) -> str:
         "Note that {noun}_{noun2} is also read by the {team} batch job, so the change has to stay backwards compatible.",
     ]
     sentences = []
-    for _ in range(int(v.rng.integers(2, 5))):
-        t = templates[int(v.rng.integers(len(templates)))]
+    for _ in range(v.number(2, 5)):
+        t = templates[v.index(len(templates))]
         sentences.append(t.format(fn=v.func_name(), verb=v.verb(), verb2=v.verb(), adj=v.adjective(), adj2=v.adjective(),
                                   noun=v.noun(), noun2=v.noun(), noun3=v.noun(), cls=v.class_name(),
                                   path=v.module_path(), team=v.team(), n=v.number(2, 900), hex=v.hex(7)))
@@ -102,7 +102,7 @@ def make_prose(v: Vocab) -> str:
 
 def make_plan(v: Vocab) -> str:
     """A numbered step of an agent's plan."""
-    step = int(v.rng.integers(1, 9))
+    step = v.number(1, 9)
     return (f"{step}. {v.verb().capitalize()} `{v.func_name()}` in `{v.module_path()}` and check how it handles a "
             f"{v.adjective()} {v.noun()}; then run `pytest tests/test_{v.noun()}.py -k {v.func_name()}`.\n")
 
@@ -110,8 +110,8 @@ def make_plan(v: Vocab) -> str:
 def make_pytest_log(v: Vocab) -> str:
     """A pytest section: collected files with dots, or a failure with a traceback."""
     test_file = f"tests/{v.noun()}/test_{v.noun()}_{v.noun()}.py"
-    if v.rng.random() < 0.55:
-        marks = "".join(v.pick([".", ".", ".", ".", "s", "F"]) for _ in range(int(v.rng.integers(5, 40))))
+    if v.random() < 0.55:
+        marks = "".join(v.pick([".", ".", ".", ".", "s", "F"]) for _ in range(v.number(5, 40)))
         pct = v.number(1, 100)
         return f"{test_file} {marks}{' ' * max(1, 50 - len(marks))}[{pct:3d}%]\n"
     fn = v.func_name()
@@ -127,8 +127,8 @@ def make_pytest_log(v: Vocab) -> str:
 def make_diff(v: Vocab) -> str:
     """A unified-diff hunk."""
     start = v.number(1, 800)
-    removed = [f"-    {line}" for s in range(int(v.rng.integers(1, 4))) for line in _statement(v)]
-    added = [f"+    {line}" for s in range(int(v.rng.integers(1, 5))) for line in _statement(v)]
+    removed = [f"-    {line}" for s in range(v.number(1, 4)) for line in _statement(v)]
+    added = [f"+    {line}" for s in range(v.number(1, 5)) for line in _statement(v)]
     ctx_before = [f"     {line}" for line in _statement(v)]
     ctx_after = [f"     {line}" for line in _statement(v)]
     header = f"@@ -{start},{len(removed) + 2} +{start},{len(added) + 2} @@ def {v.func_name()}("
@@ -140,14 +140,14 @@ def make_tree(v: Vocab) -> str:
     top = f"{v.noun()}{v.pick(['', 's', '_core', '_api', '_jobs'])}"
     lines = [f"{v.pick(['services', 'libs', 'packages', 'apps', 'tools'])}/{top}/"]
     entries = sorted({f"{v.noun()}_{v.pick(['service', 'models', 'api', 'store', 'tasks', 'utils', 'schema'])}.py"
-                      for _ in range(int(v.rng.integers(3, 10)))})
-    sub = sorted({v.noun() for _ in range(int(v.rng.integers(0, 3)))})
+                      for _ in range(v.number(3, 10))})
+    sub = sorted({v.noun() for _ in range(v.number(0, 3))})
     for i, name in enumerate(entries):
         last = i == len(entries) - 1 and not sub
         lines.append(f"{'└── ' if last else '├── '}{name}  # {v.verb()}s {v.adjective()} {v.noun()}s")
     for j, d in enumerate(sub):
         lines.append(f"{'└── ' if j == len(sub) - 1 else '├── '}{d}/")
-        for k in range(int(v.rng.integers(1, 4))):
+        for k in range(v.number(1, 4)):
             lines.append(f"{'    ' if j == len(sub) - 1 else '│   '}├── {v.noun()}_{v.noun()}.py")
     return "\n".join(lines) + "\n"
 
@@ -155,7 +155,7 @@ def make_tree(v: Vocab) -> str:
 def make_api_doc(v: Vocab) -> str:
     """A reference entry for an internal API."""
     fn = v.func_name()
-    params = [(v.var_name(), v.pick(["str", "int", "bool", "datetime", v.class_name(), "list[str]"])) for _ in range(int(v.rng.integers(1, 4)))]
+    params = [(v.var_name(), v.pick(["str", "int", "bool", "datetime", v.class_name(), "list[str]"])) for _ in range(v.number(1, 4))]
     lines = [f"### `{v.class_name()}.{fn}({', '.join(f'{p}: {t}' for p, t in params)})`", "",
              f"{v.verb().capitalize()}s the {v.adjective()} {v.noun()} for a {v.noun()} and returns the {v.noun()} {v.noun()}.",
              f"Raises `{v.class_name()}` when the {v.noun()} is {v.adjective()}. Rate limit: {v.number(10, 5000)} calls/min.", ""]
@@ -174,7 +174,7 @@ def make_guideline(v: Vocab) -> str:
         "- Feature flags live in `config/flags/{noun}.yaml`; remove a flag within {n} days of full rollout.",
         "- A retry loop needs a bounded budget ({n} attempts max) and jitter; see `{cls}` for the helper.",
     ]
-    t = templates[int(v.rng.integers(len(templates)))]
+    t = templates[v.index(len(templates))]
     return t.format(verb=v.verb(), noun=v.noun(), noun2=v.noun(), noun3=v.noun(), cls=v.class_name(),
                     path=v.module_path(), fn=v.func_name(), adj=v.adjective(), n=v.number(2, 500)) + "\n"
 
