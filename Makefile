@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
 FASTGEN_ARGS ?=
 
-.PHONY: traces test validate env env-all clean
+.PHONY: traces test validate golden check-golden env env-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,23 @@ test: env-all
 
 validate: env-all
 	$(BIN)/fastgen validate traces --workers $(WORKERS)
+
+# The golden manifest pins every byte of the default dataset: a change to the output is deliberate and shows in review.
+GOLDEN := golden/default.manifest.json
+CHECK := .golden-check
+
+golden: traces
+	mkdir -p golden && cp traces/manifest.json $(GOLDEN)
+
+# Regenerate the default set from scratch, compare it with the golden bytes and the committed configs, and put every
+# file through inference-perf's graph builder.
+check-golden: env-all
+	rm -rf $(CHECK)
+	$(BIN)/fastgen --tokenizer builtin --workers $(WORKERS) --output-dir $(CHECK)/traces --config-dir $(CHECK)/configs --quiet
+	$(BIN)/fastgen verify $(CHECK)/traces --manifest $(GOLDEN)
+	diff -r configs $(CHECK)/configs
+	$(BIN)/fastgen validate $(CHECK)/traces --workers $(WORKERS)
+	rm -rf $(CHECK)
 
 clean:
 	rm -rf traces build *.egg-info

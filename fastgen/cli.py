@@ -2,6 +2,7 @@
 
     fastgen [--model M] [--tokenizer T] [--seed N] [--output-dir D] [--config-dir C] [--workers N] ...
     fastgen validate DIR | fastgen validate --trace FILE [--verbose]
+    fastgen verify DIR [--manifest FILE] | fastgen unpack DIR
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def _positive_float(what: str):
 
 def _generate_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="fastgen", description="Generate the coding-agent KV-cache benchmark traces and "
-                "inference-perf configs. Subcommands: validate DIR.")
+                "inference-perf configs. Subcommands: validate DIR, verify DIR, unpack DIR.")
     p.add_argument("--version", action="version", version=f"fastgen {__version__}")
     p.add_argument("--model", default=DEFAULT_MODEL, help="model name in the spans and server.model_name in configs")
     p.add_argument("--tokenizer", help="tokenizer.json, a model folder, a hub id in the local HF cache, or 'builtin' "
@@ -68,6 +69,8 @@ def _generate_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget-scale", type=_positive_float("--budget-scale"), default=1.0,
                    help="multiply every token budget (small, fast datasets for tests)")
     p.add_argument("--absolute-paths", action="store_true", help="write absolute paths into the configs")
+    p.add_argument("--compress", choices=["zstd"], help="write .json.zst files (fastgen unpack DIR restores .json)")
+    p.add_argument("--level", type=_int_in(1, 22, "--level"), default=3, help="zstd level (default 3)")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
     return p
 
@@ -102,18 +105,20 @@ def _run_generate(args) -> int:
     say(f"fastgen {__version__}: tokenizer {ident.source} (sha256 {ident.sha256[:12]}, vocab {ident.vocab_size}, "
         f"{'additive' if tokenizer.additive else 'non-additive: counting whole texts'}), seed {args.seed}, "
         f"{args.workers} worker(s)")
+    zstd_level = args.level if args.compress else None
     arguments = {"model": args.model, "tokenizer": tokenizer_name, "seed": args.seed, "scale": args.scale,
-                 "budget_scale": args.budget_scale, "max_model_len": args.max_model_len}
+                 "budget_scale": args.budget_scale, "max_model_len": args.max_model_len, "zstd_level": zstd_level}
     options = RunOptions(model=args.model, tokenizer=tokenizer_name, seed=args.seed, spec=spec,
                          output_dir=args.output_dir, workers=args.workers,
-                         progress=not args.quiet and sys.stderr.isatty(), arguments=arguments)
+                         progress=not args.quiet and sys.stderr.isatty(), arguments=arguments, zstd_level=zstd_level)
     records = generate(options, tokenizer)
     rendered = render_configs(spec=spec, model=args.model, server_type=args.server_type, base_seed=args.seed,
                               trace_root=args.output_dir, config_root=args.config_dir,
                               tokenizer_dir=args.output_dir / TOKENIZER_FOLDER, absolute_paths=args.absolute_paths,
                               base_url=args.base_url, prometheus_url=args.prometheus_url)
     written = write_configs(args.config_dir, rendered)
-    say(f"wrote {len(records)} trace files ({sum(r.size for r in records) / 1e9:.2f} GB) to {args.output_dir} "
+    traces = [r for r in records if not r.path.startswith(TOKENIZER_FOLDER + "/")]
+    say(f"wrote {len(traces)} trace files ({sum(r.size for r in traces) / 1e9:.2f} GB) to {args.output_dir} "
         f"and {len(written)} configs to {args.config_dir}")
     return 0
 
@@ -135,11 +140,44 @@ def _run_validate(args) -> int:
     return 1 if any(r.deviations for r in reports) else 0
 
 
+def _verify_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="fastgen verify", description="Re-hash a dataset against its manifest (or another one).")
+    p.add_argument("dir", type=Path)
+    p.add_argument("--manifest", type=Path, help="compare with this manifest (e.g. a golden one) instead of DIR's")
+    return p
+
+
+def _unpack_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="fastgen unpack", description="Restore plain .json from .json.zst (inference-perf reads .json).")
+    p.add_argument("dir", type=Path)
+    return p
+
+
+def _run_verify(args) -> int:
+    from .verify import verify_tree
+
+    report = verify_tree(args.dir, manifest=args.manifest)
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+def _run_unpack(args) -> int:
+    from .verify import unpack_tree
+
+    print(f"restored {unpack_tree(args.dir)} .json files in {args.dir}")
+    return 0
+
+
+_SUBCOMMANDS = {"validate": (_validate_parser, _run_validate), "verify": (_verify_parser, _run_verify),
+                "unpack": (_unpack_parser, _run_unpack)}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv[:1] == ["validate"]:
-            return _run_validate(_validate_parser().parse_args(argv[1:]))
+        if argv[:1] and argv[0] in _SUBCOMMANDS:
+            parser, run = _SUBCOMMANDS[argv[0]]
+            return run(parser().parse_args(argv[1:]))
         return _run_generate(_generate_parser().parse_args(argv))
     except FastgenError as exc:
         print(f"fastgen: error: {exc}", file=sys.stderr)

@@ -15,7 +15,7 @@ from pathlib import Path
 from . import __version__
 from .errors import OutputError
 
-__all__ = ["MANIFEST_NAME", "FileRecord", "record", "manifest_bytes", "read_manifest"]
+__all__ = ["MANIFEST_NAME", "FileRecord", "record", "manifest_bytes", "read_manifest", "rewrite_files"]
 
 MANIFEST_NAME = "manifest.json"
 GENERATOR = "fastgen"
@@ -32,6 +32,14 @@ def record(path: str, data: bytes) -> FileRecord:
     return FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
 
 
+def _files(files: list[FileRecord]) -> dict:
+    return {f.path: {"size": f.size, "sha256": f.sha256} for f in sorted(files)}
+
+
+def _dump(doc: dict) -> bytes:
+    return (json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
 def manifest_bytes(*, files: list[FileRecord], tokenizer: dict, spec: dict, arguments: dict) -> bytes:
     doc = {
         "generator": GENERATOR,
@@ -39,13 +47,20 @@ def manifest_bytes(*, files: list[FileRecord], tokenizer: dict, spec: dict, argu
         "arguments": arguments,
         "tokenizer": tokenizer,
         "spec": spec,
-        "files": {f.path: {"size": f.size, "sha256": f.sha256} for f in sorted(files)},
+        "files": _files(files),
     }
-    return (json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    return _dump(doc)
 
 
-def read_manifest(folder: Path) -> dict:
-    path = folder / MANIFEST_NAME
+def rewrite_files(folder: Path, doc: dict, files: list[FileRecord]) -> None:
+    """Replace the file list of a manifest (atomically), keeping everything else it records."""
+    temp = folder / (MANIFEST_NAME + ".part")
+    temp.write_bytes(_dump({**doc, "files": _files(files)}))
+    temp.replace(folder / MANIFEST_NAME)
+
+
+def read_manifest(folder: Path, name: str = MANIFEST_NAME) -> dict:
+    path = folder / name
     try:
         doc = json.loads(path.read_bytes())
     except FileNotFoundError:

@@ -14,6 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .compression import ZSTD_SUFFIX, make_compressor
 from .dataset import DIRECTORIES, DatasetBuilder, Task, tasks
 from .errors import OutputError
 from .manifest import MANIFEST_NAME, FileRecord, manifest_bytes, read_manifest, record
@@ -35,6 +36,7 @@ class RunOptions:
     workers: int
     progress: bool = False
     arguments: dict | None = None  # recorded in the manifest
+    zstd_level: int | None = None  # None: plain .json; else .json.zst at this level
 
 
 def check_output_dir(path: Path) -> None:
@@ -62,27 +64,39 @@ def _umask() -> int:
     return mask
 
 
-def _write_file(root: Path, rel: str, data: bytes) -> FileRecord:
-    final = root / rel
-    temp = final.with_name(final.name + ".part")
-    with open(temp, "wb") as f:
-        f.write(data)
-    os.replace(temp, final)
-    return record(rel, data)
+class _Writer:
+    """Writes one session's files under a root (via a temporary name and a rename), optionally zstd-compressed."""
+
+    def __init__(self, root: Path, zstd_level: int | None):
+        self.root = root
+        self.compressor = make_compressor(zstd_level) if zstd_level is not None else None
+
+    def write(self, rel: str, data: bytes) -> FileRecord:
+        if self.compressor is not None:
+            rel, data = rel + ZSTD_SUFFIX, self.compressor.compress(data)
+        final = self.root / rel
+        temp = final.with_name(final.name + ".part")
+        with open(temp, "wb") as f:
+            f.write(data)
+        os.replace(temp, final)
+        return record(rel, data)
+
+    def session(self, builder: DatasetBuilder, task: Task) -> list[FileRecord]:
+        return [self.write(rel, data) for rel, data in builder.files_for(task)]
 
 
-# Each worker process holds the builder it was handed at start (inherited as is under fork, pickled under spawn).
-_worker_builder: DatasetBuilder | None = None
-_worker_root: Path | None = None
+# Each worker process holds what it was handed at start (inherited as is under fork, pickled under spawn).
+_worker: tuple[DatasetBuilder, _Writer] | None = None
 
 
-def _adopt_builder(builder: DatasetBuilder, root: str) -> None:
-    global _worker_builder, _worker_root
-    _worker_builder, _worker_root = builder, Path(root)
+def _adopt(builder: DatasetBuilder, root: str, zstd_level: int | None) -> None:
+    global _worker
+    _worker = (builder, _Writer(Path(root), zstd_level))
 
 
 def _run_task(task: Task) -> list[FileRecord]:
-    return [_write_file(_worker_root, rel, data) for rel, data in _worker_builder.files_for(task)]
+    builder, writer = _worker
+    return writer.session(builder, task)
 
 
 def _pool_context():
@@ -112,14 +126,15 @@ def _generate_into(staging: Path, options: RunOptions, tokenizer: Tokenizer) -> 
             bar.set_postfix_str(f"{sum(r.size for r in records) / 1e6:,.0f} MB", refresh=False)
 
         if options.workers <= 1:
+            writer = _Writer(staging, options.zstd_level)
             for task in todo:
-                done([_write_file(staging, rel, data) for rel, data in builder.files_for(task)])
+                done(writer.session(builder, task))
             return records
         previous = os.environ.get("TOKENIZERS_PARALLELISM")
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
         try:
-            with _pool_context().Pool(options.workers, initializer=_adopt_builder,
-                                      initargs=(builder, str(staging))) as pool:
+            with _pool_context().Pool(options.workers, initializer=_adopt,
+                                      initargs=(builder, str(staging), options.zstd_level)) as pool:
                 for batch in pool.imap_unordered(_run_task, todo):
                     done(batch)
         finally:

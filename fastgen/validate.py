@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .compression import read_trace_bytes
 from .errors import ValidationError
 
 __all__ = ["SCENARIOS", "FileReport", "check_file", "validate_tree", "summary_table", "describe_file"]
@@ -61,16 +62,7 @@ def _graph_api():
 
 
 def _read_trace(path: Path) -> dict:
-    with open(path, "rb") as f:
-        if path.name.endswith(".zst"):
-            import zstandard
-
-            # Without read_across_frames a reader stops after the first frame, and joined shards read back short.
-            with zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True) as reader:
-                raw = reader.read()
-        else:
-            raw = f.read()
-    doc = json.loads(raw)
+    doc = json.loads(read_trace_bytes(path))
     if not isinstance(doc, dict) or not isinstance(doc.get("spans"), list):
         raise ValueError("top level is not an object with a 'spans' list")
     return doc

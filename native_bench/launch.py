@@ -1,0 +1,66 @@
+"""Processes and folders: start one measured variant, give each a clean slate, own the scratch folder.
+
+Every variant writes GBs into the page cache; the kernel writes them back to disk later, and that writeback (and
+the dirty-page throttling it brings) would land on whichever variant runs next. So before each variant the
+previous output is deleted and `sync` waits for what is still dirty, and every variant starts from the same state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["REPO", "BenchError", "scratch_root", "clean_slate", "run_variant"]
+
+REPO = Path(__file__).resolve().parent.parent
+# Far above any real run (the full bench is minutes); only a hung variant hits it.
+_TIMEOUT_S = 3600
+
+
+class BenchError(Exception):
+    """A variant failed or produced something unexpected; the message says which and why."""
+
+
+@contextmanager
+def scratch_root(parent: Path | None):
+    """A fresh folder for every output of this run, on the repo's filesystem by default (so the floor and fastgen
+    write to the same disk the dataset normally goes to). Made inside --scratch, never --scratch itself, so removing
+    it at the end can never take anything the bench did not write."""
+    parent = (parent or REPO).resolve()
+    parent.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix=".bench-scratch-", dir=parent))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def clean_slate(*previous: Path) -> float:
+    """Delete earlier outputs, then sync; returns how long the sync took (how much writeback was still pending)."""
+    for path in previous:
+        shutil.rmtree(path, ignore_errors=True)
+    t = time.perf_counter()
+    os.sync()
+    return time.perf_counter() - t
+
+
+def run_variant(kind: str, params: dict, jobs: Path, name: str) -> dict:
+    """Run one variant in a fresh `python -m native_bench.runner` process; return its result plus process_s, the
+    wall time of the whole process (interpreter start, imports, work, exit), timed from here."""
+    job, result = jobs / f"{name}.job.json", jobs / f"{name}.result.json"
+    job.write_text(json.dumps({"kind": kind, "params": params, "result": str(result)}))
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "native_bench.runner", str(job)], cwd=REPO, capture_output=True,
+                          text=True, timeout=_TIMEOUT_S)
+    process_s = time.perf_counter() - t
+    if proc.returncode != 0 or not result.exists():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise BenchError(f"variant {name} exited {proc.returncode}: " + (" | ".join(tail) or "no output"))
+    return {**json.loads(result.read_text()), "process_s": process_s}

@@ -1,0 +1,99 @@
+"""The work of ONE variant, run inside its own process: `python -m native_bench.runner JOB.json`.
+
+A process of its own because ru_maxrss is a high-water mark that never goes down: only a fresh process gives a
+variant's peak memory alone. RUSAGE_SELF is this process; RUSAGE_CHILDREN is the largest reaped child (fastgen's
+pool workers, which the pool joins before the command returns). Both are KiB on Linux.
+
+The job file (a file, not an argument: a file list can outgrow one argv string) names the kind, its parameters
+and where to write the result: timed_s (what the variant itself times), rss_kib, children_rss_kib, and rc (non-zero
+if the command failed). The caller adds the whole process's wall time.
+"""
+
+from __future__ import annotations
+
+import time
+
+# Taken before anything from fastgen is imported: the native variant's time includes its imports and setup.
+_T0 = time.perf_counter()
+
+import json  # noqa: E402
+import os  # noqa: E402
+import resource  # noqa: E402
+import shutil  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+
+def _native(p: dict) -> dict:
+    """The original generator's way: one process, stdlib json re-serializing every span, a plain write per file."""
+    from fastgen.cli import DEFAULT_MODEL
+    from fastgen.dataset import DatasetBuilder, file_name, tasks
+    from fastgen.native import native_session_bytes
+    from fastgen.spec import Spec
+    from fastgen.tokenizer import load_tokenizer
+
+    out = Path(p["out"])
+    spec = Spec().scaled(sessions=p["scale"], budgets=p["budget_scale"])
+    builder = DatasetBuilder(load_tokenizer("builtin"), spec, seed=p["seed"], model=DEFAULT_MODEL)
+    made: set[str] = set()
+    for task in tasks(spec):
+        for plan in builder.plans_for(task):
+            if plan.scenario not in made:
+                (out / plan.scenario).mkdir(parents=True, exist_ok=True)
+                made.add(plan.scenario)
+            with open(out / plan.scenario / file_name(task.index), "wb") as f:
+                f.write(native_session_bytes(plan, model=DEFAULT_MODEL))
+    return {"timed_s": time.perf_counter() - _T0, "rc": 0}
+
+
+def _fastgen(p: dict) -> dict:
+    """The real command, run exactly as `python -m fastgen ARGS` runs it (runpy), so its pool workers are this
+    process's children and their peak RSS stays apart from the parent's."""
+    import runpy
+
+    sys.argv = ["fastgen", *p["argv"]]
+    t = time.perf_counter()
+    try:
+        runpy.run_module("fastgen", run_name="__main__", alter_sys=True)
+        rc = 0
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return {"timed_s": time.perf_counter() - t, "rc": rc}
+
+
+def _floor(p: dict) -> dict:
+    """The same bytes written as fresh files by a plain loop: what the kernel alone costs for this dataset.
+
+    The bytes are read into memory first (untimed); the source folder is then deleted and synced so neither its
+    dirty pages nor its writeback overlap the timed loop.
+    """
+    source, out = Path(p["source"]), Path(p["out"])
+    files = [(rel, (source / rel).read_bytes()) for rel in p["files"]]
+    shutil.rmtree(source)
+    os.sync()
+    t = time.perf_counter()
+    made: set[str] = set()
+    for rel, data in files:
+        folder = rel.rpartition("/")[0]
+        if folder not in made:
+            (out / folder).mkdir(parents=True, exist_ok=True)
+            made.add(folder)
+        with open(out / rel, "wb") as f:
+            f.write(data)
+    return {"timed_s": time.perf_counter() - t, "rc": 0}
+
+
+_KINDS = {"native": _native, "fastgen": _fastgen, "floor": _floor}
+
+
+def main(argv: list[str]) -> int:
+    job = json.loads(Path(argv[0]).read_text())
+    result = _KINDS[job["kind"]](job["params"])
+    result["rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result["children_rss_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    Path(job["result"]).write_text(json.dumps(result))
+    return result["rc"]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
