@@ -14,7 +14,7 @@ from .content.compose import Composer
 from .content.kinds import KINDS
 from .errors import SpecError
 from .plans import scenario1, scenario2, scenario3
-from .spans import session_bytes
+from .spans import session_chunks
 from .spec import (TEMPLATE_OVERHEAD_BASE, TEMPLATE_OVERHEAD_PER_MESSAGE, TOOL_CALL_MIN_MAX_TOKENS, Spec)
 from .tokenizer import Tokenizer
 
@@ -85,7 +85,7 @@ class DatasetBuilder:
             self.composer.pool(kind)
         for scenario_id in (1, 2, 3):
             blocks = self.blocks(scenario_id)
-            blocks.catalog.fragment
+            blocks.catalog.escaped
             for message in (blocks.system, blocks.repo_map, blocks.guidelines, blocks.api_docs):
                 if message is not None:
                     message.escaped
@@ -105,7 +105,11 @@ class DatasetBuilder:
         module = scenario2 if task.scenario_id == 2 else scenario3
         return module.plan_sessions(self.composer, blocks, self.spec, **kw)
 
+    def chunks_for(self, task: Task) -> list[tuple[str, list[bytes]]]:
+        """(relative path, chunks whose concatenation is the file) of each trace file of one session index."""
+        return [(f"{plan.scenario}/{file_name(task.index)}", session_chunks(plan, model=self.model))
+                for plan in self.plans_for(task)]
+
     def files_for(self, task: Task) -> list[tuple[str, bytes]]:
         """(relative path, bytes) of each trace file of one session index."""
-        return [(f"{plan.scenario}/{file_name(task.index)}", session_bytes(plan, model=self.model))
-                for plan in self.plans_for(task)]
+        return [(rel, b"".join(chunks)) for rel, chunks in self.chunks_for(task)]

@@ -28,8 +28,12 @@ class FileRecord:
     sha256: str
 
 
-def record(path: str, data: bytes) -> FileRecord:
-    return FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
+def record(path: str, *chunks: bytes) -> FileRecord:
+    """The record of a file whose bytes are the concatenation of chunks."""
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+    return FileRecord(path, sum(len(c) for c in chunks), digest.hexdigest())
 
 
 def _files(files: list[FileRecord]) -> dict:

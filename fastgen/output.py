@@ -71,18 +71,36 @@ class _Writer:
         self.root = root
         self.compressor = make_compressor(zstd_level) if zstd_level is not None else None
 
-    def write(self, rel: str, data: bytes) -> FileRecord:
+    def write(self, rel: str, chunks: list[bytes]) -> FileRecord:
         if self.compressor is not None:
-            rel, data = rel + ZSTD_SUFFIX, self.compressor.compress(data)
+            rel, chunks = rel + ZSTD_SUFFIX, [self.compressor.compress(b"".join(chunks))]
         final = self.root / rel
         temp = final.with_name(final.name + ".part")
-        with open(temp, "wb") as f:
-            f.write(data)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            _write_all(fd, chunks)
+        finally:
+            os.close(fd)
         os.replace(temp, final)
-        return record(rel, data)
+        return record(rel, *chunks)
 
     def session(self, builder: DatasetBuilder, task: Task) -> list[FileRecord]:
-        return [self.write(rel, data) for rel, data in builder.files_for(task)]
+        return [self.write(rel, chunks) for rel, chunks in builder.chunks_for(task)]
+
+
+_IOV_MAX = 1024
+
+
+def _write_all(fd: int, chunks: list[bytes]) -> None:
+    """os.writev until every byte is written (a write may be short; at most IOV_MAX buffers a call)."""
+    pending = [memoryview(c) for c in chunks if c]
+    while pending:
+        written = os.writev(fd, pending[:_IOV_MAX])
+        while written and written >= len(pending[0]):
+            written -= len(pending[0])
+            pending.pop(0)
+        if written:
+            pending[0] = pending[0][written:]
 
 
 # Each worker process holds what it was handed at start (inherited as is under fork, pickled under spawn).

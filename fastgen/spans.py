@@ -3,9 +3,10 @@
 Every span of every file has the same attribute keys with the same JSON types (inference-perf unifies the whole
 corpus with Arrow), and times are ISO-8601 from a fixed epoch (no wall clock).
 
-Speed: `gen_ai.input.messages` and `gen_ai.tool.definitions` (about 97% of the bytes) are spliced in as
-`orjson.Fragment`s from pieces each message escaped once, so a shared block costs a memcpy per span, not a
-serialization. `native.py` builds the same file the slow, obvious way; tests hold the two byte-equal.
+Speed: `gen_ai.input.messages` and `gen_ai.tool.definitions` (about 97% of the bytes) are never serialized per
+span. Each message escapes its JSON once; a file is a list of chunks (the small serialized parts and references to
+those pre-escaped pieces) that the writer hands to `os.writev` and the hash, so a shared block costs no copy in
+Python at all. `native.py` builds the same file the slow, obvious way; tests hold the two byte-equal.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import orjson
 
 from .plans.types import Output, SessionPlan, Turn
 
-__all__ = ["EPOCH", "iso_time", "output_parts", "span_dict", "session_dict", "session_bytes"]
+__all__ = ["EPOCH", "iso_time", "output_parts", "span_dict", "session_dict", "session_chunks", "session_bytes"]
 
 EPOCH = datetime(2026, 6, 15, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -65,13 +66,35 @@ def session_dict(plan: SessionPlan, spans: list[dict]) -> dict:
     return {"session_id": plan.session_id, "scenario": plan.scenario, "spans": spans}
 
 
-def _spliced_messages(turn: Turn) -> orjson.Fragment:
-    return orjson.Fragment(b'"[' + b",".join(m.escaped for m in turn.messages) + b']"')
+# Placeholders for the two big attributes. orjson escapes NUL inside strings, so a raw NUL in its output can only
+# come from these fragments: splitting on it finds them.
+_INPUT = orjson.Fragment(b"\x00I\x00")
+_TOOLS = orjson.Fragment(b"\x00T\x00")
+
+
+def session_chunks(plan: SessionPlan, *, model: str) -> list[bytes]:
+    """The trace file of a session as chunks whose concatenation is the file."""
+    spans = [span_dict(plan, turn, model=model, input_messages=_INPUT,
+                       output_messages=orjson.dumps(output_parts(turn.output)).decode(),
+                       tool_definitions=_TOOLS) for turn in plan.turns]
+    skeleton = orjson.dumps(session_dict(plan, spans)).split(b"\x00")
+    chunks: list[bytes] = [skeleton[0]]
+    turns = iter(plan.turns)
+    tools = plan.catalog.escaped
+    for marker, text in zip(skeleton[1::2], skeleton[2::2]):
+        if marker == b"I":
+            messages = next(turns).messages
+            chunks.append(b'"[')
+            for i, message in enumerate(messages):
+                if i:
+                    chunks.append(b",")
+                chunks.append(message.escaped)
+            chunks.append(b']"')
+        else:
+            chunks.append(tools)
+        chunks.append(text)
+    return chunks
 
 
 def session_bytes(plan: SessionPlan, *, model: str) -> bytes:
-    """The trace file of a session, spliced from pre-escaped fragments."""
-    spans = [span_dict(plan, turn, model=model, input_messages=_spliced_messages(turn),
-                       output_messages=orjson.dumps(output_parts(turn.output)).decode(),
-                       tool_definitions=plan.catalog.fragment) for turn in plan.turns]
-    return orjson.dumps(session_dict(plan, spans))
+    return b"".join(session_chunks(plan, model=model))

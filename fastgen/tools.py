@@ -28,9 +28,9 @@ class ToolCatalog:
     tokens: int  # tokens of `json`
 
     @cached_property
-    def fragment(self):
-        """The attribute value, escaped once: spliced into every span as is."""
-        return orjson.Fragment(orjson.dumps(self.json))
+    def escaped(self) -> bytes:
+        """The attribute value as a JSON string, escaped once: spliced into every span as is."""
+        return orjson.dumps(self.json)
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -1,0 +1,35 @@
+"""native_bench end to end on a tiny dataset: it runs, every variant wrote the same bytes, the JSON is complete.
+
+Timing is reported by the bench, never asserted here: it moves with the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_native_bench_small(tmp_path):
+    out = tmp_path / "results.json"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    result = subprocess.run([sys.executable, "-m", "native_bench", "--scale", "0.02", "--budget-scale", "0.05",
+                             "--workers", "1,2", "--zstd-levels", "3", "--scale-check", "2", "--json", str(out),
+                             "--scratch", str(scratch)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "bytes_equal: true" in result.stdout
+    doc = json.loads(out.read_text())
+    assert doc["bytes_equal"] is True
+    assert all(check["equal"] for check in doc["checks"])
+    rows = {row["variant"]: row for row in doc["rows"]}
+    assert set(rows) == {"native", "fastgen-w1", "fastgen-w2", "floor", "zstd-3", "scale-x1", "scale-x2"}
+    for row in rows.values():
+        assert row["wall_s"] > 0 and row["process_s"] > 0 and row["files"] > 0 and row["rss_mib"] > 0
+    assert rows["fastgen-w2"]["worker_rss_mib"] > 0  # pool workers were measured apart from the parent
+    assert rows["zstd-3"]["disk_bytes"] < rows["zstd-3"]["bytes"] == rows["native"]["bytes"]
+    assert doc["scale_check"]["files_ratio"] > 1
+    assert scratch.is_dir() and not any(scratch.iterdir())  # the run's outputs are gone, --scratch itself stays
