@@ -4,8 +4,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
 FASTGEN_ARGS ?=
+BENCH_ARGS ?=
 
-.PHONY: traces test validate golden check-golden env env-all clean
+.PHONY: traces test validate golden check-golden bench env env-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +43,9 @@ check-golden: env-all
 	diff -r configs $(CHECK)/configs
 	$(BIN)/fastgen validate $(CHECK)/traces --workers $(WORKERS)
 	rm -rf $(CHECK)
+
+bench: env-all
+	$(BIN)/python -m native_bench $(BENCH_ARGS)
 
 clean:
 	rm -rf traces build *.egg-info

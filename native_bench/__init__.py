@@ -5,5 +5,6 @@ variant back to back on the same machine and reports each against the others (fa
 the native generator against fastgen). See native_bench/README.md.
 
 Modules: cli (options), bench (the sequence of variants), runner (the work inside each measured process),
-launch (processes, scratch folders, sync), hashes (byte equality), report (table and JSON).
+launch (processes, scratch folders, sync), hashes (byte equality), metrics (throughputs and ratios),
+report (table and JSON).
 """

@@ -30,16 +30,22 @@ class BenchError(Exception):
 
 @contextmanager
 def scratch_root(parent: Path | None):
-    """A fresh folder for every output of this run, on the repo's filesystem by default (so the floor and fastgen
-    write to the same disk the dataset normally goes to). Made inside --scratch, never --scratch itself, so removing
-    it at the end can never take anything the bench did not write."""
-    parent = (parent or REPO).resolve()
+    """A fresh folder for every output of this run, on the repo's filesystem by default (REPO/.bench-scratch, which
+    git ignores), so fastgen and the floor write to the disk the dataset normally goes to. Made inside --scratch,
+    never --scratch itself, so removing it at the end can never take anything the bench did not write."""
+    parent = (parent or REPO / ".bench-scratch").resolve()
+    made_parent = not parent.exists()
     parent.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix=".bench-scratch-", dir=parent))
+    root = Path(tempfile.mkdtemp(prefix="run-", dir=parent))
     try:
         yield root
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        if made_parent:
+            try:
+                parent.rmdir()  # only if empty: another run may be using it
+            except OSError:
+                pass
 
 
 def clean_slate(*previous: Path) -> float:

@@ -1,0 +1,178 @@
+"""The sequence of variants, one process each, back to back on the same machine, and their byte checks.
+
+Order: native, fastgen at each worker count, the write floor (fed the last fastgen output), zstd at each level,
+then the optional scale check. Each variant starts from a clean slate (previous output deleted, then sync).
+The first plain output (native unless skipped) is the reference every other variant's bytes are compared with.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from fastgen.compression import ZSTD_SUFFIX
+
+from .hashes import compare, hash_files, manifest_sessions, session_paths, zstd_content_sizes, zstd_sample
+from .launch import clean_slate, run_variant, scratch_root
+
+__all__ = ["Options", "run"]
+
+SEED = 42  # fastgen's default seed, passed explicitly to both generators so their bytes can match
+
+
+@dataclass(frozen=True)
+class Options:
+    scale: float
+    budget_scale: float
+    workers: tuple[int, ...]
+    zstd_levels: tuple[int, ...]
+    skip_native: bool
+    scale_check: float | None
+    scratch: Path | None
+    zstd_sample: int
+
+
+def _fastgen_argv(out: Path, workers: int, scale: float, budget_scale: float, level: int | None = None) -> list[str]:
+    argv = ["--tokenizer", "builtin", "--seed", str(SEED), "--workers", str(workers), "--output-dir",
+            str(out / "traces"), "--config-dir", str(out / "configs"), "--quiet", "--scale", repr(scale),
+            "--budget-scale", repr(budget_scale)]
+    return argv + (["--compress", "zstd", "--level", str(level)] if level is not None else [])
+
+
+def _row(name: str, kind: str, res: dict, sync_s: float, *, workers: int, scale: float, files: int, size: int,
+         disk: int, wall_s: float, level: int | None = None) -> dict:
+    children = res["children_rss_kib"]
+    extra = {k: res[k] for k in ("read_s", "prepare_s") if k in res}  # the floor's untimed preparation
+    return {**extra, "variant": name, "kind": kind, "workers": workers, "scale": scale, "zstd_level": level,
+            "wall_s": wall_s, "process_s": res["process_s"], "timed_s": res["timed_s"], "sync_before_s": sync_s,
+            "files": files, "bytes": size, "disk_bytes": disk, "rss_mib": res["rss_kib"] / 1024,
+            "worker_rss_mib": children / 1024 if children else None}
+
+
+class _Run:
+    """State of one bench run: the scratch folder, outputs still on disk, the reference hashes, rows and checks."""
+
+    def __init__(self, opts: Options, root: Path, log: Callable[[str], None]):
+        self.opts, self.root, self.log = opts, root, log
+        self.jobs = root / "jobs"
+        self.jobs.mkdir()
+        self.previous: list[Path] = []
+        self.reference: dict[str, str] | None = None  # rel -> sha256
+        self.reference_bytes = 0
+        self.rows: list[dict] = []
+        self.checks: list[dict] = []
+
+    def slate(self, keep: Path | None = None) -> float:
+        sync_s = clean_slate(*[p for p in self.previous if p != keep])
+        self.previous = [keep] if keep else []
+        return sync_s
+
+    def variant(self, name: str, kind: str, params: dict, keep: Path | None = None) -> tuple[Path, dict, float]:
+        """Run one variant from a clean slate (everything earlier deleted but `keep`); its output is root/name."""
+        sync_s = self.slate(keep)
+        out = self.out(name)
+        self.previous.append(out)
+        self.log(f"{name} ...")
+        res = run_variant(kind, params, self.jobs, name)
+        self.log(f"{name}: {res['process_s']:.1f} s (process)")
+        return out, res, sync_s
+
+    def out(self, name: str) -> Path:
+        return self.root / name
+
+    def check_plain(self, name: str, records: dict[str, tuple[int, str]], problems: list[str]) -> None:
+        got = {rel: sha for rel, (_, sha) in records.items()}
+        if self.reference is None:
+            self.reference, self.reference_bytes = got, sum(size for size, _ in records.values())
+        else:
+            problems = problems + compare(self.reference, got)
+        self.checks.append({"variant": name, "files": len(got), "equal": not problems, "problems": problems})
+
+    def check_zstd(self, name: str, traces: Path, records: dict[str, tuple[int, str]], problems: list[str]) -> int:
+        """Same paths as the reference, same total content size, and a decompressed sample byte-equal."""
+        rels = sorted(records)
+        uncompressed = zstd_content_sizes(traces, rels)
+        plain = {rel.removesuffix(ZSTD_SUFFIX): "" for rel in rels}
+        problems = problems + compare({rel: "" for rel in self.reference}, plain)
+        if uncompressed != self.reference_bytes:
+            problems.append(f"frames declare {uncompressed} bytes, the plain output has {self.reference_bytes}")
+        sampled, sample_problems = zstd_sample(traces, self.reference, self.opts.zstd_sample)
+        problems += sample_problems
+        self.checks.append({"variant": name, "files": len(rels), "sampled": sampled, "equal": not problems,
+                            "problems": problems})
+        return uncompressed
+
+
+def _native(run: _Run) -> None:
+    o = run.opts
+    out, res, sync_s = run.variant("native", "native", {"out": str(run.out("native")), "scale": o.scale,
+                                                        "budget_scale": o.budget_scale, "seed": SEED})
+    hashed = hash_files(out, session_paths(out))
+    run.check_plain("native", hashed, [])
+    size = sum(s for s, _ in hashed.values())
+    run.rows.append(_row("native", "native", res, sync_s, workers=1, scale=o.scale, files=len(hashed), size=size,
+                         disk=size, wall_s=res["process_s"]))
+
+
+def _fastgen(run: _Run, workers: int) -> Path:
+    o, name = run.opts, f"fastgen-w{workers}"
+    argv = _fastgen_argv(run.out(name), workers, o.scale, o.budget_scale)
+    out, res, sync_s = run.variant(name, "fastgen", {"argv": argv})
+    records, problems = manifest_sessions(out / "traces")
+    run.check_plain(name, records, problems)
+    size = sum(s for s, _ in records.values())
+    run.rows.append(_row(name, "fastgen", res, sync_s, workers=workers, scale=o.scale, files=len(records), size=size,
+                         disk=size, wall_s=res["process_s"]))
+    return out
+
+
+def _floor(run: _Run, source: Path) -> None:
+    files = session_paths(source / "traces")
+    params = {"source": str(source / "traces"), "files": files, "out": str(run.out("floor"))}
+    out, res, sync_s = run.variant("floor", "floor", params, keep=source)
+    hashed = hash_files(out, session_paths(out))
+    run.check_plain("floor", hashed, [])
+    size = sum(s for s, _ in hashed.values())
+    # The floor's time is its write loop only: reading the bytes in and deleting the source are not the floor.
+    run.rows.append(_row("floor", "floor", res, sync_s, workers=1, scale=run.opts.scale, files=len(hashed),
+                         size=size, disk=size, wall_s=res["timed_s"]))
+
+
+def _zstd(run: _Run, name: str, kind: str, workers: int, level: int, scale: float, check: bool) -> None:
+    o = run.opts
+    argv = _fastgen_argv(run.out(name), workers, scale, o.budget_scale, level)
+    out, res, sync_s = run.variant(name, "fastgen", {"argv": argv})
+    traces = out / "traces"
+    records, problems = manifest_sessions(traces)
+    if check:
+        uncompressed = run.check_zstd(name, traces, records, problems)
+    else:  # a scaled dataset has no plain reference; its size comes from the frame headers
+        uncompressed = zstd_content_sizes(traces, sorted(records))
+        if problems:
+            run.checks.append({"variant": name, "files": len(records), "equal": False, "problems": problems})
+    run.rows.append(_row(name, kind, res, sync_s, workers=workers, scale=scale, files=len(records),
+                         size=uncompressed, disk=sum(s for s, _ in records.values()), wall_s=res["process_s"],
+                         level=level))
+
+
+def run(opts: Options, log: Callable[[str], None]) -> dict:
+    t0 = time.perf_counter()
+    with scratch_root(opts.scratch) as root:
+        r = _Run(opts, root, log)
+        if not opts.skip_native:
+            _native(r)
+        last = None
+        for workers in opts.workers:
+            last = _fastgen(r, workers)
+        _floor(r, last)
+        n = max(opts.workers)
+        for level in opts.zstd_levels:
+            _zstd(r, f"zstd-{level}", "zstd", n, level, opts.scale, check=True)
+        if opts.scale_check:
+            _zstd(r, "scale-x1", "scale", n, 3, opts.scale, check=True)
+            _zstd(r, f"scale-x{opts.scale_check:g}", "scale", n, 3, opts.scale * opts.scale_check, check=False)
+        r.slate()
+    return {"rows": r.rows, "checks": r.checks, "bytes_equal": all(c["equal"] for c in r.checks),
+            "total_s": time.perf_counter() - t0}

@@ -1,0 +1,52 @@
+"""Throughputs and ratios from the measured rows. Ratios, not absolute times, are what carries between machines:
+every row ran back to back on the same disk, cores and page cache.
+
+MB is 10^6 bytes of uncompressed trace JSON (what was generated); disk MB is what was written (the compressed size
+for zstd). RSS is MiB.
+"""
+
+from __future__ import annotations
+
+__all__ = ["derive", "scale_summary"]
+
+_MB = 1e6
+
+
+def _find(rows: list[dict], kind: str) -> dict | None:
+    return next((r for r in rows if r["kind"] == kind), None)
+
+
+def derive(rows: list[dict]) -> None:
+    """Add to each row: mb, disk_mb, mb_s, files_s, and where they apply
+    over_floor   wall / the floor's wall (native and fastgen rows: 1.0 would be as fast as the kernel's writes)
+    native_over  native's wall / this wall (fastgen rows: the speedup over the original generator)
+    zstd_ratio   uncompressed / compressed bytes, and mb_s_per_worker = uncompressed MB / wall / workers."""
+    floor, native = _find(rows, "floor"), _find(rows, "native")
+    for r in rows:
+        r["mb"], r["disk_mb"] = r["bytes"] / _MB, r["disk_bytes"] / _MB
+        r["mb_s"] = r["mb"] / r["wall_s"]
+        r["files_s"] = r["files"] / r["wall_s"]
+        if floor and r["kind"] in ("native", "fastgen"):
+            r["over_floor"] = r["wall_s"] / floor["wall_s"]
+        if native and r["kind"] == "fastgen":
+            r["native_over"] = native["wall_s"] / r["wall_s"]
+        if r["zstd_level"] is not None:
+            r["zstd_ratio"] = r["bytes"] / r["disk_bytes"]
+            r["mb_s_per_worker"] = r["mb"] / r["wall_s"] / r["workers"]
+
+
+def _per_worker_rss(row: dict) -> float:
+    # With one worker fastgen works in its own process: that process is the worker.
+    return row["worker_rss_mib"] if row["worker_rss_mib"] is not None else row["rss_mib"]
+
+
+def scale_summary(rows: list[dict], factor: float) -> dict | None:
+    """F times the sessions should take ~F times as long with flat memory per worker."""
+    scaled = [r for r in rows if r["kind"] == "scale"]
+    if len(scaled) != 2:
+        return None
+    one, big = scaled
+    return {"factor": factor, "files_ratio": big["files"] / one["files"], "wall_ratio": big["wall_s"] / one["wall_s"],
+            "worker_rss_mib": [_per_worker_rss(one), _per_worker_rss(big)],
+            "parent_rss_mib": [one["rss_mib"], big["rss_mib"]],
+            "rss_ratio": _per_worker_rss(big) / _per_worker_rss(one)}

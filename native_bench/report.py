@@ -1,0 +1,91 @@
+"""What a run prints (an aligned table, the scale check, the byte checks) and the JSON it writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+__all__ = ["table", "summary_lines", "environment", "write_json"]
+
+# (header, row key, format); a row without the key shows "-".
+_COLUMNS = [
+    ("variant", "variant", "{}"),
+    ("wkrs", "workers", "{}"),
+    ("wall s", "wall_s", "{:.3f}"),
+    ("MB", "mb", "{:,.0f}"),
+    ("disk MB", "disk_mb", "{:,.0f}"),
+    ("MB/s", "mb_s", "{:,.0f}"),
+    ("files/s", "files_s", "{:,.0f}"),
+    ("RSS MiB", "rss_mib", "{:,.0f}"),
+    ("wkr RSS MiB", "worker_rss_mib", "{:,.0f}"),
+    ("/floor", "over_floor", "{:.2f}"),
+    ("native/", "native_over", "{:.2f}"),
+    ("zstd ratio", "zstd_ratio", "{:.1f}"),
+    ("MB/s/wkr", "mb_s_per_worker", "{:,.0f}"),
+]
+
+_LEGEND = """\
+wall s: whole process (start, imports, setup, work, exit); floor: its write loop only.
+MB: uncompressed trace JSON made (10^6 bytes); disk MB: bytes written (compressed for zstd).
+RSS MiB: peak of the process itself; wkr RSS MiB: largest pool worker (fastgen with >1 worker).
+/floor: wall over the floor's (how many times the bare writes it costs); native/: native's wall over this row's.
+zstd ratio: uncompressed / compressed; MB/s/wkr: uncompressed MB per second per worker."""
+
+
+def _cell(row: dict, key: str, fmt: str) -> str:
+    value = row.get(key)
+    return "-" if value is None else fmt.format(value)
+
+
+def table(rows: list[dict]) -> str:
+    cells = [[h for h, _, _ in _COLUMNS]] + [[_cell(r, key, fmt) for _, key, fmt in _COLUMNS] for r in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(_COLUMNS))]
+
+    def line(values: list[str]) -> str:  # names left-aligned, numbers right-aligned
+        return "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(values, widths)))
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(cells[0]), rule, *map(line, cells[1:]), "", _LEGEND])
+
+
+def summary_lines(doc: dict) -> list[str]:
+    out = []
+    scale = doc.get("scale_check")
+    if scale:
+        w1, wf = scale["worker_rss_mib"]
+        p1, pf = scale["parent_rss_mib"]
+        out.append(f"scale check: {scale['files_ratio']:.2f}x the files took {scale['wall_ratio']:.2f}x the wall time; "
+                   f"peak RSS per worker {w1:,.0f} -> {wf:,.0f} MiB ({scale['rss_ratio']:.2f}x), "
+                   f"parent {p1:,.0f} -> {pf:,.0f} MiB")
+    for check in doc["checks"]:
+        if not check["equal"]:
+            out.append(f"BYTES DIFFER in {check['variant']}: " + "; ".join(check["problems"]))
+    sampled = [c["sampled"] for c in doc["checks"] if "sampled" in c]
+    what = "plain outputs hashed whole" + (f", zstd outputs: {min(sampled)}+ files decompressed each" if sampled else "")
+    out.append(f"bytes_equal: {str(doc['bytes_equal']).lower()} ({what})")
+    out.append(f"bench total: {doc['total_s']:.1f} s")
+    return out
+
+
+def environment() -> dict:
+    """What the numbers depend on, recorded with them."""
+    from fastgen import __version__
+
+    def read(path: str) -> str | None:
+        try:
+            return Path(path).read_text().strip()
+        except OSError:
+            return None
+
+    return {"python": sys.version.split()[0], "platform": platform.platform(), "cpu_count": os.cpu_count(),
+            "fastgen": __version__, "mem_total": (read("/proc/meminfo") or "").split("\n")[0].split(":")[-1].strip(),
+            "vm_dirty_ratio": read("/proc/sys/vm/dirty_ratio"),
+            "vm_dirty_background_ratio": read("/proc/sys/vm/dirty_background_ratio")}
+
+
+def write_json(path: Path, doc: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
