@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .compression import ZSTD_SUFFIX, make_compressor
+from .compression import ZSTD_SUFFIX, compress_chunks, make_compressor
 from .dataset import DIRECTORIES, DatasetBuilder, Task, tasks
 from .errors import OutputError
 from .manifest import MANIFEST_NAME, FileRecord, manifest_bytes, read_manifest, record
@@ -73,7 +73,7 @@ class _Writer:
 
     def write(self, rel: str, chunks: list[bytes]) -> FileRecord:
         if self.compressor is not None:
-            rel, chunks = rel + ZSTD_SUFFIX, [self.compressor.compress(b"".join(chunks))]
+            rel, chunks = rel + ZSTD_SUFFIX, compress_chunks(self.compressor, chunks)
         final = self.root / rel
         temp = final.with_name(final.name + ".part")
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)

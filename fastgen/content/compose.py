@@ -22,7 +22,7 @@ __all__ = ["Text", "Composer", "check_unit"]
 # Below this many tokens left, a composition switches from whole units to short filler lines of exact size.
 _TAIL = 48
 _UNITS_PER_KIND = 600
-_FILLERS_PER_KIND = 1500
+_FILLERS_PER_KIND = 500
 _TAIL_PLAN_LIMIT = 1024
 
 
