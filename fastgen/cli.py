@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -68,9 +69,13 @@ def _generate_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", type=_positive_float("--scale"), default=1.0, help="multiply every session count")
     p.add_argument("--budget-scale", type=_positive_float("--budget-scale"), default=1.0,
                    help="multiply every token budget (small, fast datasets for tests)")
+    p.add_argument("--arrival-window", type=_int_in(1, 86400, "--arrival-window"), default=1200,
+                   help="seconds over which scenario 3 sessions arrive (session_rate in its configs; default 1200)")
     p.add_argument("--absolute-paths", action="store_true", help="write absolute paths into the configs")
     p.add_argument("--compress", choices=["zstd"], help="write .json.zst files (fastgen unpack DIR restores .json)")
     p.add_argument("--level", type=_int_in(1, 22, "--level"), default=3, help="zstd level (default 3)")
+    p.add_argument("--force", action="store_true", help="write into a folder that holds other files; fastgen then "
+                   "removes only files its previous manifest lists and never overwrites one it did not write")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
     return p
 
@@ -93,8 +98,8 @@ def _run_generate(args) -> int:
 
     import dataclasses
 
-    spec = dataclasses.replace(Spec(max_model_len=args.max_model_len)).scaled(sessions=args.scale,
-                                                                              budgets=args.budget_scale)
+    spec = Spec(max_model_len=args.max_model_len).scaled(sessions=args.scale, budgets=args.budget_scale)
+    spec = dataclasses.replace(spec, scenario3=dataclasses.replace(spec.scenario3, arrival_window_s=args.arrival_window))
     check_fits(spec)
     if args.server_type not in ("vllm", "sglang"):
         raise SpecError(f"--server-type {args.server_type!r} is not supported; use vllm or sglang")
@@ -107,10 +112,12 @@ def _run_generate(args) -> int:
         f"{args.workers} worker(s)")
     zstd_level = args.level if args.compress else None
     arguments = {"model": args.model, "tokenizer": tokenizer_name, "seed": args.seed, "scale": args.scale,
-                 "budget_scale": args.budget_scale, "max_model_len": args.max_model_len, "zstd_level": zstd_level}
+                 "budget_scale": args.budget_scale, "max_model_len": args.max_model_len, "zstd_level": zstd_level,
+                 "arrival_window": args.arrival_window}
     options = RunOptions(model=args.model, tokenizer=tokenizer_name, seed=args.seed, spec=spec,
                          output_dir=args.output_dir, workers=args.workers,
-                         progress=not args.quiet and sys.stderr.isatty(), arguments=arguments, zstd_level=zstd_level)
+                         progress=not args.quiet and sys.stderr.isatty(), arguments=arguments, zstd_level=zstd_level,
+                         force=args.force)
     records = generate(options, tokenizer)
     rendered = render_configs(spec=spec, model=args.model, server_type=args.server_type, base_seed=args.seed,
                               trace_root=args.output_dir, config_root=args.config_dir,
@@ -172,8 +179,17 @@ _SUBCOMMANDS = {"validate": (_validate_parser, _run_validate), "verify": (_verif
                 "unpack": (_unpack_parser, _run_unpack)}
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that the same cleanup as Ctrl-C runs."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         if argv[:1] and argv[0] in _SUBCOMMANDS:
             parser, run = _SUBCOMMANDS[argv[0]]
@@ -183,5 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fastgen: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("fastgen: interrupted; nothing partial was left behind", file=sys.stderr)
+        print("fastgen: interrupted; the output was left as it was, with nothing partial", file=sys.stderr)
         return 130
+    except Terminated:
+        print("fastgen: terminated; the output was left as it was, with nothing partial", file=sys.stderr)
+        return 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -115,17 +115,17 @@ def test_generate_output_path_blocked_by_regular_file_exits_1(tmp_path, under):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]  # no staging, no configs
 
 
-def test_generate_output_dir_dot_exits_1_and_leaves_the_folder_empty(tmp_path):
-    # "." passes the empty-folder check but cannot be renamed away; the failed swap must not leave its folders.
+def test_generate_into_the_current_empty_folder_fills_it_in_place(tmp_path):
+    # "." cannot be swapped away (a shell may sit in it): an empty folder is filled in place, nothing left beside it.
     cwd = tmp_path / "work"
     cwd.mkdir()
 
     result = run_fastgen(*ONE_WORKER, "--output-dir", ".", "--config-dir", str(tmp_path / "configs"), cwd=cwd)
 
-    assert result.returncode == 1
-    _one_error_line(result)
-    assert list(cwd.iterdir()) == []
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+    assert result.returncode == 0, result.stderr
+    assert (cwd / "manifest.json").is_file() and trace_files(cwd)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["configs", "work"]
+    assert run_fastgen("verify", ".", cwd=cwd).returncode == 0
 
 
 def test_generate_same_arguments_twice_gives_identical_bytes(one_worker_dataset, tmp_path):

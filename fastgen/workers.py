@@ -1,0 +1,93 @@
+"""The process pool: every session index written by some worker; a failure anywhere stops the run within moments.
+
+Workers are forked from a parent that has already prepared the builder (pools and shared blocks), so they start
+with everything in memory. They ignore SIGINT: Ctrl-C is the parent's to handle, and it stops them itself. A worker
+that raises, or dies (killed, out of memory), fails the run with the sessions that were not written named.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable
+
+from .dataset import DatasetBuilder, Task
+from .errors import OutputError
+from .manifest import FileRecord
+from .writer import SessionWriter
+
+__all__ = ["run_tasks", "describe_task"]
+
+# Each worker process holds what it was handed at start (inherited as is under fork, pickled under spawn).
+_worker: tuple[DatasetBuilder, SessionWriter] | None = None
+
+
+def describe_task(task: Task) -> str:
+    return f"scenario {task.scenario_id} session {task.index}"
+
+
+def _adopt(builder: DatasetBuilder, root: str, zstd_level: int | None) -> None:
+    global _worker
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _worker = (builder, SessionWriter(Path(root), zstd_level))
+
+
+def _run_task(task: Task) -> list[FileRecord]:
+    builder, writer = _worker
+    return writer.session(builder, task)
+
+
+def _pool_context():
+    """The one place the start method is chosen: fork shares the prepared builder at no cost."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+@contextmanager
+def _no_tokenizer_threads():
+    """tokenizers asks for its thread pool to be off in forked children; say so before forking."""
+    previous = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = previous
+
+
+def _failure(exc: BaseException, unfinished: list[Task]) -> OutputError:
+    names = ", ".join(describe_task(t) for t in unfinished[:5]) + (" ..." if len(unfinished) > 5 else "")
+    if isinstance(exc, BrokenProcessPool):
+        return OutputError(f"a worker process died; {len(unfinished)} session(s) not written ({names})")
+    return OutputError(f"{exc}; {len(unfinished)} session(s) not written ({names})")
+
+
+def run_tasks(builder: DatasetBuilder, todo: list[Task], *, root: Path, zstd_level: int | None, workers: int,
+              done: Callable[[list[FileRecord]], None]) -> None:
+    """Write every task's files under root, calling done() with each task's records as it finishes."""
+    if workers <= 1:
+        writer = SessionWriter(root, zstd_level)
+        for task in todo:
+            done(writer.session(builder, task))
+        return
+    with _no_tokenizer_threads():
+        executor = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_adopt,
+                                       initargs=(builder, str(root), zstd_level))
+    try:
+        pending = {executor.submit(_run_task, task): task for task in todo}
+        while pending:
+            finished, _ = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+            for future in finished:
+                task = pending.pop(future)
+                if future.exception() is not None:
+                    raise _failure(future.exception(), [task, *pending.values()])
+                done(future.result())
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
