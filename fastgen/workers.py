@@ -1,7 +1,8 @@
 """The process pool: every session index written by some worker; a failure anywhere stops the run within moments.
 
 Workers are forked from a parent that has already prepared the builder (pools and shared blocks), so they start
-with everything in memory. They ignore SIGINT: Ctrl-C is the parent's to handle, and it stops them itself. A worker
+with everything in memory. They ignore SIGINT (Ctrl-C is the parent's to handle, and it stops them itself) and die
+quietly on SIGTERM, which is how the pool stops them. A worker
 that raises, or dies (killed, out of memory), fails the run with the sessions that were not written named.
 """
 
@@ -34,6 +35,7 @@ def describe_task(task: Task) -> str:
 def _adopt(builder: DatasetBuilder, root: str, zstd_level: int | None) -> None:
     global _worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler: a stopped worker just ends
     _worker = (builder, SessionWriter(Path(root), zstd_level))
 
 
