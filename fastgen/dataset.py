@@ -15,7 +15,7 @@ from .content.kinds import KINDS
 from .errors import SpecError
 from .plans import scenario1, scenario2, scenario3
 from .spans import session_chunks
-from .spec import (TEMPLATE_OVERHEAD_BASE, TEMPLATE_OVERHEAD_PER_MESSAGE, TOOL_CALL_MIN_MAX_TOKENS, Spec)
+from .spec import TOOL_CALL_MIN_MAX_TOKENS, Spec
 from .tokenizer import Tokenizer
 
 __all__ = ["Task", "DIRECTORIES", "tasks", "DatasetBuilder", "check_fits", "file_name"]
@@ -43,11 +43,6 @@ def file_name(index: int) -> str:
     return f"session_{index:04d}.json"
 
 
-def _fits(spec: Spec, prompt: int, max_tokens: int, messages: int) -> int:
-    """Tokens over the window (<= 0 when it fits)."""
-    return prompt + max_tokens + TEMPLATE_OVERHEAD_BASE + TEMPLATE_OVERHEAD_PER_MESSAGE * messages - spec.max_model_len
-
-
 def check_fits(spec: Spec) -> None:
     """Refuse, before writing anything, a spec whose largest request cannot fit --max-model-len."""
     s1, s2, s3 = spec.scenario1, spec.scenario2, spec.scenario3
@@ -60,10 +55,10 @@ def check_fits(spec: Spec) -> None:
     s3_base = (s3.tools + s3.system + s3.guidelines + s3.repo_map + s3.api_docs + s3.workspace.hi + s3.task.hi
                + (s3.turns.hi - 1) * (call + s3.tool_output.lo))
     checks = [
-        ("scenario 1 turn 5", _fits(spec, t5, TOOL_CALL_MIN_MAX_TOKENS, 12)),
-        ("scenario 1 turn 6", _fits(spec, t6, s1.summary.hi, 14)),
-        ("scenario 2 branch", _fits(spec, branch, s2.branch_output.hi, 6)),
-        ("scenario 3 last turn", _fits(spec, s3_base, s3.final_output.hi, 6 + 2 * (s3.turns.hi - 1))),
+        ("scenario 1 turn 5", spec.tokens_over_window(t5, TOOL_CALL_MIN_MAX_TOKENS, 12)),
+        ("scenario 1 turn 6", spec.tokens_over_window(t6, s1.summary.hi, 14)),
+        ("scenario 2 branch", spec.tokens_over_window(branch, s2.branch_output.hi, 6)),
+        ("scenario 3 last turn", spec.tokens_over_window(s3_base, s3.final_output.hi, 6 + 2 * (s3.turns.hi - 1))),
     ]
     for name, over in checks:
         if over > 0:

@@ -167,6 +167,11 @@ class Spec:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def tokens_over_window(self, prompt_tokens: int, max_tokens: int, messages: int) -> int:
+        """How far a request (prompt + the max_tokens sent + chat-template margin) exceeds the window; <= 0 fits."""
+        overhead = TEMPLATE_OVERHEAD_BASE + TEMPLATE_OVERHEAD_PER_MESSAGE * messages
+        return prompt_tokens + max_tokens + overhead - self.max_model_len
+
 
 _NOT_TOKENS = {
     "sessions",

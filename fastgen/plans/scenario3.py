@@ -18,7 +18,7 @@ from ..blocks import ScenarioBlocks, compose_block
 from ..content.compose import Composer
 from ..content.vocab import Vocab
 from ..errors import SpecError
-from ..spec import TEMPLATE_OVERHEAD_BASE, TEMPLATE_OVERHEAD_PER_MESSAGE, TOOL_CALL_MIN_MAX_TOKENS, Spec
+from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Spec
 from .common import duration_ms, file_sections, make_call, session_rng
 from .types import Message, Output, SessionPlan, Turn, tool_result, user
 
@@ -43,10 +43,6 @@ def _tool_arguments(v: Vocab, name: str, module: str) -> dict:
     return {"path": module, "depth": 2}
 
 
-def _overhead(messages: int) -> int:
-    return TEMPLATE_OVERHEAD_BASE + TEMPLATE_OVERHEAD_PER_MESSAGE * messages
-
-
 def _fit_results(spec: Spec, base: int, base_messages: int, calls: list, results: list[int], final: int) -> list[int]:
     """Shrink tool results (never below their minimum) until every turn's request fits the window."""
     lo = spec.scenario3.tool_output.lo
@@ -56,7 +52,7 @@ def _fit_results(spec: Spec, base: int, base_messages: int, calls: list, results
         while True:
             prompt = base + sum(c.tokens + r for c, r in zip(calls[: t - 1], results[: t - 1]))
             max_tokens = max(4 * calls[t - 1].tokens, TOOL_CALL_MIN_MAX_TOKENS) if t < n else final
-            excess = prompt + max_tokens + _overhead(base_messages + 2 * (t - 1)) - spec.max_model_len
+            excess = spec.tokens_over_window(prompt, max_tokens, base_messages + 2 * (t - 1))
             if excess <= 0:
                 break
             k = max(range(t - 1), key=lambda i: results[i], default=None)
