@@ -5,8 +5,9 @@ BIN := $(VENV)/bin
 WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
 FASTGEN_ARGS ?=
 BENCH_ARGS ?=
+E2E_ARGS ?=
 
-.PHONY: traces test validate golden check-golden bench env env-all clean
+.PHONY: traces test validate golden check-golden bench e2e env env-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,5 +48,9 @@ check-golden: env-all
 bench: env-all
 	$(BIN)/python -m native_bench $(BENCH_ARGS)
 
+# All 17 configs, replayed by the real inference-perf against a local fake server, then checked (e2e/README.md).
+e2e: env-all
+	$(BIN)/python -m e2e.run $(E2E_ARGS)
+
 clean:
-	rm -rf traces build *.egg-info
+	rm -rf traces build *.egg-info .e2e

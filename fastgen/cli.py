@@ -65,6 +65,12 @@ def _generate_parser() -> argparse.ArgumentParser:
     p.add_argument("--server-type", default="vllm", help="vllm or sglang, written into the configs")
     p.add_argument("--base-url", default="http://localhost:8000", help="server base URL written into the configs")
     p.add_argument("--prometheus-url", default="http://localhost:9090", help="Prometheus base URL for the configs")
+    p.add_argument("--metrics", choices=["prometheus", "default"], default="prometheus",
+                   help="metrics.type of the configs: prometheus (server metrics from --prometheus-url) or default "
+                   "(client-side reports only, no Prometheus wait; for runs without Prometheus)")
+    p.add_argument("--max-wait-ms", type=_int_in(0, 10**7, "--max-wait-ms"),
+                   help="cap on the recorded gaps the replay waits out between turns (max_wait_ms in the configs; "
+                   "default: inference-perf's 15000); for quick functional runs")
     p.add_argument("--max-model-len", type=_int_in(1024, 10**8, "--max-model-len"), default=131072)
     p.add_argument("--scale", type=_positive_float("--scale"), default=1.0, help="multiply every session count")
     p.add_argument("--budget-scale", type=_positive_float("--budget-scale"), default=1.0,
@@ -122,7 +128,8 @@ def _run_generate(args) -> int:
     rendered = render_configs(spec=spec, model=args.model, server_type=args.server_type, base_seed=args.seed,
                               trace_root=args.output_dir, config_root=args.config_dir,
                               tokenizer_dir=args.output_dir / TOKENIZER_FOLDER, absolute_paths=args.absolute_paths,
-                              base_url=args.base_url, prometheus_url=args.prometheus_url)
+                              base_url=args.base_url, prometheus_url=args.prometheus_url,
+                              metrics=args.metrics, max_wait_ms=args.max_wait_ms)
     written = write_configs(args.config_dir, rendered)
     traces = [r for r in records if not r.path.startswith(TOKENIZER_FOLDER + "/")]
     say(f"wrote {len(traces)} trace files ({sum(r.size for r in traces) / 1e9:.2f} GB) to {args.output_dir} "

@@ -16,7 +16,7 @@ import yaml
 from .errors import OutputError, SpecError
 from .spec import Spec
 
-__all__ = ["ConfigEntry", "SERVER_TYPES", "config_layout", "render_configs", "write_configs"]
+__all__ = ["ConfigEntry", "METRICS_TYPES", "SERVER_TYPES", "config_layout", "render_configs", "write_configs"]
 
 SERVER_TYPES = ("vllm", "sglang")
 # A fixed worker count keeps the committed configs machine-independent (inference-perf defaults to cpu_count()).
@@ -24,6 +24,7 @@ NUM_WORKERS = 4
 # Scenario 1's turn shape is fixed by the design (six turns, one request each); the spec holds only its budgets.
 SCENARIO1_EVENTS = 6
 SCRAPE_INTERVAL_S = 15
+METRICS_TYPES = ("prometheus", "default")
 
 
 @dataclass(frozen=True)
@@ -93,10 +94,14 @@ def render_configs(
     absolute_paths: bool = False,
     base_url: str = "http://localhost:8000",
     prometheus_url: str = "http://localhost:9090",
+    metrics: str = "prometheus",
+    max_wait_ms: Optional[int] = None,
 ) -> dict[str, str]:
     """Relative config path -> YAML text. Paths are relative to each config's folder unless absolute_paths."""
     if server_type not in SERVER_TYPES:
         raise SpecError(f"server type {server_type!r} is not supported; use one of: {', '.join(SERVER_TYPES)}")
+    if metrics not in METRICS_TYPES:
+        raise SpecError(f"metrics type {metrics!r} is not supported; use one of: {', '.join(METRICS_TYPES)}")
     rendered = {}
     for entry in config_layout(spec):
         config_dir = Path(config_root) / entry.scenario
@@ -118,6 +123,8 @@ def render_configs(
             base_seed=base_seed,
             base_url=base_url,
             prometheus_url=prometheus_url,
+            metrics=metrics,
+            max_wait_ms=max_wait_ms,
         )
         body = yaml.safe_dump(document, sort_keys=False, default_flow_style=False, allow_unicode=True)
         rendered[entry.path] = _header(entry, config_root, absolute_paths) + body
@@ -133,14 +140,16 @@ def _document(
     base_seed: int,
     base_url: str,
     prometheus_url: str,
+    metrics: str,
+    max_wait_ms: Optional[int],
 ) -> dict:
     # Key order here is the order in the file: fixed, so regenerating gives identical bytes.
     return {
         "api": {"type": "chat", "streaming": True},
         "server": {"type": server_type, "model_name": model, "base_url": base_url, "ignore_eos": True},
-        "data": {"type": "otel_trace_replay", "otel_trace_replay": {"trace_directory": paths["traces"]}},
+        "data": {"type": "otel_trace_replay", "otel_trace_replay": _replay_section(paths["traces"], max_wait_ms)},
         "load": _load_section(entry, base_seed),
-        "metrics": {"type": "prometheus", "prometheus": {"url": prometheus_url, "scrape_interval": SCRAPE_INTERVAL_S}},
+        "metrics": _metrics_section(metrics, prometheus_url),
         "tokenizer": {"pretrained_model_name_or_path": paths["tokenizer"]},
         "report": {
             "request_lifecycle": {"summary": True, "per_stage": True, "per_request": False},
@@ -148,6 +157,23 @@ def _document(
         },
         "storage": {"local_storage": {"path": paths["report"]}},
     }
+
+
+def _replay_section(trace_directory: str, max_wait_ms: Optional[int]) -> dict:
+    # max_wait_ms caps each recorded think/tool gap the replay sleeps through (inference-perf's default, 15000, when
+    # unset). Only quick functional runs (the e2e) lower it; it changes the load's timing, not what is sent.
+    section: dict = {"trace_directory": trace_directory}
+    if max_wait_ms is not None:
+        section["max_wait_ms"] = max_wait_ms
+    return section
+
+
+def _metrics_section(metrics: str, prometheus_url: str) -> dict:
+    # "default" queries no Prometheus: inference-perf then skips the scrape_interval + 2 s wait after the load and
+    # writes no server-metrics report (request and session reports are computed client-side either way).
+    if metrics == "default":
+        return {"type": "default"}
+    return {"type": "prometheus", "prometheus": {"url": prometheus_url, "scrape_interval": SCRAPE_INTERVAL_S}}
 
 
 def _load_section(entry: ConfigEntry, base_seed: int) -> dict:

@@ -140,6 +140,23 @@ def test_render_configs_bad_server_type_raises_spec_error(roots, bad):
     assert repr(bad) in str(info.value) and "\n" not in str(info.value)
 
 
+def test_render_configs_metrics_default_loads_without_a_prometheus_block(roots):
+    loaded = load_all(roots, render(roots, metrics="default"))
+    assert {config.metrics.type.value for _, config in loaded.values()} == {"default"}
+    assert {config.metrics.prometheus for _, config in loaded.values()} == {None}
+
+
+def test_render_configs_max_wait_ms_reaches_the_replay_config_only_when_given(roots):
+    capped = load_all(roots, render(roots, max_wait_ms=250))
+    assert {config.data.otel_trace_replay.max_wait_ms for _, config in capped.values()} == {250}
+    assert all("max_wait_ms" not in text for text in render(roots).values())
+
+
+def test_render_configs_bad_metrics_type_raises_spec_error(roots):
+    with pytest.raises(SpecError, match=r"prometheus, default"):
+        render(roots, metrics="grafana")
+
+
 def test_render_configs_twice_gives_identical_text(roots):
     first, second = render(roots), render(roots)
     assert first == second

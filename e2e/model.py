@@ -1,0 +1,146 @@
+"""The fake model: how a request is tokenized and what it answers. No HTTP here (server.py), no state but the cache.
+
+Prompts are tokenized the way vLLM does it: the tokenizer's own chat template over messages and tools
+(transformers' apply_chat_template, add_generation_prompt=True), so `prompt_tokens` and the prefix cache see the
+real rendered prompt, role markers and tool preamble included. Answers are deterministic and small: text made of
+single-token words (so `completion_tokens` is exactly min(max_tokens, cap)), or one tool call when tool_choice
+asks for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .prefix_cache import PrefixCache
+
+__all__ = ["Answer", "FakeModel", "OUTPUT_CAP", "load_tokenizer"]
+
+# Keep answers short: the e2e checks the replay's plumbing, not long generations.
+OUTPUT_CAP = 64
+_WORD = re.compile(r" [a-z]{4,8}")
+_POOL_SIZE = 256
+
+
+def load_tokenizer(folder: str):
+    """The dataset's `traces/tokenizer` folder (or any local model folder), offline."""
+    import os
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no "PyTorch was not found" banner
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+
+
+@dataclass
+class Answer:
+    """One response: the assistant message (as a non-streaming response carries it) and its usage."""
+
+    message: dict
+    finish_reason: str
+    usage: dict
+    pieces: list[str] = field(default_factory=list)  # the text, one token per piece, for streaming
+
+
+class FakeModel:
+    def __init__(self, tokenizer, *, output_cap: int = OUTPUT_CAP) -> None:
+        self.tokenizer = tokenizer
+        self.output_cap = output_cap
+        self.cache = PrefixCache()
+        self.words = _single_token_words(tokenizer)
+        # Each word is one token; joined, they stay one token each under a Llama-3/Qwen-style pre-tokenizer. Where
+        # not (another tokenizer), completion_tokens counts the joined text instead.
+        self.additive = self.count("".join(self.words)) == len(self.words)
+
+    def prompt_ids(self, messages: list[dict], tools: Optional[list[dict]]) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(
+            messages, tools=tools or None, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        return list(ids)
+
+    def count(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def answer(self, body: dict) -> Answer:
+        """The response to a chat-completions body; raises ValueError on a body vLLM would refuse."""
+        messages, tools = body.get("messages"), body.get("tools")
+        if not isinstance(messages, list) or not messages:
+            raise ValueError("'messages' must be a non-empty list")
+        tool = _forced_tool(body.get("tool_choice"), tools)  # first: a refused request must not fill the cache
+        ids = self.prompt_ids(messages, tools)
+        cached = self.cache.lookup_and_insert(ids)
+        if tool is not None:
+            message, reason, pieces = self._tool_call(tool), "tool_calls", []
+            call = message["tool_calls"][0]["function"]
+            completion = self.count(call["name"]) + self.count(call["arguments"])
+        else:
+            pieces = self._text(messages, _max_tokens(body))
+            text = "".join(pieces)
+            message = {"role": "assistant", "content": text}
+            completion = len(pieces) if self.additive else self.count(text)
+            reason = "length" if completion == _max_tokens(body) else "stop"
+        usage = {
+            "prompt_tokens": len(ids),
+            "completion_tokens": completion,
+            "total_tokens": len(ids) + completion,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
+        return Answer(message=message, finish_reason=reason, usage=usage, pieces=pieces)
+
+    def _text(self, messages: list[dict], max_tokens: int) -> list[str]:
+        # Seeded by the prompt's tail, so different requests answer differently: a live output substituted into
+        # the wrong session's next turn would then show in the checks.
+        seed = hashlib.blake2b(json.dumps(messages[-1], sort_keys=True).encode(), digest_size=8).digest()
+        start = int.from_bytes(seed, "big")
+        count = min(max_tokens, self.output_cap)
+        return [self.words[(start + 7 * i) % len(self.words)] for i in range(count)]
+
+    def _tool_call(self, tool: dict) -> dict:
+        spec = tool.get("function", tool)  # the nested OpenAI format inference-perf sends, or the flat one
+        arguments = json.dumps(_arguments(spec.get("parameters") or {}), separators=(",", ":"))
+        call = {"id": f"call_{secrets.token_hex(12)}", "type": "function",
+                "function": {"name": spec["name"], "arguments": arguments}}
+        return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+def _max_tokens(body: dict) -> int:
+    value = body.get("max_tokens") or body.get("max_completion_tokens") or 16
+    return max(1, int(value))
+
+
+def _forced_tool(choice: Any, tools: Optional[list[dict]]) -> Optional[dict]:
+    """The tool a request forces: a named tool_choice, or the first tool for "required"; None means text."""
+    if not tools:
+        return None
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name")
+        for tool in tools:
+            if tool.get("function", tool).get("name") == name:
+                return tool
+        raise ValueError(f"tool_choice names {name!r}, which is not in 'tools'")
+    return tools[0] if choice == "required" else None
+
+
+def _arguments(parameters: dict) -> dict:
+    # Small, valid arguments for the required parameters: enough for the replay to carry a real tool call forward.
+    kinds = {"integer": 1, "number": 1, "boolean": True, "array": [], "object": {}}
+    props = parameters.get("properties") or {}
+    return {name: kinds.get((props.get(name) or {}).get("type"), "e2e") for name in parameters.get("required") or []}
+
+
+def _single_token_words(tokenizer) -> list[str]:
+    """Up to 256 ' word' strings that are one token each, in vocabulary order (deterministic)."""
+    words = []
+    for token_id in range(len(tokenizer)):
+        piece = tokenizer.decode([token_id])
+        if _WORD.fullmatch(piece) and len(tokenizer.encode(piece, add_special_tokens=False)) == 1:
+            words.append(piece)
+            if len(words) == _POOL_SIZE:
+                break
+    if len(words) < 16:
+        raise ValueError("the tokenizer has too few single-token words for the fake model's answers")
+    return words

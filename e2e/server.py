@@ -1,0 +1,224 @@
+"""A small OpenAI-compatible chat-completions server for the e2e replay, on loopback only.
+
+    python -m e2e.server --port 0 --tokenizer DIR [--record FILE] [--model NAME]
+
+prints the port it bound on stdout, then serves `GET /v1/models` and `POST /v1/chat/completions` (streaming SSE
+with `stream_options.include_usage`, or one JSON response) until interrupted. In-process, `ServerThread` runs the
+same app on a background thread: `start()` returns the port, `records` holds what it saw, `reset()` empties the
+records and the prefix cache between runs, `stop()` ends it.
+
+Every chat request is recorded with its receive time (`time.time()`), its body and the answer it got, in memory
+and, with --record, as one JSON line each: the checks compare what inference-perf sent with what it was answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Optional
+
+from aiohttp import web
+
+from .model import Answer, FakeModel, load_tokenizer
+
+__all__ = ["DEFAULT_MODEL", "Recorder", "ServerThread", "make_app", "main"]
+
+DEFAULT_MODEL = "meta-llama/Llama-3.3-70B-Instruct"  # fastgen's default --model
+HOST = "127.0.0.1"  # loopback only: this server answers anyone and checks nothing
+_ARGUMENT_PIECE = 24  # characters of tool-call arguments per streamed delta
+
+
+class Recorder:
+    """Requests seen, in arrival order; also appended to a JSON-lines file when one is given."""
+
+    def __init__(self, path: Optional[Path] = None) -> None:
+        self.records: list[dict] = []
+        self._file = open(path, "a", encoding="utf-8") if path else None
+
+    def add(self, record: dict) -> None:
+        self.records.append(record)
+        if self._file:
+            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file:
+            self._file.close()
+
+
+def make_app(model: FakeModel, *, model_name: str, recorder: Recorder) -> web.Application:
+    async def models(_request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [
+            {"id": model_name, "object": "model", "created": 0, "owned_by": "e2e"}]})
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        received = time.time()
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(400, "the request body is not JSON")
+        record = {"t": received, "body": body}
+        try:
+            if body.get("model") != model_name:
+                raise LookupError(f"The model `{body.get('model')}` does not exist.")  # what vLLM says
+            answer = model.answer(body)
+        except (LookupError, ValueError) as exc:
+            status = 404 if isinstance(exc, LookupError) else 400
+            recorder.add({**record, "status": status, "error": str(exc)})
+            return _error(status, str(exc))
+        recorder.add({**record, "status": 200, "response": {
+            "message": answer.message, "finish_reason": answer.finish_reason, "usage": answer.usage}})
+        if body.get("stream"):
+            return await _stream(request, body, answer, model_name)
+        return web.json_response(_completion(answer, model_name))
+
+    app = web.Application(client_max_size=256 * 1024 * 1024)  # scenario 3 prompts run to ~0.5 MB unscaled
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", chat)
+    return app
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"object": "error", "message": message, "code": status}, status=status)
+
+
+def _completion(answer: Answer, model_name: str) -> dict:
+    return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": model_name, "usage": answer.usage,
+            "choices": [{"index": 0, "message": answer.message, "finish_reason": answer.finish_reason}]}
+
+
+def _deltas(answer: Answer):
+    """The assistant message as OpenAI streams it: role first, then the text one token at a time or the call."""
+    yield {"role": "assistant", "content": ""}
+    for piece in answer.pieces:
+        yield {"content": piece}
+    for index, call in enumerate(answer.message.get("tool_calls") or []):
+        fn = call["function"]
+        yield {"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                               "function": {"name": fn["name"], "arguments": ""}}]}
+        args = fn["arguments"]
+        for start in range(0, len(args), _ARGUMENT_PIECE):
+            yield {"tool_calls": [{"index": index, "function": {"arguments": args[start:start + _ARGUMENT_PIECE]}}]}
+
+
+async def _stream(request: web.Request, body: dict, answer: Answer, model_name: str) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": model_name}
+
+    async def send(payload) -> None:
+        text = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+        await response.write(f"data: {text}\n\n".encode())
+        await asyncio.sleep(0)  # one chunk per loop turn, like a server decoding token by token
+
+    for delta in _deltas(answer):
+        await send({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    await send({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": answer.finish_reason}]})
+    if (body.get("stream_options") or {}).get("include_usage"):
+        await send({**head, "choices": [], "usage": answer.usage})
+    await send("[DONE]")
+    await response.write_eof()
+    return response
+
+
+class ServerThread:
+    """The app on a background thread with its own event loop, for tests and the e2e runner."""
+
+    def __init__(self, tokenizer_dir: str | Path, *, model_name: str = DEFAULT_MODEL, port: int = 0,
+                 record: Optional[Path] = None) -> None:
+        self.model = FakeModel(load_tokenizer(str(tokenizer_dir)))
+        self.recorder = Recorder(record)
+        self.model_name, self.port = model_name, port
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._thread: Optional[threading.Thread] = None
+
+    @property
+    def records(self) -> list[dict]:
+        return self.recorder.records
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def start(self) -> int:
+        started = threading.Event()
+        failure: list[BaseException] = []
+
+        def serve() -> None:
+            self._loop = asyncio.new_event_loop()
+            try:
+                runner = self._loop.run_until_complete(self._listen())
+            except BaseException as exc:  # surfaced in start(), not lost on the thread
+                failure.append(exc)
+                started.set()
+                return
+            started.set()
+            self._loop.run_forever()
+            self._loop.run_until_complete(runner.cleanup())
+            self._loop.close()
+
+        self._thread = threading.Thread(target=serve, name="e2e-server", daemon=True)
+        self._thread.start()
+        started.wait()
+        if failure:
+            raise failure[0]
+        return self.port
+
+    async def _listen(self) -> web.AppRunner:
+        app = make_app(self.model, model_name=self.model_name, recorder=self.recorder)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, HOST, self.port)
+        await site.start()
+        self.port = runner.addresses[0][1]
+        return runner
+
+    def reset(self) -> None:
+        """Forget every prompt and record: call between runs, with no request in flight."""
+        async def clear() -> None:  # on the server's loop, so no handler sees half a reset
+            self.model.cache.clear()
+            self.recorder.records.clear()
+        if self._loop:
+            asyncio.run_coroutine_threadsafe(clear(), self._loop).result()
+
+    def stop(self) -> None:
+        if self._loop and self._thread:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        self.recorder.close()
+
+    def __enter__(self) -> "ServerThread":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m e2e.server", description=__doc__.split("\n\n")[0])
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port, printed on stdout)")
+    p.add_argument("--tokenizer", required=True, help="tokenizer folder, e.g. the dataset's traces/tokenizer")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="the model name to serve (fastgen's --model)")
+    p.add_argument("--record", type=Path, help="append every chat request, and its answer, to this JSON-lines file")
+    args = p.parse_args(argv)
+    server = ServerThread(args.tokenizer, model_name=args.model, port=args.port, record=args.record)
+    print(server.start(), flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

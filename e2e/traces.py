@@ -1,0 +1,85 @@
+"""What the trace files say each request should be: spans in inference-perf's order, and a key to find them by.
+
+A request is matched to its span by content: the (role, content) of every message that is not an assistant
+message. Those messages go out as recorded (shared and unique segments); assistant messages are the ones the replay
+replaces with live outputs, and tool results keep their content while their tool_call_id is rewritten. So the key is
+the same for the recorded span and for the request the replay sends, and it is unique within a dataset (every turn
+adds new user or tool text); `index_spans` refuses a dataset where it is not.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Optional
+
+__all__ = ["Span", "index_spans", "load_session", "message_key", "request_key"]
+
+
+@dataclass(frozen=True)
+class Span:
+    file: str  # the trace file, as the session report's file_path names it
+    index: int  # position in inference-perf's order: (start_time, span_id)
+    messages: tuple  # the recorded input messages (dicts)
+    tool_names: tuple[str, ...]  # names of the recorded output's tool calls; empty for a text turn
+    has_tools: bool  # the span carries a tool catalog (inference-perf forces a tool only then)
+
+
+def load_session(path: Path) -> list[Span]:
+    doc = json.loads(Path(path).read_bytes())
+    llm = [s for s in doc["spans"] if _is_llm(s)]
+    llm.sort(key=lambda s: (_parse_time(s["start_time"]), s["span_id"]))  # build_raw_calls' order
+    return [_span(str(path), i, s["attributes"]) for i, s in enumerate(llm)]
+
+
+def _is_llm(span: dict) -> bool:
+    attrs = span.get("attributes") or {}
+    return (attrs.get("gen_ai.operation.name") == "chat" or span.get("name", "").startswith("chat ")) and bool(
+        attrs.get("gen_ai.input.messages"))
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _json(value):
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _span(file: str, index: int, attrs: dict) -> Span:
+    output = (_json(attrs.get("gen_ai.output.messages")) or [{}])[0]  # OTel parts or OpenAI tool_calls
+    names = tuple(p["name"] for p in output.get("parts") or [] if p.get("type") == "tool_call")
+    names += tuple(c["function"]["name"] for c in output.get("tool_calls") or [])
+    return Span(file=file, index=index, messages=tuple(_json(attrs["gen_ai.input.messages"])), tool_names=names,
+                has_tools=bool(_json(attrs.get("gen_ai.tool.definitions"))))
+
+
+def message_key(messages) -> tuple:
+    """(role, content) of every non-assistant message; inference-perf sends `developer` as `system`."""
+    key = []
+    for m in messages:
+        role = "system" if m.get("role") == "developer" else m.get("role")
+        if role != "assistant":
+            content = m.get("content")
+            key.append((role, content if isinstance(content, str) else json.dumps(content, sort_keys=True)))
+    return tuple(key)
+
+
+def request_key(body: dict) -> tuple:
+    return message_key(body.get("messages") or [])
+
+
+def index_spans(sessions: dict[str, list[Span]]) -> dict[tuple, Span]:
+    """key -> span over every session given; raises ValueError if two spans share a key."""
+    index: dict[tuple, Span] = {}
+    for spans in sessions.values():
+        for span in spans:
+            key = message_key(span.messages)
+            other: Optional[Span] = index.get(key)
+            if other is not None:
+                raise ValueError(f"{span.file} span {span.index} and {other.file} span {other.index} send the same "
+                                 "non-assistant messages: requests cannot be told apart by content")
+            index[key] = span
+    return index
