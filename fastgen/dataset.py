@@ -80,10 +80,10 @@ class DatasetBuilder:
             self.composer.pool(kind)
         for scenario_id in (1, 2, 3):
             blocks = self.blocks(scenario_id)
-            blocks.catalog.escaped
+            _ = blocks.catalog.escaped  # cached properties: computed here, once, before any fork
             for message in (blocks.system, blocks.repo_map, blocks.guidelines, blocks.api_docs):
                 if message is not None:
-                    message.escaped
+                    _ = message.escaped
         return self
 
     def blocks(self, scenario_id: int) -> ScenarioBlocks:
