@@ -96,7 +96,7 @@ def _validate_parser() -> argparse.ArgumentParser:
 
 
 def _run_generate(args) -> int:
-    from .configs import render_configs, write_configs
+    from .configs import SERVER_TYPES, render_configs, write_configs
     from .dataset import check_fits
     from .output import TOKENIZER_FOLDER, RunOptions, generate
     from .spec import Spec
@@ -107,8 +107,8 @@ def _run_generate(args) -> int:
     spec = Spec(max_model_len=args.max_model_len).scaled(sessions=args.scale, budgets=args.budget_scale)
     spec = dataclasses.replace(spec, scenario3=dataclasses.replace(spec.scenario3, arrival_window_s=args.arrival_window))
     check_fits(spec)
-    if args.server_type not in ("vllm", "sglang"):
-        raise SpecError(f"--server-type {args.server_type!r} is not supported; use vllm or sglang")
+    if args.server_type not in SERVER_TYPES:  # before anything is written; render_configs would refuse it too late
+        raise SpecError(f"--server-type {args.server_type!r} is not supported; use {' or '.join(SERVER_TYPES)}")
     tokenizer_name = args.tokenizer or args.model
     tokenizer = load_tokenizer(tokenizer_name)
     ident = tokenizer.identity

@@ -18,9 +18,11 @@ from .spans import session_chunks
 from .spec import TOOL_CALL_MIN_MAX_TOKENS, Spec
 from .tokenizer import Tokenizer
 
-__all__ = ["Task", "DIRECTORIES", "tasks", "DatasetBuilder", "check_fits", "file_name"]
+__all__ = ["Task", "DIRECTORIES", "FILES_PER_TASK", "tasks", "DatasetBuilder", "check_fits", "file_name"]
 
 DIRECTORIES = (scenario1.DIRECTORY, *scenario2.LAYOUTS, *scenario3.LAYOUTS)
+# Trace files one task writes: scenarios 2 and 3 write one per layout from the same content.
+FILES_PER_TASK = {1: 1, 2: len(scenario2.LAYOUTS), 3: len(scenario3.LAYOUTS)}
 # A tool call's name and arguments are a few dozen tokens; this bound is only for the up-front fit check.
 _CALL_TOKENS_BOUND = 120
 

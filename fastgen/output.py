@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .dataset import DIRECTORIES, DatasetBuilder, tasks
+from .dataset import DIRECTORIES, FILES_PER_TASK, DatasetBuilder, tasks
 from .errors import OutputError
 from .manifest import MANIFEST_NAME, FileRecord, manifest_bytes, record
 from .outdir import check_output_dir, make_staging, place
@@ -49,10 +49,9 @@ def _generate_into(staging: Path, options: RunOptions, tokenizer: Tokenizer) -> 
     for name in DIRECTORIES:
         (staging / name).mkdir()
     todo = tasks(options.spec)
-    files_per_task = {1: 1, 2: 2, 3: 2}
     builder = DatasetBuilder(tokenizer, options.spec, seed=options.seed, model=options.model).prepare()
     records: list[FileRecord] = []
-    with _progress(sum(files_per_task[t.scenario_id] for t in todo), options.progress) as bar:
+    with _progress(sum(FILES_PER_TASK[t.scenario_id] for t in todo), options.progress) as bar:
         def done(batch: list[FileRecord]) -> None:
             records.extend(batch)
             bar.update(len(batch))

@@ -1,13 +1,12 @@
 """Check a dataset's bytes against a manifest, and restore plain `.json` from `.json.zst` for inference-perf.
 
-`verify` re-hashes every listed file (threads: hashlib releases the GIL on large buffers) and reports what is
+`verify` re-hashes every listed file with the manifest's own hash (threads: hashlib releases the GIL on large buffers) and reports what is
 missing, extra and changed. `unpack` writes each `.json` beside its `.json.zst` via a temporary name, then removes
 the `.zst` and rewrites the manifest, so a rerun after an interruption finishes the job.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -41,12 +40,12 @@ class VerifyReport:
         return "\n".join(lines)
 
 
-def _matches(path: Path, entry: dict) -> bool:
+def _matches(path: Path, rel: str, entry: dict) -> bool:
     try:
         data = path.read_bytes()
     except OSError:
         return False
-    return len(data) == entry.get("size") and hashlib.sha256(data).hexdigest() == entry.get("sha256")
+    return record(rel, data) == FileRecord(rel, entry.get("size"), entry.get("sha256"))
 
 
 def verify_tree(root: Path, *, manifest: Path | None = None, workers: int | None = None) -> VerifyReport:
@@ -60,7 +59,7 @@ def verify_tree(root: Path, *, manifest: Path | None = None, workers: int | None
     report.extra = sorted(on_disk - set(listed))
     present = sorted(set(listed) & on_disk)
     with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-        ok = list(pool.map(lambda rel: _matches(root / rel, listed[rel]), present))
+        ok = list(pool.map(lambda rel: _matches(root / rel, rel, listed[rel]), present))
     report.changed = [rel for rel, good in zip(present, ok) if not good]
     return report
 
@@ -76,7 +75,7 @@ def unpack_tree(root: Path) -> int:
             continue
         plain = rel[: -len(ZSTD_SUFFIX)]
         packed = root / rel
-        if not _matches(packed, entry):
+        if not _matches(packed, rel, entry):
             raise OutputError(f"{packed} is missing or does not match the manifest; regenerate the dataset")
         data = read_trace_bytes(packed)
         temp = root / (plain + ".part")
