@@ -1,7 +1,7 @@
 """Check a dataset's bytes against a manifest, and restore plain `.json` from `.json.zst` for inference-perf.
 
-`verify` re-hashes every listed file with the manifest's own hash (threads: hashlib releases the GIL on large buffers) and reports what is
-missing, extra and changed. `unpack` writes each `.json` beside its `.json.zst` via a temporary name, then removes
+`verify` re-hashes every listed file with the manifest's hash (threads: xxhash releases the GIL on large buffers) and
+reports what is missing, extra and changed. `unpack` writes each `.json` beside its `.json.zst` via a temporary name, then removes
 the `.zst` and rewrites the manifest, so a rerun after an interruption finishes the job.
 """
 
@@ -14,7 +14,14 @@ from pathlib import Path
 
 from .compression import ZSTD_SUFFIX, read_trace_bytes
 from .errors import OutputError
-from .manifest import MANIFEST_NAME, FileRecord, read_manifest, record, rewrite_files
+from .manifest import (
+    MANIFEST_NAME,
+    FileRecord,
+    listed_record,
+    read_manifest,
+    record,
+    rewrite_files,
+)
 
 __all__ = ["VerifyReport", "verify_tree", "unpack_tree"]
 
@@ -40,17 +47,19 @@ class VerifyReport:
         return "\n".join(lines)
 
 
-def _matches(path: Path, rel: str, entry: dict) -> bool:
+def _matches(path: Path, listed: FileRecord) -> bool:
     try:
         data = path.read_bytes()
     except OSError:
         return False
-    return record(rel, data) == FileRecord(rel, entry.get("size"), entry.get("sha256"))
+    return record(listed.path, data) == listed
 
 
 def verify_tree(root: Path, *, manifest: Path | None = None, workers: int | None = None) -> VerifyReport:
     """Compare the files under root with a manifest (root's own, or another one such as a golden manifest)."""
-    listed = read_manifest(manifest.parent if manifest else root, name=manifest.name if manifest else MANIFEST_NAME)["files"]
+    source = manifest or root / MANIFEST_NAME
+    listed = {rel: listed_record(rel, entry, source)
+              for rel, entry in read_manifest(source.parent, name=source.name)["files"].items()}
     if not root.is_dir():
         raise OutputError(f"{root} is not a folder; give the dataset folder that holds {MANIFEST_NAME}")
     on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {MANIFEST_NAME}
@@ -59,7 +68,7 @@ def verify_tree(root: Path, *, manifest: Path | None = None, workers: int | None
     report.extra = sorted(on_disk - set(listed))
     present = sorted(set(listed) & on_disk)
     with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-        ok = list(pool.map(lambda rel: _matches(root / rel, rel, listed[rel]), present))
+        ok = list(pool.map(lambda rel: _matches(root / rel, listed[rel]), present))
     report.changed = [rel for rel, good in zip(present, ok) if not good]
     return report
 
@@ -70,12 +79,13 @@ def unpack_tree(root: Path) -> int:
     records: list[FileRecord] = []
     restored = 0
     for rel, entry in sorted(doc["files"].items()):
+        listed = listed_record(rel, entry, root / MANIFEST_NAME)
         if not rel.endswith(ZSTD_SUFFIX):
-            records.append(FileRecord(rel, entry["size"], entry["sha256"]))
+            records.append(listed)
             continue
         plain = rel[: -len(ZSTD_SUFFIX)]
         packed = root / rel
-        if not _matches(packed, rel, entry):
+        if not _matches(packed, listed):
             raise OutputError(f"{packed} is missing or does not match the manifest; regenerate the dataset")
         data = read_trace_bytes(packed)
         temp = root / (plain + ".part")

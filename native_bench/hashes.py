@@ -1,20 +1,21 @@
 """Byte equality across variants: a speed comparison means nothing unless every variant wrote the same files.
 
 Only the trace files count (the scenario folders): fastgen also writes a tokenizer copy, a manifest and configs that
-the native generator never made. fastgen's own output is checked through its manifest (sha256 of the bytes it
+the native generator never made. fastgen's own output is checked through its manifest (XXH3-128 of the bytes it
 wrote; the file listing on disk must match it); the native output and the floor's are hashed here, from disk.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import xxhash
+
 from fastgen.compression import ZSTD_SUFFIX, read_trace_bytes
 from fastgen.dataset import DIRECTORIES
-from fastgen.manifest import read_manifest
+from fastgen.manifest import HASH_NAME, read_manifest
 
 __all__ = ["session_paths", "hash_files", "manifest_sessions", "compare", "zstd_sample", "zstd_content_sizes"]
 
@@ -29,19 +30,19 @@ def session_paths(root: Path) -> list[str]:
 
 def _hash(path: Path) -> tuple[int, str]:
     data = path.read_bytes()
-    return len(data), hashlib.sha256(data).hexdigest()
+    return len(data), xxhash.xxh3_128(data).hexdigest()
 
 
 def hash_files(root: Path, rels: list[str]) -> dict[str, tuple[int, str]]:
-    """rel -> (size, sha256). Threads suffice: reads and hashlib on large buffers release the GIL."""
+    """rel -> (size, hash). Threads suffice: reads and xxhash on large buffers release the GIL."""
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         return dict(zip(rels, pool.map(lambda rel: _hash(root / rel), rels)))
 
 
 def manifest_sessions(root: Path) -> tuple[dict[str, tuple[int, str]], list[str]]:
-    """fastgen's records of its trace files (rel -> (size, sha256)), and problems if disk and manifest disagree."""
+    """fastgen's records of its trace files (rel -> (size, hash)), and problems if disk and manifest disagree."""
     files = read_manifest(root)["files"]
-    records = {rel: (f["size"], f["sha256"]) for rel, f in files.items() if rel.split("/", 1)[0] in DIRECTORIES}
+    records = {rel: (f["size"], f[HASH_NAME]) for rel, f in files.items() if rel.split("/", 1)[0] in DIRECTORIES}
     on_disk = session_paths(root)
     problems = [] if sorted(records) == on_disk else [
         f"manifest lists {len(records)} trace files, disk holds {len(on_disk)}"]
@@ -49,7 +50,7 @@ def manifest_sessions(root: Path) -> tuple[dict[str, tuple[int, str]], list[str]
 
 
 def compare(reference: dict[str, str], got: dict[str, str]) -> list[str]:
-    """Problems (empty when equal): paths missing, extra, or with other bytes. Maps are rel -> sha256."""
+    """Problems (empty when equal): paths missing, extra, or with other bytes. Maps are rel -> hash."""
     missing = sorted(set(reference) - set(got))
     extra = sorted(set(got) - set(reference))
     differ = sorted(rel for rel in set(reference) & set(got) if reference[rel] != got[rel])
@@ -85,7 +86,7 @@ def zstd_sample(root: Path, reference: dict[str, str], n: int) -> tuple[int, lis
         data = read_trace_bytes(path)
         with open(path, "rb") as f:
             declared = zstandard.frame_content_size(f.read(18))
-        if hashlib.sha256(data).hexdigest() != reference[rel]:
+        if xxhash.xxh3_128(data).hexdigest() != reference[rel]:
             problems.append(f"{rel + ZSTD_SUFFIX} decompresses to other bytes")
         elif declared != len(data):
             problems.append(f"{rel + ZSTD_SUFFIX} is not one frame holding the whole file")

@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
+import xxhash
 
 from conftest import SMALL, load_spans, run_fastgen, trace_files
 from fastgen.spec import Spec
@@ -155,7 +156,7 @@ def test_generate_other_seed_changes_content_not_layout(one_worker_dataset, tmp_
     base_files, other_files = (
         {p: e for p, e in _manifest(t)["files"].items() if p.startswith("scenario")} for t in (one_worker_dataset, other))
     assert set(other_files) == set(base_files)
-    assert all(other_files[p]["sha256"] != base_files[p]["sha256"] for p in base_files)
+    assert all(other_files[p]["xxh3_128"] != base_files[p]["xxh3_128"] for p in base_files)
     base_spans = {p: len(load_spans(one_worker_dataset / p)) for p in base_files}
     other_spans = {p: len(load_spans(other / p)) for p in other_files}
     # Scenarios 1 and 2 have a fixed shape; scenario 3 draws 2-6 turns per session from the seed (design doc), so
@@ -191,7 +192,7 @@ def test_manifest_sizes_and_hashes_match_the_bytes_on_disk(one_worker_dataset):
                           if p.is_file()} - {"manifest.json"}
     for rel, entry in files.items():
         data = (one_worker_dataset / rel).read_bytes()
-        assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}, rel
+        assert entry == {"size": len(data), "xxh3_128": xxhash.xxh3_128(data).hexdigest()}, rel
 
 
 def test_generate_tokenizer_folder_holds_the_builtin_tokenizer(one_worker_dataset):

@@ -11,6 +11,7 @@ import zstandard
 
 from conftest import SMALL, run_fastgen
 from fastgen.compression import read_trace_bytes
+from fastgen.manifest import record
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +84,29 @@ def test_verify_manifest_that_does_not_parse_is_one_line_and_nonzero(small_datas
     result = run_fastgen("verify", str(traces))
     assert result.returncode == 1
     assert len(result.stderr.splitlines()) == 1 and "manifest.json" in result.stderr
+
+
+def test_verify_manifest_from_before_xxh3_is_named_as_such(small_dataset, tmp_path):
+    traces = _copy(small_dataset / "traces", tmp_path)
+    doc = json.loads((traces / "manifest.json").read_bytes())
+    doc["files"] = {rel: {"size": e["size"], "sha256": "0" * 64} for rel, e in doc["files"].items()}
+    (traces / "manifest.json").write_text(json.dumps(doc))
+    for command in ("verify", "unpack"):
+        result = run_fastgen(command, str(traces))
+        assert result.returncode == 1
+        assert len(result.stderr.splitlines()) == 1, result.stderr
+        assert "older fastgen" in result.stderr and "regenerate" in result.stderr
+
+
+def test_record_hash_is_xxh3_128_as_xxh128sum_prints_it(tmp_path):
+    # XXH3-128 of the empty input, from xxHash's own test vectors; then a chunked record equals a whole one.
+    assert record("empty").digest == "99aa06d3014798d86001c324468d497f"
+    data = bytes(range(256)) * 4099
+    assert record("a", data[:1000], data[1000:]) == record("a", data)
+    if shutil.which("xxh128sum"):
+        (tmp_path / "f").write_bytes(data)
+        out = subprocess.run(["xxh128sum", str(tmp_path / "f")], check=True, capture_output=True, text=True).stdout
+        assert out.split()[0] == record("f", data).digest
 
 
 def test_unpack_restores_plain_json_that_verifies_against_a_plain_run(packed, small_dataset, tmp_path):
