@@ -17,7 +17,7 @@ from .plans.common import file_sections
 from .plans.types import Message, system, user
 from .tools import ToolCatalog, build_catalog
 
-__all__ = ["ScenarioBlocks", "build_blocks", "compose_block"]
+__all__ = ["ScenarioBlocks", "CatalogStage", "catalog_stage", "build_blocks", "compose_block"]
 
 _AGENTS = ("Forge", "Patchwork", "Keystone", "Tessera", "Lattice", "Quill", "Harbor", "Cinder")
 
@@ -57,12 +57,31 @@ def _system_prompt(composer: Composer, v: Vocab, repo: str, budget: int, rng, *,
     return compose_block(composer, header, "guideline", budget, rng)
 
 
-def build_blocks(composer: Composer, sc_spec, *, scenario_id: int, seed: int) -> ScenarioBlocks:
-    """The shared blocks of one scenario, from its own RNG stream."""
+@dataclass(frozen=True)
+class CatalogStage:
+    """The first stage of a scenario's blocks: its repository name and tool catalog, and the RNG stream (with the
+    vocabulary drawing from it) as the rest of the blocks continue it. Sizing the catalog re-encodes it many times,
+    the slowest part of the blocks, and needs no content pool: so it can be built in another process and handed back
+    (the generator and vocabulary pickle together, state and all)."""
+
+    repo: str
+    catalog: ToolCatalog
+    rng: np.random.Generator
+    vocab: Vocab
+
+
+def catalog_stage(tokenizer, sc_spec, *, scenario_id: int, seed: int) -> CatalogStage:
     rng = np.random.default_rng([seed, scenario_id, 0xB10C])
     v = Vocab(rng)
     repo = f"{v.team()}-{v.noun()}-{v.noun()}"
-    catalog = build_catalog(composer.tokenizer, repo=repo, budget=sc_spec.tools, rng=rng)
+    return CatalogStage(repo, build_catalog(tokenizer, repo=repo, budget=sc_spec.tools, rng=rng), rng, v)
+
+
+def build_blocks(composer: Composer, sc_spec, *, scenario_id: int, seed: int,
+                 stage: CatalogStage | None = None) -> ScenarioBlocks:
+    """The shared blocks of one scenario, from its own RNG stream (continuing `stage`, if it was built already)."""
+    stage = stage or catalog_stage(composer.tokenizer, sc_spec, scenario_id=scenario_id, seed=seed)
+    repo, catalog, rng, v = stage.repo, stage.catalog, stage.rng, stage.vocab
     sys_text = _system_prompt(composer, v, repo, sc_spec.system, rng, seed=seed, scenario_id=scenario_id)
     repo_map = compose_block(composer, f"Repository map of {repo} (tree -L 3, generated files omitted):\n",
                              "tree", sc_spec.repo_map, rng)

@@ -8,8 +8,9 @@ scenarios 2 and 3, whose layouts share content), so a worker builds the content 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
-from .blocks import ScenarioBlocks, build_blocks
+from .blocks import CatalogStage, ScenarioBlocks, build_blocks, catalog_stage
 from .content.compose import Composer
 from .content.kinds import KINDS
 from .errors import SpecError
@@ -23,6 +24,9 @@ __all__ = ["Task", "DIRECTORIES", "FILES_PER_TASK", "tasks", "DatasetBuilder", "
 DIRECTORIES = (scenario1.DIRECTORY, *scenario2.LAYOUTS, *scenario3.LAYOUTS)
 # Trace files one task writes: scenarios 2 and 3 write one per layout from the same content.
 FILES_PER_TASK = {1: 1, 2: len(scenario2.LAYOUTS), 3: len(scenario3.LAYOUTS)}
+# The independent pieces of DatasetBuilder.prepare(): one content pool per kind, one catalog stage per scenario.
+Piece = tuple[str, object]
+PIECES: tuple[Piece, ...] = (*(("pool", kind) for kind in KINDS), *(("catalog", sid) for sid in (1, 2, 3)))
 # A tool call's name and arguments are a few dozen tokens; this bound is only for the up-front fit check.
 _CALL_TOKENS_BOUND = 120
 
@@ -75,11 +79,20 @@ class DatasetBuilder:
         self.model = model
         self.composer = Composer(tokenizer, seed)
         self._blocks: dict[int, ScenarioBlocks] = {}
+        self._stages: dict[int, CatalogStage] = {}  # built by prepare(), consumed by blocks()
 
-    def prepare(self) -> "DatasetBuilder":
-        """Build every pool and shared block now (and escape them), so forked workers inherit them ready."""
-        for kind in KINDS:
-            self.composer.pool(kind)
+    def prepare(self, build_pieces: Callable[[list[Piece]], list] | None = None) -> "DatasetBuilder":
+        """Build every pool and shared block now (and escape them), so forked workers inherit them ready.
+
+        Most of this time goes to PIECES, independent of each other: `build_pieces` may build them in other processes
+        (workers.build_pieces), in any order, and return the results in the order given.
+        """
+        results = (build_pieces or self._build_here)(list(PIECES))
+        for (what, key), result in zip(PIECES, results):
+            if what == "pool":
+                self.composer.adopt_pool(key, result)
+            else:
+                self._stages[key] = result
         for scenario_id in (1, 2, 3):
             blocks = self.blocks(scenario_id)
             _ = blocks.catalog.escaped  # cached properties: computed here, once, before any fork
@@ -88,10 +101,24 @@ class DatasetBuilder:
                     _ = message.escaped
         return self
 
+    def build_piece(self, piece: Piece):
+        """One piece of prepare(): a content pool, or a scenario's catalog stage. A pure function of the builder."""
+        what, key = piece
+        if what == "pool":
+            return self.composer.make_pool(key)
+        return catalog_stage(self.composer.tokenizer, self._scenario_spec(key), scenario_id=key, seed=self.seed)
+
+    def _build_here(self, pieces: list[Piece]) -> list:
+        return [self.build_piece(piece) for piece in pieces]
+
+    def _scenario_spec(self, scenario_id: int):
+        return (self.spec.scenario1, self.spec.scenario2, self.spec.scenario3)[scenario_id - 1]
+
     def blocks(self, scenario_id: int) -> ScenarioBlocks:
         if scenario_id not in self._blocks:
-            sc_spec = (self.spec.scenario1, self.spec.scenario2, self.spec.scenario3)[scenario_id - 1]
-            self._blocks[scenario_id] = build_blocks(self.composer, sc_spec, scenario_id=scenario_id, seed=self.seed)
+            self._blocks[scenario_id] = build_blocks(self.composer, self._scenario_spec(scenario_id),
+                                                     scenario_id=scenario_id, seed=self.seed,
+                                                     stage=self._stages.pop(scenario_id, None))
         return self._blocks[scenario_id]
 
     def plans_for(self, task: Task):

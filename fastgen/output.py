@@ -18,7 +18,7 @@ from .manifest import MANIFEST_NAME, FileRecord, manifest_bytes, record
 from .outdir import check_output_dir, make_staging, place
 from .spec import Spec
 from .tokenizer import Tokenizer
-from .workers import run_tasks
+from .workers import build_pieces, run_tasks
 
 __all__ = ["RunOptions", "generate", "TOKENIZER_FOLDER"]
 
@@ -49,7 +49,8 @@ def _generate_into(staging: Path, options: RunOptions, tokenizer: Tokenizer) -> 
     for name in DIRECTORIES:
         (staging / name).mkdir()
     todo = tasks(options.spec)
-    builder = DatasetBuilder(tokenizer, options.spec, seed=options.seed, model=options.model).prepare()
+    builder = DatasetBuilder(tokenizer, options.spec, seed=options.seed, model=options.model)
+    builder.prepare(build_pieces(builder, options.workers))
     records: list[FileRecord] = []
     with _progress(sum(FILES_PER_TASK[t.scenario_id] for t in todo), options.progress) as bar:
         def done(batch: list[FileRecord]) -> None:

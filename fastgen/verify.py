@@ -1,8 +1,8 @@
 """Check a dataset's bytes against a manifest, and restore plain `.json` from `.json.zst` for inference-perf.
 
 `verify` re-hashes every listed file with the manifest's hash (threads: xxhash releases the GIL on large buffers) and
-reports what is missing, extra and changed. `unpack` writes each `.json` beside its `.json.zst` via a temporary name, then removes
-the `.zst` and rewrites the manifest, so a rerun after an interruption finishes the job.
+reports what is missing, extra and changed. `unpack` writes each `.json` beside its `.json.zst` via a temporary name,
+then removes the `.zst` and rewrites the manifest, so a rerun after an interruption finishes the job.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The process pool: every session index written by some worker; a failure anywhere stops the run within moments.
 
 Workers are forked from a parent that has already prepared the builder (pools and shared blocks), so they start
-with everything in memory. They ignore SIGINT (Ctrl-C is the parent's to handle, and it stops them itself) and die
-quietly on SIGTERM, which is how the pool stops them. A worker
-that raises, or dies (killed, out of memory), fails the run with the sessions that were not written named.
+with everything in memory; the preparation's independent pieces are themselves built by a first, short-lived pool
+forked from the unprepared builder. Workers ignore SIGINT (Ctrl-C is the parent's to handle, and it stops them
+itself) and die quietly on SIGTERM, which is how the pool stops them. A worker that raises, or dies (killed, out of
+memory), fails the run with the sessions that were not written named.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from .dataset import DatasetBuilder, Task
+from .dataset import DatasetBuilder, Piece, Task
 from .errors import OutputError
 from .manifest import FileRecord
 from .writer import SessionWriter
 
-__all__ = ["run_tasks", "describe_task"]
+__all__ = ["run_tasks", "build_pieces", "describe_task"]
 
 # Each worker process holds what it was handed at start (inherited as is under fork, pickled under spawn).
 _worker: tuple[DatasetBuilder, SessionWriter] | None = None
@@ -32,16 +33,20 @@ def describe_task(task: Task) -> str:
     return f"scenario {task.scenario_id} session {task.index}"
 
 
-def _adopt(builder: DatasetBuilder, root: str, zstd_level: int | None) -> None:
+def _adopt(builder: DatasetBuilder, root: str | None, zstd_level: int | None) -> None:
     global _worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler: a stopped worker just ends
-    _worker = (builder, SessionWriter(Path(root), zstd_level))
+    _worker = (builder, SessionWriter(Path(root), zstd_level) if root is not None else None)
 
 
 def _run_task(task: Task) -> list[FileRecord]:
     builder, writer = _worker
     return writer.session(builder, task)
+
+
+def _build_piece(piece: Piece):
+    return _worker[0].build_piece(piece)
 
 
 def _pool_context():
@@ -71,6 +76,27 @@ def _failure(exc: BaseException, unfinished: list[Task]) -> OutputError:
     return OutputError(f"{exc}; {len(unfinished)} session(s) not written ({names})")
 
 
+def _executor(builder: DatasetBuilder, workers: int, root: Path | None, zstd_level: int | None):
+    with _no_tokenizer_threads():
+        return ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_adopt,
+                                   initargs=(builder, None if root is None else str(root), zstd_level))
+
+
+def build_pieces(builder: DatasetBuilder, workers: int) -> Callable[[list[Piece]], list]:
+    """DatasetBuilder.prepare's pieces built by `workers` processes forked from the unprepared builder."""
+    def build(pieces: list[Piece]) -> list:
+        if workers <= 1:
+            return [builder.build_piece(piece) for piece in pieces]
+        executor = _executor(builder, min(workers, len(pieces)), None, None)
+        try:
+            return list(executor.map(_build_piece, pieces))
+        except BrokenProcessPool:
+            raise OutputError("a worker process died while building the content pools; nothing was written") from None
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
+    return build
+
+
 def run_tasks(builder: DatasetBuilder, todo: list[Task], *, root: Path, zstd_level: int | None, workers: int,
               done: Callable[[list[FileRecord]], None]) -> None:
     """Write every task's files under root, calling done() with each task's records as it finishes."""
@@ -79,9 +105,7 @@ def run_tasks(builder: DatasetBuilder, todo: list[Task], *, root: Path, zstd_lev
         for task in todo:
             done(writer.session(builder, task))
         return
-    with _no_tokenizer_threads():
-        executor = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_adopt,
-                                       initargs=(builder, str(root), zstd_level))
+    executor = _executor(builder, workers, root, zstd_level)
     try:
         pending = {executor.submit(_run_task, task): task for task in todo}
         while pending:

@@ -190,3 +190,17 @@ def test_same_seed_same_bytes_other_seed_same_structure(builtin):
     assert a == b
     assert a[0][1] != c[0][1]
     assert [len(s["attributes"]) for s in json.loads(a[0][1])["spans"]] == [len(s["attributes"]) for s in json.loads(c[0][1])["spans"]]
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # the test process's own
+def test_prepare_in_worker_processes_gives_the_same_bytes_as_building_lazily(builtin):
+    # prepare() hands its pieces (pools, catalog stages with their RNG state) to forked processes and back; the
+    # bytes must equal those of a builder that never prepared and built everything on first use, in this process.
+    from fastgen.workers import build_pieces
+
+    spec = Spec().scaled(sessions=0.02, budgets=0.03)
+    prepared = DatasetBuilder(builtin, spec, seed=5, model="m")
+    prepared.prepare(build_pieces(prepared, 2))
+    lazy = DatasetBuilder(builtin, spec, seed=5, model="m")
+    for task in (Task(1, 0), Task(2, 0), Task(3, 1)):
+        assert prepared.files_for(task) == lazy.files_for(task), task

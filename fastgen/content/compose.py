@@ -24,6 +24,7 @@ _TAIL = 48
 _UNITS_PER_KIND = 600
 _FILLERS_PER_KIND = 500
 _TAIL_PLAN_LIMIT = 1024
+_COUNT_MEMO = 4096  # remembered counts of short texts, per process
 
 
 @dataclass(frozen=True)
@@ -44,12 +45,19 @@ class _Pool:
     def __init__(self, units: list[str], counts: list[int], fillers: list[str], filler_counts: list[int]):
         self.units = units
         self.counts = np.asarray(counts, dtype=np.int64)
+        self.count_list = list(counts)  # the same, for single lookups (a numpy scalar index is slow)
         self.mean = float(self.counts.mean())
         by_count: dict[int, list[str]] = {}
         for text, c in zip(fillers, filler_counts):
             by_count.setdefault(c, []).append(text)
         self.fillers = {c: by_count[c] for c in sorted(by_count)}
-        self.tail_plans = _tail_plans(sorted(by_count), _TAIL_PLAN_LIMIT)
+        self.largest_filler = max(self.fillers)
+        # For each r, the fewest fillers summing to exactly r, or to the least r' > r that some combination hits.
+        plans = _tail_plans(sorted(by_count), _TAIL_PLAN_LIMIT)
+        self.tail_plans = list(plans)
+        for r in range(_TAIL_PLAN_LIMIT - 1, -1, -1):
+            if self.tail_plans[r] is None:
+                self.tail_plans[r] = self.tail_plans[r + 1]
 
 
     def draw_units(self, budget: int, rng: np.random.Generator) -> tuple[list[int], int]:
@@ -66,11 +74,12 @@ class _Pool:
             if m < k:
                 break
         misses = 0  # then single units that still fit, so the tail of short fillers stays short
+        counts, n = self.count_list, len(self.units)
         while budget - total > 0 and misses < 16:
-            i = int(rng.integers(len(self.units)))
-            if self.counts[i] <= budget - total:
+            i = int(rng.integers(n))
+            if counts[i] <= budget - total:
                 chosen.append(i)
-                total += int(self.counts[i])
+                total += counts[i]
                 misses = 0
             else:
                 misses += 1
@@ -96,22 +105,39 @@ class Composer:
         self.tokenizer = tokenizer
         self.seed = seed
         self._pools: dict[str, _Pool] = {}
+        self._counts: dict[str, int] = {}
 
     def pool(self, kind: str) -> _Pool:
         pool = self._pools.get(kind)
         if pool is None:
-            kind_id = KINDS.index(kind)
-            vocab = Vocab(np.random.default_rng([self.seed, 1000 + kind_id]))
-            units = [UNIT_MAKERS[kind](vocab) for _ in range(_UNITS_PER_KIND)]
-            fillers = [FILLER_MAKERS[kind](vocab) for _ in range(_FILLERS_PER_KIND)]
-            pool = _Pool(units, self.tokenizer.count_batch(units), fillers, self.tokenizer.count_batch(fillers))
-            self._pools[kind] = pool
+            pool = self._pools[kind] = self.make_pool(kind)
         return pool
+
+    def make_pool(self, kind: str) -> _Pool:
+        """The pool of one kind, from its own RNG stream: independent of every other pool, so any process may
+        build it (see adopt_pool)."""
+        vocab = Vocab(np.random.default_rng([self.seed, 1000 + KINDS.index(kind)]))
+        units = [UNIT_MAKERS[kind](vocab) for _ in range(_UNITS_PER_KIND)]
+        fillers = [FILLER_MAKERS[kind](vocab) for _ in range(_FILLERS_PER_KIND)]
+        return _Pool(units, self.tokenizer.count_batch(units), fillers, self.tokenizer.count_batch(fillers))
+
+    def adopt_pool(self, kind: str, pool: _Pool) -> None:
+        self._pools[kind] = pool
+
+    def count(self, text: str) -> int:
+        """tokenizer.count, remembered for the short texts that recur (tool names, headers, argument shapes).
+        Bounded, so a worker's memory stays flat however many sessions it writes."""
+        tokens = self._counts.get(text)
+        if tokens is None:
+            if len(self._counts) >= _COUNT_MEMO:
+                self._counts.clear()
+            tokens = self._counts[text] = self.tokenizer.count(text)
+        return tokens
 
     def line(self, text: str) -> Text:
         """A fixed text (a header, an instruction), counted by encoding it."""
         check_unit(text)
-        return Text(text, self.tokenizer.count(text))
+        return Text(text, self.count(text))
 
     def join(self, parts: list[Text]) -> Text:
         text = "".join(p.text for p in parts)
@@ -133,12 +159,12 @@ class Composer:
     @staticmethod
     def _fill_tail(pool: _Pool, r: int, rng: np.random.Generator, pieces: list[str]) -> int:
         """Append fillers summing to exactly r tokens (or the least overshoot, if no combination hits r)."""
-        largest = max(pool.fillers)
+        largest = pool.largest_filler
         sizes: list[int] = []
         while r > _TAIL_PLAN_LIMIT:
             sizes.append(largest)
             r -= largest
-        plan = next(p for p in pool.tail_plans[max(r, 0):] if p is not None)
+        plan = pool.tail_plans[max(r, 0)]
         for size in (*sizes, *plan):
             options = pool.fillers[size]
             pieces.append(options[int(rng.integers(len(options)))])

@@ -26,7 +26,7 @@ def duration_ms(timing: Timing, input_tokens: int, output_tokens: int) -> int:
 def make_call(composer: Composer, rng: np.random.Generator, name: str, arguments: dict) -> ToolCall:
     call_id = "call_" + Vocab(rng).hex(24)
     args_json = orjson.dumps(arguments).decode()
-    tokens = composer.tokenizer.count(name) + composer.tokenizer.count(args_json)
+    tokens = composer.count(name) + composer.count(args_json)
     return ToolCall(call_id, name, arguments, args_json, tokens)
 
 
