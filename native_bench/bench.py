@@ -1,7 +1,8 @@
 """The sequence of variants, one process each, back to back on the same machine, and their byte checks.
 
-Order: native, fastgen at each worker count, the write floor (fed the last fastgen output), zstd at each level,
-then the optional scale check. Each variant starts from a clean slate (previous output deleted, then sync).
+Order: native, fastgen at each worker count, the write floor twice (fed the last fastgen output: first with warm
+memory, then settled), zstd at each level, then the optional scale check. Each variant starts from a clean slate
+(previous output deleted, then sync, then `settle` seconds for the memory it freed to go cold; see launch.py).
 The first plain output (native unless skipped) is the reference every other variant's bytes are compared with.
 """
 
@@ -32,6 +33,7 @@ class Options:
     scale_check: float | None
     scratch: Path | None
     zstd_sample: int
+    settle: float = 0.0
 
 
 def _fastgen_argv(out: Path, workers: int, scale: float, budget_scale: float, level: int | None = None) -> list[str]:
@@ -44,7 +46,7 @@ def _fastgen_argv(out: Path, workers: int, scale: float, budget_scale: float, le
 def _row(name: str, kind: str, res: dict, sync_s: float, *, workers: int, scale: float, files: int, size: int,
          disk: int, wall_s: float, level: int | None = None) -> dict:
     children = res["children_rss_kib"]
-    extra = {k: res[k] for k in ("read_s", "prepare_s") if k in res}  # the floor's untimed preparation
+    extra = {k: res[k] for k in ("read_s", "prepare_s", "settle_s") if k in res}  # the floor's untimed preparation
     return {**extra, "variant": name, "kind": kind, "workers": workers, "scale": scale, "zstd_level": level,
             "wall_s": wall_s, "process_s": res["process_s"], "timed_s": res["timed_s"], "sync_before_s": sync_s,
             "files": files, "bytes": size, "disk_bytes": disk, "rss_mib": res["rss_kib"] / 1024,
@@ -59,19 +61,21 @@ class _Run:
         self.jobs = root / "jobs"
         self.jobs.mkdir()
         self.previous: list[Path] = []
-        self.reference: dict[str, str] | None = None  # rel -> sha256
+        self.reference: dict[str, str] | None = None  # rel -> content hash (the manifest's)
         self.reference_bytes = 0
         self.rows: list[dict] = []
         self.checks: list[dict] = []
 
-    def slate(self, keep: Path | None = None) -> float:
-        sync_s = clean_slate(*[p for p in self.previous if p != keep])
+    def slate(self, keep: Path | None = None, settle: float = 0.0) -> float:
+        sync_s = clean_slate(*[p for p in self.previous if p != keep], settle=settle)
         self.previous = [keep] if keep else []
         return sync_s
 
-    def variant(self, name: str, kind: str, params: dict, keep: Path | None = None) -> tuple[Path, dict, float]:
-        """Run one variant from a clean slate (everything earlier deleted but `keep`); its output is root/name."""
-        sync_s = self.slate(keep)
+    def variant(self, name: str, kind: str, params: dict, keep: Path | None = None,
+                settle: float | None = None) -> tuple[Path, dict, float]:
+        """Run one variant from a clean slate (everything earlier deleted but `keep`, then the settle time); its
+        output is root/name."""
+        sync_s = self.slate(keep, self.opts.settle if settle is None else settle)
         out = self.out(name)
         self.previous.append(out)
         self.log(f"{name} ...")
@@ -128,16 +132,23 @@ def _fastgen(run: _Run, workers: int) -> Path:
     return out
 
 
-def _floor(run: _Run, source: Path) -> None:
+def _floor(run: _Run, source: Path, name: str, settle: float) -> Path:
+    """The write floor, fed `source`'s trace files. The runner deletes the source after reading it, then waits
+    `settle` seconds before its timed loop: 0 gives the loop memory freed moments before (warm), the run's settle time
+    the same state every other variant starts in."""
     files = session_paths(source / "traces")
-    params = {"source": str(source / "traces"), "files": files, "out": str(run.out("floor"))}
-    out, res, sync_s = run.variant("floor", "floor", params, keep=source)
-    hashed = hash_files(out, session_paths(out))
-    run.check_plain("floor", hashed, [])
+    params = {"source": str(source / "traces"), "files": files, "out": str(run.out(name) / "traces"),
+              "settle_s": settle}
+    out, res, sync_s = run.variant(name, "floor", params, keep=source, settle=0.0)
+    traces = out / "traces"
+    hashed = hash_files(traces, session_paths(traces))
+    run.check_plain(name, hashed, [])
     size = sum(s for s, _ in hashed.values())
     # The floor's time is its write loop only: reading the bytes in and deleting the source are not the floor.
-    run.rows.append(_row("floor", "floor", res, sync_s, workers=1, scale=run.opts.scale, files=len(hashed),
+    kind = "floor" if settle == run.opts.settle else "floor-warm"
+    run.rows.append(_row(name, kind, res, sync_s, workers=1, scale=run.opts.scale, files=len(hashed),
                          size=size, disk=size, wall_s=res["timed_s"]))
+    return out
 
 
 def _zstd(run: _Run, name: str, kind: str, workers: int, level: int, scale: float, check: bool) -> None:
@@ -166,13 +177,15 @@ def run(opts: Options, log: Callable[[str], None]) -> dict:
         last = None
         for workers in opts.workers:
             last = _fastgen(r, workers)
-        _floor(r, last)
+        if opts.settle:
+            last = _floor(r, last, "floor-warm", 0.0)
+        _floor(r, last, "floor", opts.settle)
         n = max(opts.workers)
         for level in opts.zstd_levels:
             _zstd(r, f"zstd-{level}", "zstd", n, level, opts.scale, check=True)
         if opts.scale_check:
             _zstd(r, "scale-x1", "scale", n, 3, opts.scale, check=True)
             _zstd(r, f"scale-x{opts.scale_check:g}", "scale", n, 3, opts.scale * opts.scale_check, check=False)
-        r.slate()
+        r.slate(settle=0.0)
     return {"rows": r.rows, "checks": r.checks, "bytes_equal": all(c["equal"] for c in r.checks),
             "total_s": time.perf_counter() - t0}

@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="also run zstd level 3 at F times the sessions against the same at 1x")
     p.add_argument("--scratch", type=Path, help="where outputs are written (a temporary folder is made inside it and "
                    "removed at the end; default: REPO/.bench-scratch, the filesystem the dataset goes to)")
+    p.add_argument("--settle", type=float, default=10.0, metavar="S",
+                   help="seconds to wait before each variant so the memory freed before it has gone cold (default 10; "
+                   "0 to skip, and the warm-floor row with it; see README)")
     p.add_argument("--json", type=Path, default=REPO / "native_bench" / "results.json", help="results file")
     return p
 
@@ -68,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         _parser().error("--scale times --scale-check must be <= 1000 (fastgen's --scale bound)")
     opts = Options(scale=args.scale, budget_scale=args.budget_scale, workers=args.workers,
                    zstd_levels=args.zstd_levels, skip_native=args.skip_native, scale_check=args.scale_check,
-                   scratch=args.scratch, zstd_sample=max(1, args.zstd_sample))
+                   scratch=args.scratch, zstd_sample=max(1, args.zstd_sample),
+                   settle=max(0.0, args.settle))
     try:
         result = run(opts, log=lambda msg: print(f"native_bench: {msg}", file=sys.stderr, flush=True))
     except BenchError as exc:

@@ -2,7 +2,14 @@
 
 Every variant writes GBs into the page cache; the kernel writes them back to disk later, and that writeback (and
 the dirty-page throttling it brings) would land on whichever variant runs next. So before each variant the
-previous output is deleted and `sync` waits for what is still dirty, and every variant starts from the same state.
+previous output is deleted and `sync` waits for what is still dirty.
+
+Then the bench waits `--settle` seconds, because on a virtual machine what a write costs also depends on how long
+ago the memory it lands in was freed. A guest that reports free pages to its host (virtio-balloon free page
+reporting) hands freed memory back a few seconds after it is freed, and the host must fault it in again on the next
+write: on the 2-core development VM, writing 2.8 GB as fresh files took 3 s of kernel time into memory freed moments
+before and 10 s into memory freed 10 s or more before. A generator that spends a second starting up never gets the
+first kind; the settle time gives every variant the second, the one a user's run meets.
 """
 
 from __future__ import annotations
@@ -48,13 +55,16 @@ def scratch_root(parent: Path | None):
                 pass
 
 
-def clean_slate(*previous: Path) -> float:
-    """Delete earlier outputs, then sync; returns how long the sync took (how much writeback was still pending)."""
+def clean_slate(*previous: Path, settle: float = 0.0) -> float:
+    """Delete earlier outputs, sync, then wait `settle` seconds; returns how long the sync took (how much writeback
+    was still pending)."""
     for path in previous:
         shutil.rmtree(path, ignore_errors=True)
     t = time.perf_counter()
     os.sync()
-    return time.perf_counter() - t
+    sync_s = time.perf_counter() - t
+    time.sleep(settle)
+    return sync_s
 
 
 def run_variant(kind: str, params: dict, jobs: Path, name: str) -> dict:

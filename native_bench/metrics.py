@@ -19,15 +19,18 @@ def _find(rows: list[dict], kind: str) -> dict | None:
 def derive(rows: list[dict]) -> None:
     """Add to each row: mb, disk_mb, mb_s, files_s, and where they apply
     over_floor   wall / the floor's wall (native and fastgen rows: 1.0 would be as fast as the kernel's writes)
+    over_warm_floor  the same against the floor written into warm memory (only with --settle; see launch.py)
     native_over  native's wall / this wall (fastgen rows: the speedup over the original generator)
     zstd_ratio   uncompressed / compressed bytes, and mb_s_per_worker = uncompressed MB / wall / workers."""
-    floor, native = _find(rows, "floor"), _find(rows, "native")
+    floor, warm, native = _find(rows, "floor"), _find(rows, "floor-warm"), _find(rows, "native")
     for r in rows:
         r["mb"], r["disk_mb"] = r["bytes"] / _MB, r["disk_bytes"] / _MB
         r["mb_s"] = r["mb"] / r["wall_s"]
         r["files_s"] = r["files"] / r["wall_s"]
         if floor and r["kind"] in ("native", "fastgen"):
             r["over_floor"] = r["wall_s"] / floor["wall_s"]
+        if warm and r["kind"] in ("native", "fastgen"):
+            r["over_warm_floor"] = r["wall_s"] / warm["wall_s"]
         if native and r["kind"] == "fastgen":
             r["native_over"] = native["wall_s"] / r["wall_s"]
         if r["zstd_level"] is not None:

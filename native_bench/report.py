@@ -28,10 +28,11 @@ _COLUMNS = [
 ]
 
 _LEGEND = """\
-wall s: whole process (start, imports, setup, work, exit); floor: its write loop only.
+wall s: whole process (start, imports, setup, work, exit); floor: its write loop only. Every variant starts
+  --settle seconds after the previous output was deleted; floor-warm writes into memory freed moments before.
 MB: uncompressed trace JSON made (10^6 bytes); disk MB: bytes written (compressed for zstd).
 RSS MiB: peak of the process itself; wkr RSS MiB: largest pool worker (fastgen with >1 worker).
-/floor: wall over the floor's (how many times the bare writes it costs); native/: native's wall over this row's.
+/floor: wall over the (settled) floor's: how many times the bare writes it costs; native/: native's over this row's.
 zstd ratio: uncompressed / compressed; MB/s/wkr: uncompressed MB per second per worker."""
 
 
@@ -60,6 +61,11 @@ def summary_lines(doc: dict) -> list[str]:
         out.append(f"scale check: {scale['files_ratio']:.2f}x the files took {scale['wall_ratio']:.2f}x the wall time; "
                    f"peak RSS per worker {w1:,.0f} -> {wf:,.0f} MiB ({scale['rss_ratio']:.2f}x), "
                    f"parent {p1:,.0f} -> {pf:,.0f} MiB")
+    warm = next((r for r in doc["rows"] if r["kind"] == "floor-warm"), None)
+    fastest = min((r for r in doc["rows"] if r["kind"] == "fastgen"), key=lambda r: r["wall_s"], default=None)
+    if warm and fastest:
+        out.append(f"warm floor (memory freed moments before): {warm['wall_s']:.2f} s; {fastest['variant']} is "
+                   f"{fastest['over_warm_floor']:.2f}x that, {fastest['over_floor']:.2f}x the settled floor")
     for check in doc["checks"]:
         if not check["equal"]:
             out.append(f"BYTES DIFFER in {check['variant']}: " + "; ".join(check["problems"]))

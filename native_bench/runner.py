@@ -65,7 +65,7 @@ def _floor(p: dict) -> dict:
     """The same bytes written as fresh files by a plain loop: what the kernel alone costs for this dataset.
 
     The bytes are read into memory first (untimed); the source folder is then deleted and synced so neither its
-    dirty pages nor its writeback overlap the timed loop.
+    dirty pages nor its writeback overlap the timed loop, and the loop starts after settle_s seconds.
     """
     source, out = Path(p["source"]), Path(p["out"])
     t = time.perf_counter()
@@ -73,6 +73,7 @@ def _floor(p: dict) -> dict:
     read_s = time.perf_counter() - t
     shutil.rmtree(source)
     os.sync()
+    time.sleep(p["settle_s"])  # the same settle time the other variants start after (launch.py)
     prepare_s = time.perf_counter() - t
     t = time.perf_counter()
     made: set[str] = set()
@@ -85,7 +86,8 @@ def _floor(p: dict) -> dict:
             f.write(data)
     # read_s and prepare_s (read, delete, sync) are untimed context: a slow read_s means the page cache had
     # already dropped the source (read back from disk).
-    return {"timed_s": time.perf_counter() - t, "rc": 0, "read_s": read_s, "prepare_s": prepare_s}
+    return {"timed_s": time.perf_counter() - t, "rc": 0, "read_s": read_s, "prepare_s": prepare_s,
+            "settle_s": p["settle_s"]}
 
 
 _KINDS = {"native": _native, "fastgen": _fastgen, "floor": _floor}

@@ -18,7 +18,8 @@ def test_native_bench_small(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     result = subprocess.run([sys.executable, "-m", "native_bench", "--scale", "0.02", "--budget-scale", "0.05",
-                             "--workers", "1,2", "--zstd-levels", "3", "--scale-check", "2", "--json", str(out),
+                             "--workers", "1,2", "--zstd-levels", "3", "--scale-check", "2", "--settle", "0.2",
+                             "--json", str(out),
                              "--scratch", str(scratch)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr + result.stdout
     assert "bytes_equal: true" in result.stdout
@@ -26,7 +27,11 @@ def test_native_bench_small(tmp_path):
     assert doc["bytes_equal"] is True
     assert all(check["equal"] for check in doc["checks"])
     rows = {row["variant"]: row for row in doc["rows"]}
-    assert set(rows) == {"native", "fastgen-w1", "fastgen-w2", "floor", "zstd-3", "scale-x1", "scale-x2"}
+    assert set(rows) == {"native", "fastgen-w1", "fastgen-w2", "floor-warm", "floor", "zstd-3", "scale-x1",
+                         "scale-x2"}
+    assert rows["floor"]["settle_s"] == 0.2 and rows["floor-warm"]["settle_s"] == 0  # the same bytes, twice
+    assert rows["floor"]["bytes"] == rows["floor-warm"]["bytes"] == rows["native"]["bytes"]
+    assert "over_warm_floor" in rows["fastgen-w2"] and "over_floor" in rows["fastgen-w2"]
     for row in rows.values():
         assert row["wall_s"] > 0 and row["process_s"] > 0 and row["files"] > 0 and row["rss_mib"] > 0
     assert rows["fastgen-w2"]["worker_rss_mib"] > 0  # pool workers were measured apart from the parent
