@@ -1,8 +1,10 @@
-"""Writing one session's files: temporary name, os.writev of the chunks, rename; optional zstd; size and hash."""
+"""Writing one session's files: temporary name, the chunks in vectored writes, rename; optional zstd; size and hash."""
 
 from __future__ import annotations
 
+import errno
 import os
+import sys
 from pathlib import Path
 
 from .compression import ZSTD_SUFFIX, compress_chunks, make_compressor
@@ -14,13 +16,35 @@ __all__ = ["SessionWriter", "PART_SUFFIX"]
 
 PART_SUFFIX = ".part"
 _IOV_MAX = 1024
+# Linux 6.14+ "uncached buffered I/O": the write goes through the page cache as usual, but the kernel starts writeback
+# at once and drops the pages when it is done, so the next file reuses the same memory instead of taking fresh pages.
+# On the development VM, whose host reclaims memory the guest freed, that is 1.4 s instead of 6.6 s of kernel time
+# for the default set. Where the kernel or the filesystem does not take the flag (EOPNOTSUPP; EINVAL from kernels
+# that predate it), this process falls back to plain writes.
+_RWF_DONTCACHE = getattr(os, "RWF_DONTCACHE", 0x80)
+_write_flags = _RWF_DONTCACHE if hasattr(os, "pwritev") and sys.platform.startswith("linux") else None
+
+
+def _pwritev(fd: int, buffers: list[memoryview], offset: int) -> int:
+    global _write_flags
+    if _write_flags is None:
+        return os.writev(fd, buffers)  # no pwritev: the file offset advances with each write, from 0
+    try:
+        return os.pwritev(fd, buffers, offset, _write_flags)
+    except OSError as exc:
+        if not _write_flags or exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+        _write_flags = 0
+        return os.pwritev(fd, buffers, offset, 0)
 
 
 def _write_all(fd: int, chunks: list[bytes]) -> None:
-    """os.writev until every byte is written (a write may be short; at most IOV_MAX buffers a call)."""
+    """Write every chunk, in order, to a new empty file (a write may be short; at most IOV_MAX buffers a call)."""
     pending = [memoryview(c) for c in chunks if c]
+    offset = 0
     while pending:
-        written = os.writev(fd, pending[:_IOV_MAX])
+        written = _pwritev(fd, pending[:_IOV_MAX], offset)
+        offset += written
         while written and written >= len(pending[0]):
             written -= len(pending[0])
             pending.pop(0)
@@ -48,7 +72,10 @@ class SessionWriter:
                 os.close(fd)
             os.replace(temp, final)
         except OSError as exc:
-            temp.unlink(missing_ok=True)
+            try:
+                temp.unlink(missing_ok=True)
+            except OSError:
+                pass  # nothing was made (the folder is not there, or not a folder): nothing to remove
             raise OutputError(f"cannot write {final} ({exc.strerror or exc})") from None
         return record(rel, *chunks)
 
