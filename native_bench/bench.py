@@ -1,7 +1,8 @@
 """The sequence of variants, one process each, back to back on the same machine, and their byte checks.
 
-Order: native, fastgen at each worker count, the write floor twice (fed the last fastgen output: first with warm
-memory, then settled), zstd at each level, then the optional scale check. Each variant starts from a clean slate
+Order: native, fastgen at each worker count, the write floor three times (fed the last fastgen output: plain writes
+into warm memory, then settled; then settled with uncached writes), zstd at each level, then the optional scale
+check. Each variant starts from a clean slate
 (previous output deleted, then sync, then `settle` seconds for the memory it freed to go cold; see launch.py).
 The first plain output (native unless skipped) is the reference every other variant's bytes are compared with.
 """
@@ -46,7 +47,7 @@ def _fastgen_argv(out: Path, workers: int, scale: float, budget_scale: float, le
 def _row(name: str, kind: str, res: dict, sync_s: float, *, workers: int, scale: float, files: int, size: int,
          disk: int, wall_s: float, level: int | None = None) -> dict:
     children = res["children_rss_kib"]
-    extra = {k: res[k] for k in ("read_s", "prepare_s", "settle_s") if k in res}  # the floor's untimed preparation
+    extra = {k: res[k] for k in ("read_s", "prepare_s", "settle_s", "dontcache") if k in res}  # the floor's untimed preparation
     return {**extra, "variant": name, "kind": kind, "workers": workers, "scale": scale, "zstd_level": level,
             "wall_s": wall_s, "process_s": res["process_s"], "timed_s": res["timed_s"], "sync_before_s": sync_s,
             "files": files, "bytes": size, "disk_bytes": disk, "rss_mib": res["rss_kib"] / 1024,
@@ -132,20 +133,20 @@ def _fastgen(run: _Run, workers: int) -> Path:
     return out
 
 
-def _floor(run: _Run, source: Path, name: str, settle: float) -> Path:
+def _floor(run: _Run, source: Path, name: str, settle: float, dontcache: bool = False) -> Path:
     """The write floor, fed `source`'s trace files. The runner deletes the source after reading it, then waits
     `settle` seconds before its timed loop: 0 gives the loop memory freed moments before (warm), the run's settle time
-    the same state every other variant starts in."""
+    the same state every other variant starts in. `dontcache`: uncached buffered writes, as fastgen makes them."""
     files = session_paths(source / "traces")
     params = {"source": str(source / "traces"), "files": files, "out": str(run.out(name) / "traces"),
-              "settle_s": settle}
+              "settle_s": settle, "dontcache": dontcache}
     out, res, sync_s = run.variant(name, "floor", params, keep=source, settle=0.0)
     traces = out / "traces"
     hashed = hash_files(traces, session_paths(traces))
     run.check_plain(name, hashed, [])
     size = sum(s for s, _ in hashed.values())
     # The floor's time is its write loop only: reading the bytes in and deleting the source are not the floor.
-    kind = "floor" if settle == run.opts.settle else "floor-warm"
+    kind = "floor" if settle == run.opts.settle else "floor-warm"  # settled floors: /floor takes the faster
     run.rows.append(_row(name, kind, res, sync_s, workers=1, scale=run.opts.scale, files=len(hashed),
                          size=size, disk=size, wall_s=res["timed_s"]))
     return out
@@ -179,7 +180,8 @@ def run(opts: Options, log: Callable[[str], None]) -> dict:
             last = _fastgen(r, workers)
         if opts.settle:
             last = _floor(r, last, "floor-warm", 0.0)
-        _floor(r, last, "floor", opts.settle)
+        last = _floor(r, last, "floor", opts.settle)
+        _floor(r, last, "floor-dontcache", opts.settle, dontcache=True)
         n = max(opts.workers)
         for level in opts.zstd_levels:
             _zstd(r, f"zstd-{level}", "zstd", n, level, opts.scale, check=True)

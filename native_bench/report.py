@@ -32,7 +32,8 @@ wall s: whole process (start, imports, setup, work, exit); floor: its write loop
   --settle seconds after the previous output was deleted; floor-warm writes into memory freed moments before.
 MB: uncompressed trace JSON made (10^6 bytes); disk MB: bytes written (compressed for zstd).
 RSS MiB: peak of the process itself; wkr RSS MiB: largest pool worker (fastgen with >1 worker).
-/floor: wall over the (settled) floor's: how many times the bare writes it costs; native/: native's over this row's.
+/floor: wall over the faster settled floor's (plain or uncached writes): how many times the bare writes it costs;
+  native/: native's wall over this row's.
 zstd ratio: uncompressed / compressed; MB/s/wkr: uncompressed MB per second per worker."""
 
 
@@ -65,7 +66,7 @@ def summary_lines(doc: dict) -> list[str]:
     fastest = min((r for r in doc["rows"] if r["kind"] == "fastgen"), key=lambda r: r["wall_s"], default=None)
     if warm and fastest:
         out.append(f"warm floor (memory freed moments before): {warm['wall_s']:.2f} s; {fastest['variant']} is "
-                   f"{fastest['over_warm_floor']:.2f}x that, {fastest['over_floor']:.2f}x the settled floor")
+                   f"{fastest['over_warm_floor']:.2f}x that, {fastest['over_floor']:.2f}x the faster settled floor")
     for check in doc["checks"]:
         if not check["equal"]:
             out.append(f"BYTES DIFFER in {check['variant']}: " + "; ".join(check["problems"]))

@@ -62,7 +62,8 @@ def _fastgen(p: dict) -> dict:
 
 
 def _floor(p: dict) -> dict:
-    """The same bytes written as fresh files by a plain loop: what the kernel alone costs for this dataset.
+    """The same bytes written as fresh files by a plain loop (with `dontcache`, as uncached buffered writes, the way
+    fastgen writes where the kernel has them): what the kernel alone costs for this dataset.
 
     The bytes are read into memory first (untimed); the source folder is then deleted and synced so neither its
     dirty pages nor its writeback overlap the timed loop, and the loop starts after settle_s seconds.
@@ -75,6 +76,7 @@ def _floor(p: dict) -> dict:
     os.sync()
     time.sleep(p["settle_s"])  # the same settle time the other variants start after (launch.py)
     prepare_s = time.perf_counter() - t
+    dontcache = p.get("dontcache", False) and _supports_dontcache(out)
     t = time.perf_counter()
     made: set[str] = set()
     for rel, data in files:
@@ -82,12 +84,42 @@ def _floor(p: dict) -> dict:
         if folder not in made:
             (out / folder).mkdir(parents=True, exist_ok=True)
             made.add(folder)
-        with open(out / rel, "wb") as f:
-            f.write(data)
+        if dontcache:
+            _write_dontcache(out / rel, data)
+        else:
+            with open(out / rel, "wb") as f:
+                f.write(data)
     # read_s and prepare_s (read, delete, sync) are untimed context: a slow read_s means the page cache had
     # already dropped the source (read back from disk).
     return {"timed_s": time.perf_counter() - t, "rc": 0, "read_s": read_s, "prepare_s": prepare_s,
-            "settle_s": p["settle_s"]}
+            "settle_s": p["settle_s"], "dontcache": dontcache}
+
+
+_RWF_DONTCACHE = getattr(os, "RWF_DONTCACHE", 0x80)  # Linux 6.14+, as fastgen's writer uses it
+
+
+def _write_dontcache(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        view, offset = memoryview(data), 0
+        while offset < len(data):
+            offset += os.pwritev(fd, [view[offset:]], offset, _RWF_DONTCACHE)
+    finally:
+        os.close(fd)
+
+
+def _supports_dontcache(out: Path) -> bool:
+    if not hasattr(os, "pwritev"):
+        return False
+    out.mkdir(parents=True, exist_ok=True)
+    probe = out / ".dontcache-probe"
+    try:
+        _write_dontcache(probe, b"x")
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.unlink(missing_ok=True)
 
 
 _KINDS = {"native": _native, "fastgen": _fastgen, "floor": _floor}

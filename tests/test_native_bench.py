@@ -27,10 +27,14 @@ def test_native_bench_small(tmp_path):
     assert doc["bytes_equal"] is True
     assert all(check["equal"] for check in doc["checks"])
     rows = {row["variant"]: row for row in doc["rows"]}
-    assert set(rows) == {"native", "fastgen-w1", "fastgen-w2", "floor-warm", "floor", "zstd-3", "scale-x1",
-                         "scale-x2"}
-    assert rows["floor"]["settle_s"] == 0.2 and rows["floor-warm"]["settle_s"] == 0  # the same bytes, twice
-    assert rows["floor"]["bytes"] == rows["floor-warm"]["bytes"] == rows["native"]["bytes"]
+    assert set(rows) == {"native", "fastgen-w1", "fastgen-w2", "floor-warm", "floor", "floor-dontcache", "zstd-3",
+                         "scale-x1", "scale-x2"}
+    floors = [rows[name] for name in ("floor-warm", "floor", "floor-dontcache")]
+    assert [f["settle_s"] for f in floors] == [0, 0.2, 0.2]
+    assert [f["dontcache"] for f in floors[:2]] == [False, False]
+    assert all(f["bytes"] == rows["native"]["bytes"] for f in floors)  # the same bytes, three times
+    settled = min(floors[1:], key=lambda f: f["wall_s"])
+    assert rows["fastgen-w2"]["over_floor"] == rows["fastgen-w2"]["wall_s"] / settled["wall_s"]
     assert "over_warm_floor" in rows["fastgen-w2"] and "over_floor" in rows["fastgen-w2"]
     for row in rows.values():
         assert row["wall_s"] > 0 and row["process_s"] > 0 and row["files"] > 0 and row["rss_mib"] > 0
