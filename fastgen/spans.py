@@ -5,7 +5,7 @@ corpus with Arrow), and times are ISO-8601 from a fixed epoch (no wall clock).
 
 Speed: `gen_ai.input.messages` and `gen_ai.tool.definitions` (about 97% of the bytes) are never serialized per
 span. Each message escapes its JSON once; a file is a list of chunks (the small serialized parts and references to
-those pre-escaped pieces) that the writer hands to `os.writev` and the hash, so a shared block costs no copy in
+those pre-escaped pieces) that the writer hands to a vectored write and the hash, so a shared block costs no copy in
 Python at all. `native.py` builds the same file the slow, obvious way; tests hold the two byte-equal.
 """
 
