@@ -204,3 +204,11 @@ def test_prepare_in_worker_processes_gives_the_same_bytes_as_building_lazily(bui
     lazy = DatasetBuilder(builtin, spec, seed=5, model="m")
     for task in (Task(1, 0), Task(2, 0), Task(3, 1)):
         assert prepared.files_for(task) == lazy.files_for(task), task
+
+
+def test_prepare_pieces_are_every_pool_and_catalog_once():
+    from fastgen.content.kinds import KINDS
+    from fastgen.dataset import PIECES
+
+    assert sorted(PIECES, key=repr) == sorted([("pool", k) for k in KINDS] + [("catalog", s) for s in (1, 2, 3)],
+                                              key=repr)
