@@ -52,11 +52,15 @@ def _generate_into(staging: Path, options: RunOptions, tokenizer: Tokenizer) -> 
     builder = DatasetBuilder(tokenizer, options.spec, seed=options.seed, model=options.model)
     builder.prepare(build_pieces(builder, options.workers))
     records: list[FileRecord] = []
+    written = 0  # a running total: summing all records on every update is quadratic in the number of files
     with _progress(sum(FILES_PER_TASK[t.scenario_id] for t in todo), options.progress) as bar:
         def done(batch: list[FileRecord]) -> None:
+            nonlocal written
             records.extend(batch)
+            written += sum(r.size for r in batch)
             bar.update(len(batch))
-            bar.set_postfix_str(f"{sum(r.size for r in records) / 1e6:,.0f} MB", refresh=False)
+            if options.progress:
+                bar.set_postfix_str(f"{written / 1e6:,.0f} MB", refresh=False)
 
         run_tasks(builder, todo, root=staging, zstd_level=options.zstd_level, workers=options.workers, done=done)
     return records

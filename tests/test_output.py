@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+import pty
 import shutil
 import stat
+import struct
+import subprocess
+import sys
+import termios
 from pathlib import Path
 
 import pytest
@@ -207,3 +213,31 @@ def test_generate_output_folder_is_readable_by_group_and_others(one_worker_datas
     mode = one_worker_dataset.stat().st_mode
     shared = stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH
     assert mode & shared == shared, oct(mode)
+
+
+def test_progress_bar_on_a_terminal_counts_files_and_megabytes(tmp_path):
+    # The bar shows only when stderr is a terminal: give the real command a pseudo-terminal and read what it drew.
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # rows, columns: a real window
+    loud = [arg for arg in SMALL if arg != "--quiet"]
+    proc = subprocess.Popen([sys.executable, "-m", "fastgen", *loud, "--workers", "2", "--output-dir",
+                             str(tmp_path / "traces"), "--config-dir", str(tmp_path / "configs")],
+                            stdout=subprocess.DEVNULL, stderr=follower)
+    os.close(follower)
+    drawn = b""
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # EIO: the command exited and closed the terminal
+            break
+        if not data:
+            break
+        drawn += data
+    assert proc.wait(timeout=600) == 0
+    os.close(leader)
+    total = sum(1 for _ in (tmp_path / "traces").glob("scenario*/*.json"))
+    final = drawn.decode(errors="replace").replace("\r", "\n").splitlines()
+    bar = [line for line in final if f"{total}/{total}" in line]
+    assert bar, drawn[-500:]
+    size_mb = sum(p.stat().st_size for p in (tmp_path / "traces").glob("scenario*/*.json")) / 1e6
+    assert f"{size_mb:,.0f} MB" in bar[-1], bar[-1]
