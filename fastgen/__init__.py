@@ -4,7 +4,7 @@ This module is the one door: everything a program needs is imported from here; t
 pipeline's stages (spec -> tokenizer -> content -> blocks -> plans -> spans -> files -> manifest).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from .errors import FastgenError, OutputError, SpecError, TokenizerError, ValidationError  # noqa: E402
 from .output import RunOptions, generate  # noqa: E402

@@ -62,7 +62,7 @@ class CatalogStage:
     """The first stage of a scenario's blocks: its repository name and tool catalog, and the RNG stream (with the
     vocabulary drawing from it) as the rest of the blocks continue it. Sizing the catalog re-encodes it many times,
     the slowest part of the blocks, and needs no content pool: so it can be built in another process and handed back
-    (the generator and vocabulary pickle together, state and all)."""
+    (the generator and vocabulary pickle together, state and all). build_blocks draws on, so a stage serves once."""
 
     repo: str
     catalog: ToolCatalog

@@ -19,7 +19,8 @@ from .spans import session_chunks
 from .spec import TOOL_CALL_MIN_MAX_TOKENS, Spec
 from .tokenizer import Tokenizer
 
-__all__ = ["Task", "DIRECTORIES", "FILES_PER_TASK", "tasks", "DatasetBuilder", "check_fits", "file_name"]
+__all__ = ["Task", "DIRECTORIES", "FILES_PER_TASK", "tasks", "DatasetBuilder", "check_fits", "file_name", "Piece",
+           "PIECES"]
 
 DIRECTORIES = (scenario1.DIRECTORY, *scenario2.LAYOUTS, *scenario3.LAYOUTS)
 # Trace files one task writes: scenarios 2 and 3 write one per layout from the same content.
@@ -93,7 +94,7 @@ class DatasetBuilder:
         (workers.build_pieces), in any order, and return the results in the order given.
         """
         results = (build_pieces or self._build_here)(list(PIECES))
-        for (what, key), result in zip(PIECES, results):
+        for (what, key), result in zip(PIECES, results, strict=True):
             if what == "pool":
                 self.composer.adopt_pool(key, result)
             else:

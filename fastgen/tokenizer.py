@@ -54,23 +54,19 @@ class Tokenizer:
         return self._hf.decode(ids, skip_special_tokens=False)
 
     def count(self, text: str) -> int:
-        return len(self._encode_ids([text])[0].ids)
+        # Not through a batch call: those start the tokenizers thread pool, and a parent that forks workers is better
+        # off without threads.
+        return len(self._hf.encode(text, add_special_tokens=False).ids)
 
     def count_batch(self, texts: list[str]) -> list[int]:
-        return [len(e.ids) for e in self._encode_ids(texts)]
-
-    def _encode_ids(self, texts: list[str]):
         # encode_batch_fast (tokenizers 0.20+) gives the same ids without computing character offsets, which counting
-        # never reads: 30% less time on a tool catalog, 14% on a short line.
-        fast = getattr(self._hf, "encode_batch_fast", None)
-        if fast is None:
-            return self._hf.encode_batch(texts, add_special_tokens=False)
-        return fast(texts, add_special_tokens=False)
+        # never reads (about 13% faster on the content pools).
+        fast = getattr(self._hf, "encode_batch_fast", None) or self._hf.encode_batch
+        return [len(e.ids) for e in fast(texts, add_special_tokens=False)]
 
     def _probe_additive(self) -> bool:
         """Whether joining newline-terminated units never changes their token counts (see content/compose.py)."""
-        # One text at a time, not count_batch: a batch starts the tokenizers thread pool, and a parent that forks
-        # workers later is better off without threads.
+        # One text at a time (count), not count_batch: see count.
         pairs = [(end, start + " y\n") for end in _PROBE_ENDS for start in _PROBE_STARTS]
         return all(self.count(a + b) == self.count(a) + self.count(b) for a, b in pairs)
 

@@ -25,8 +25,9 @@ from .writer import SessionWriter
 
 __all__ = ["run_tasks", "build_pieces", "describe_task"]
 
-# Each worker process holds what it was handed at start (inherited as is under fork, pickled under spawn).
-_worker: tuple[DatasetBuilder, SessionWriter] | None = None
+# Each worker process holds what it was handed at start (inherited as is under fork, pickled under spawn); a pool
+# that builds prepare's pieces has no writer.
+_worker: tuple[DatasetBuilder, SessionWriter | None] | None = None
 
 
 def describe_task(task: Task) -> str:
@@ -76,10 +77,17 @@ def _failure(exc: BaseException, unfinished: list[Task]) -> OutputError:
     return OutputError(f"{exc}; {len(unfinished)} session(s) not written ({names})")
 
 
-def _executor(builder: DatasetBuilder, workers: int, root: Path | None, zstd_level: int | None):
+@contextmanager
+def _pool(builder: DatasetBuilder, workers: int, *, root: Path | None = None, zstd_level: int | None = None):
+    """A fork pool for the block's whole life: workers fork at the first submit, not when the pool is made, so the
+    tokenizers setting must hold until it is shut down."""
     with _no_tokenizer_threads():
-        return ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_adopt,
-                                   initargs=(builder, None if root is None else str(root), zstd_level))
+        executor = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_adopt,
+                                       initargs=(builder, None if root is None else str(root), zstd_level))
+        try:
+            yield executor
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
 
 
 def build_pieces(builder: DatasetBuilder, workers: int) -> Callable[[list[Piece]], list]:
@@ -87,13 +95,12 @@ def build_pieces(builder: DatasetBuilder, workers: int) -> Callable[[list[Piece]
     def build(pieces: list[Piece]) -> list:
         if workers <= 1:
             return [builder.build_piece(piece) for piece in pieces]
-        executor = _executor(builder, min(workers, len(pieces)), None, None)
         try:
-            return list(executor.map(_build_piece, pieces))
+            with _pool(builder, min(workers, len(pieces))) as executor:
+                return list(executor.map(_build_piece, pieces))
         except BrokenProcessPool:
-            raise OutputError("a worker process died while building the content pools; nothing was written") from None
-        finally:
-            executor.shutdown(wait=True, cancel_futures=True)
+            raise OutputError("a worker process died while building the content pools and tool catalogs; "
+                              "nothing was written") from None
     return build
 
 
@@ -105,8 +112,7 @@ def run_tasks(builder: DatasetBuilder, todo: list[Task], *, root: Path, zstd_lev
         for task in todo:
             done(writer.session(builder, task))
         return
-    executor = _executor(builder, workers, root, zstd_level)
-    try:
+    with _pool(builder, workers, root=root, zstd_level=zstd_level) as executor:
         pending = {executor.submit(_run_task, task): task for task in todo}
         while pending:
             finished, _ = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
@@ -115,5 +121,3 @@ def run_tasks(builder: DatasetBuilder, todo: list[Task], *, root: Path, zstd_lev
                 if future.exception() is not None:
                     raise _failure(future.exception(), [task, *pending.values()])
                 done(future.result())
-    finally:
-        executor.shutdown(wait=True, cancel_futures=True)

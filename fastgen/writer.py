@@ -20,36 +20,41 @@ _IOV_MAX = 1024
 # at once and drops the pages when it is done, so the next file reuses the same memory instead of taking fresh pages.
 # On the development VM, whose host reclaims memory the guest freed, that is 1.4 s instead of 6.6 s of kernel time
 # for the default set. Where the kernel or the filesystem does not take the flag (EOPNOTSUPP; EINVAL from kernels
-# that predate it), this process falls back to plain writes.
+# that predate it), a writer falls back to plain writes.
 _RWF_DONTCACHE = getattr(os, "RWF_DONTCACHE", 0x80)
-_write_flags = _RWF_DONTCACHE if hasattr(os, "pwritev") and sys.platform.startswith("linux") else None
+_HAS_PWRITEV = hasattr(os, "pwritev")
 
 
-def _pwritev(fd: int, buffers: list[memoryview], offset: int) -> int:
-    global _write_flags
-    if _write_flags is None:
-        return os.writev(fd, buffers)  # no pwritev: the file offset advances with each write, from 0
-    try:
-        return os.pwritev(fd, buffers, offset, _write_flags)
-    except OSError as exc:
-        if not _write_flags or exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-            raise
-        _write_flags = 0
-        return os.pwritev(fd, buffers, offset, 0)
+class _VectoredWrites:
+    """Writes lists of buffers to new, empty files: pwritev with `flags` (dropped to 0 the first time the kernel
+    refuses them), or writev where there is no pwritev."""
 
+    def __init__(self, flags: int):
+        self.flags = flags
 
-def _write_all(fd: int, chunks: list[bytes]) -> None:
-    """Write every chunk, in order, to a new empty file (a write may be short; at most IOV_MAX buffers a call)."""
-    pending = [memoryview(c) for c in chunks if c]
-    offset = 0
-    while pending:
-        written = _pwritev(fd, pending[:_IOV_MAX], offset)
-        offset += written
-        while written and written >= len(pending[0]):
-            written -= len(pending[0])
-            pending.pop(0)
-        if written:
-            pending[0] = pending[0][written:]
+    def write_all(self, fd: int, chunks: list[bytes]) -> None:
+        """Every chunk, in order (a write may be short; at most IOV_MAX buffers a call)."""
+        pending = [memoryview(c) for c in chunks if c]
+        offset = 0
+        while pending:
+            written = self._write(fd, pending[:_IOV_MAX], offset)
+            offset += written
+            while written and written >= len(pending[0]):
+                written -= len(pending[0])
+                pending.pop(0)
+            if written:
+                pending[0] = pending[0][written:]
+
+    def _write(self, fd: int, buffers: list[memoryview], offset: int) -> int:
+        if not _HAS_PWRITEV:
+            return os.writev(fd, buffers)  # the file offset advances with each write, from 0
+        try:
+            return os.pwritev(fd, buffers, offset, self.flags)
+        except OSError as exc:
+            if not self.flags or exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            self.flags = 0
+            return os.pwritev(fd, buffers, offset, 0)
 
 
 class SessionWriter:
@@ -58,6 +63,7 @@ class SessionWriter:
     def __init__(self, root: Path, zstd_level: int | None):
         self.root = root
         self.compressor = make_compressor(zstd_level) if zstd_level is not None else None
+        self.writes = _VectoredWrites(_RWF_DONTCACHE if sys.platform.startswith("linux") else 0)
 
     def write(self, rel: str, chunks: list[bytes]) -> FileRecord:
         if self.compressor is not None:
@@ -67,7 +73,7 @@ class SessionWriter:
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
             try:
-                _write_all(fd, chunks)
+                self.writes.write_all(fd, chunks)
             finally:
                 os.close(fd)
             os.replace(temp, final)

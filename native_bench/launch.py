@@ -8,8 +8,8 @@ Then the bench waits `--settle` seconds, because on a virtual machine what a wri
 ago the memory it lands in was freed. A guest that reports free pages to its host (virtio-balloon free page
 reporting) hands freed memory back a few seconds after it is freed, and the host must fault it in again on the next
 write: on the 2-core development VM, writing 2.8 GB as fresh files took 3 s of kernel time into memory freed moments
-before and 10 s into memory freed 10 s or more before. A generator that spends a second starting up never gets the
-first kind; the settle time gives every variant the second, the one a user's run meets.
+before and 10 s into memory freed 10 s or more before. Every variant (the floor too) gets the same state:
+memory freed `--settle` seconds before, the state a user's run meets.
 """
 
 from __future__ import annotations

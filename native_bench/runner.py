@@ -89,7 +89,7 @@ def _floor(p: dict) -> dict:
         else:
             with open(out / rel, "wb") as f:
                 f.write(data)
-    # read_s and prepare_s (read, delete, sync) are untimed context: a slow read_s means the page cache had
+    # read_s and prepare_s (read, delete, sync, settle) are untimed context: a slow read_s means the page cache had
     # already dropped the source (read back from disk).
     return {"timed_s": time.perf_counter() - t, "rc": 0, "read_s": read_s, "prepare_s": prepare_s,
             "settle_s": p["settle_s"], "dontcache": dontcache}

@@ -31,6 +31,8 @@ def small_dataset(tmp_path_factory) -> Path:
     result = run_fastgen(*SMALL, "--workers", "2", "--output-dir", str(root / "traces"),
                          "--config-dir", str(root / "configs"))
     assert result.returncode == 0, result.stderr
+    # --quiet means silent: nothing from the forked worker pools either (warnings, stray output).
+    assert result.stderr == "", result.stderr
     return root
 
 

@@ -95,7 +95,7 @@ def test_verify_manifest_from_before_xxh3_is_named_as_such(small_dataset, tmp_pa
         result = run_fastgen(command, str(traces))
         assert result.returncode == 1
         assert len(result.stderr.splitlines()) == 1, result.stderr
-        assert "older fastgen" in result.stderr and "regenerate" in result.stderr
+        assert "before 0.2" in result.stderr and "regenerate" in result.stderr
 
 
 def test_record_hash_is_xxh3_128_as_xxh128sum_prints_it(tmp_path):

@@ -25,6 +25,7 @@ _UNITS_PER_KIND = 600
 _FILLERS_PER_KIND = 500
 _TAIL_PLAN_LIMIT = 1024
 _COUNT_MEMO = 4096  # remembered counts of short texts, per process
+_MEMO_TEXT = 256  # characters: longer texts are counted every time
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,8 @@ class Composer:
     def count(self, text: str) -> int:
         """tokenizer.count, remembered for the short texts that recur (tool names, headers, argument shapes).
         Bounded, so a worker's memory stays flat however many sessions it writes."""
+        if len(text) > _MEMO_TEXT:
+            return self.tokenizer.count(text)  # a patch's arguments, say: never seen twice, would only crowd it out
         tokens = self._counts.get(text)
         if tokens is None:
             if len(self._counts) >= _COUNT_MEMO:
