@@ -2,9 +2,9 @@
 
 The content hash is XXH3-128: hashing is the one pass over every byte a worker makes besides the write itself, and
 XXH3 runs at about 8 GB/s here against sha256's 1.5 GB/s (hashlib, SHA extensions), which saves about 0.7 s of a
-default run with 2 workers. It is a checksum, not a signature, which is all a manifest of generated files needs; the standard
-command-line check is `xxh128sum` (xxHash's own CLI, packaged as `xxhash` in Debian, Fedora and Homebrew), whose
-hex digests are the manifest's. The manifest has no wall-clock field: the same arguments give the same bytes.
+default run with 2 workers. It is a checksum, not a signature, which is all a manifest of generated files needs;
+the standard command-line check is `xxh128sum` (xxHash's own CLI, packaged as `xxhash` in Debian, Fedora and
+Homebrew), whose hex digests are the manifest's. The manifest has no wall-clock field: the same arguments give the same bytes.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from .manifest import (
     record,
     rewrite_files,
 )
+from .writer import SessionWriter
 
 __all__ = ["VerifyReport", "verify_tree", "unpack_tree"]
 
@@ -77,6 +78,7 @@ def unpack_tree(root: Path) -> int:
     """Replace every listed `.json.zst` by its `.json`; returns how many files were restored."""
     doc = read_manifest(root)
     records: list[FileRecord] = []
+    writer = SessionWriter(root, None)  # the same temporary name, rename and one-line error as generation
     restored = 0
     for rel, entry in sorted(doc["files"].items()):
         listed = listed_record(rel, entry, root / MANIFEST_NAME)
@@ -87,12 +89,8 @@ def unpack_tree(root: Path) -> int:
         packed = root / rel
         if not _matches(packed, listed):
             raise OutputError(f"{packed} is missing or does not match the manifest; regenerate the dataset")
-        data = read_trace_bytes(packed)
-        temp = root / (plain + ".part")
-        temp.write_bytes(data)
-        os.replace(temp, root / plain)
+        records.append(writer.write(plain, [read_trace_bytes(packed)]))
         packed.unlink()
-        records.append(record(plain, data))
         restored += 1
     rewrite_files(root, doc, records)
     return restored

@@ -12,7 +12,7 @@ from .dataset import DatasetBuilder, Task
 from .errors import OutputError
 from .manifest import FileRecord, record
 
-__all__ = ["SessionWriter", "PART_SUFFIX"]
+__all__ = ["SessionWriter", "PART_SUFFIX", "RWF_DONTCACHE"]
 
 PART_SUFFIX = ".part"
 _IOV_MAX = 1024
@@ -21,7 +21,7 @@ _IOV_MAX = 1024
 # On the development VM, whose host reclaims memory the guest freed, that is 1.4 s instead of 6.6 s of kernel time
 # for the default set. Where the kernel or the filesystem does not take the flag (EOPNOTSUPP; EINVAL from kernels
 # that predate it), a writer falls back to plain writes.
-_RWF_DONTCACHE = getattr(os, "RWF_DONTCACHE", 0x80)
+RWF_DONTCACHE = getattr(os, "RWF_DONTCACHE", 0x80)
 _HAS_PWRITEV = hasattr(os, "pwritev")
 
 
@@ -63,7 +63,7 @@ class SessionWriter:
     def __init__(self, root: Path, zstd_level: int | None):
         self.root = root
         self.compressor = make_compressor(zstd_level) if zstd_level is not None else None
-        self.writes = _VectoredWrites(_RWF_DONTCACHE if sys.platform.startswith("linux") else 0)
+        self.writes = _VectoredWrites(RWF_DONTCACHE if sys.platform.startswith("linux") else 0)
 
     def write(self, rel: str, chunks: list[bytes]) -> FileRecord:
         if self.compressor is not None:

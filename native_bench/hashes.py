@@ -2,7 +2,8 @@
 
 Only the trace files count (the scenario folders): fastgen also writes a tokenizer copy, a manifest and configs that
 the native generator never made. fastgen's own output is checked through its manifest (XXH3-128 of the bytes it
-wrote; the file listing on disk must match it); the native output and the floor's are hashed here, from disk.
+wrote; the file listing on disk must match it); the native output and the floor's are hashed here, from disk, with
+the manifest's own hash function (manifest.record).
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import xxhash
-
 from fastgen.compression import ZSTD_SUFFIX, read_trace_bytes
 from fastgen.dataset import DIRECTORIES
-from fastgen.manifest import HASH_NAME, read_manifest
+from fastgen.manifest import HASH_NAME, read_manifest, record
 
 __all__ = ["session_paths", "hash_files", "manifest_sessions", "compare", "zstd_sample", "zstd_content_sizes"]
 
@@ -29,8 +28,8 @@ def session_paths(root: Path) -> list[str]:
 
 
 def _hash(path: Path) -> tuple[int, str]:
-    data = path.read_bytes()
-    return len(data), xxhash.xxh3_128(data).hexdigest()
+    rec = record(path.name, path.read_bytes())
+    return rec.size, rec.digest
 
 
 def hash_files(root: Path, rels: list[str]) -> dict[str, tuple[int, str]]:
@@ -86,7 +85,7 @@ def zstd_sample(root: Path, reference: dict[str, str], n: int) -> tuple[int, lis
         data = read_trace_bytes(path)
         with open(path, "rb") as f:
             declared = zstandard.frame_content_size(f.read(18))
-        if xxhash.xxh3_128(data).hexdigest() != reference[rel]:
+        if record(rel, data).digest != reference[rel]:
             problems.append(f"{rel + ZSTD_SUFFIX} decompresses to other bytes")
         elif declared != len(data):
             problems.append(f"{rel + ZSTD_SUFFIX} is not one frame holding the whole file")

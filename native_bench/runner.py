@@ -76,7 +76,9 @@ def _floor(p: dict) -> dict:
     os.sync()
     time.sleep(p["settle_s"])  # the same settle time the other variants start after (launch.py)
     prepare_s = time.perf_counter() - t
-    dontcache = p.get("dontcache", False) and _supports_dontcache(out)
+    from fastgen.writer import RWF_DONTCACHE  # Linux 6.14+, the flag fastgen's writer uses
+
+    dontcache = p.get("dontcache", False) and _supports(out, RWF_DONTCACHE)
     t = time.perf_counter()
     made: set[str] = set()
     for rel, data in files:
@@ -85,7 +87,7 @@ def _floor(p: dict) -> dict:
             (out / folder).mkdir(parents=True, exist_ok=True)
             made.add(folder)
         if dontcache:
-            _write_dontcache(out / rel, data)
+            _write_with_flags(out / rel, data, RWF_DONTCACHE)
         else:
             with open(out / rel, "wb") as f:
                 f.write(data)
@@ -95,26 +97,23 @@ def _floor(p: dict) -> dict:
             "settle_s": p["settle_s"], "dontcache": dontcache}
 
 
-_RWF_DONTCACHE = getattr(os, "RWF_DONTCACHE", 0x80)  # Linux 6.14+, as fastgen's writer uses it
-
-
-def _write_dontcache(path: Path, data: bytes) -> None:
+def _write_with_flags(path: Path, data: bytes, flags: int) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
     try:
         view, offset = memoryview(data), 0
         while offset < len(data):
-            offset += os.pwritev(fd, [view[offset:]], offset, _RWF_DONTCACHE)
+            offset += os.pwritev(fd, [view[offset:]], offset, flags)
     finally:
         os.close(fd)
 
 
-def _supports_dontcache(out: Path) -> bool:
+def _supports(out: Path, flags: int) -> bool:
     if not hasattr(os, "pwritev"):
         return False
     out.mkdir(parents=True, exist_ok=True)
-    probe = out / ".dontcache-probe"
+    probe = out / ".flags-probe"
     try:
-        _write_dontcache(probe, b"x")
+        _write_with_flags(probe, b"x", flags)
         return True
     except OSError:
         return False

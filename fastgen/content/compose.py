@@ -60,7 +60,6 @@ class _Pool:
             if self.tail_plans[r] is None:
                 self.tail_plans[r] = self.tail_plans[r + 1]
 
-
     def draw_units(self, budget: int, rng: np.random.Generator) -> tuple[list[int], int]:
         """Random units, in one vectorized draw, whose counts add up to at most `budget`."""
         chosen: list[int] = []
