@@ -10,27 +10,42 @@ Homebrew), whose hex digests are the manifest's. The manifest has no wall-clock 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import xxhash
 
 from . import __version__
+from .compression import ZSTD_SUFFIX
 from .errors import OutputError
 
 __all__ = ["MANIFEST_NAME", "HASH_NAME", "FileRecord", "record", "listed_record", "manifest_bytes", "read_manifest",
-           "rewrite_files"]
+           "read_manifest_file", "rewrite_files"]
 
 MANIFEST_NAME = "manifest.json"
 GENERATOR = "fastgen"
 HASH_NAME = "xxh3_128"  # the key of each file's hash in the manifest, and the algorithm
+CONTENT = "content"  # a compressed file's entry: the size and hash of its decompressed bytes
 
 
 @dataclass(frozen=True, order=True)
 class FileRecord:
+    """A file's size and hash. A compressed file's record may also carry its decompressed content's (`content`):
+    verify compares it with a plain copy, and unpack checks what it restores against it. Records compare by the
+    bytes of the file itself: two records of the same bytes are equal whether or not one knows its content."""
+
     path: str  # relative, with forward slashes
     size: int
     digest: str  # XXH3-128, hex, as xxh128sum prints it
+    content: tuple[int, str] | None = field(default=None, compare=False)  # (size, digest) decompressed
+
+    def plain(self) -> FileRecord | None:
+        """The record of the plain file this one holds: itself if it is not compressed, None if unknown."""
+        if not self.path.endswith(ZSTD_SUFFIX):
+            return self
+        if self.content is None:
+            return None
+        return FileRecord(self.path[: -len(ZSTD_SUFFIX)], *self.content)
 
 
 def record(path: str, *chunks: bytes) -> FileRecord:
@@ -46,11 +61,29 @@ def listed_record(path: str, entry: dict, manifest: Path) -> FileRecord:
     if HASH_NAME not in entry:
         raise OutputError(f"{manifest} lists {path} without an {HASH_NAME} hash (written by fastgen before 0.2); "
                           f"regenerate it: the dataset with fastgen, a golden manifest with `make golden`")
-    return FileRecord(path, entry.get("size"), entry[HASH_NAME])
+    return FileRecord(path, entry.get("size"), entry[HASH_NAME], _listed_content(path, entry, manifest))
+
+
+def _listed_content(path: str, entry: dict, manifest: Path) -> tuple[int, str] | None:
+    content = entry.get(CONTENT)
+    if content is None:
+        return None
+    if not (isinstance(content, dict) and isinstance(content.get("size"), int)
+            and isinstance(content.get(HASH_NAME), str)):
+        raise OutputError(f"{manifest} lists {path} with a malformed {CONTENT!r} record; regenerate it: the dataset "
+                          f"with fastgen, a golden manifest with `make golden`")
+    return content["size"], content[HASH_NAME]
+
+
+def _entry(f: FileRecord) -> dict:
+    entry = {"size": f.size, HASH_NAME: f.digest}
+    if f.content is not None:  # only compressed files: a plain file's entry stays as before (the golden manifest)
+        entry[CONTENT] = {"size": f.content[0], HASH_NAME: f.content[1]}
+    return entry
 
 
 def _files(files: list[FileRecord]) -> dict:
-    return {f.path: {"size": f.size, HASH_NAME: f.digest} for f in sorted(files)}
+    return {f.path: _entry(f) for f in sorted(files)}
 
 
 def _dump(doc: dict) -> bytes:
@@ -76,14 +109,45 @@ def rewrite_files(folder: Path, doc: dict, files: list[FileRecord]) -> None:
     temp.replace(folder / MANIFEST_NAME)
 
 
-def read_manifest(folder: Path, name: str = MANIFEST_NAME) -> dict:
-    path = folder / name
+def _document(path: Path) -> dict:
+    """The manifest at path. Raises OSError as reading does, ValueError saying why it is not a fastgen manifest."""
     try:
         doc = json.loads(path.read_bytes())
+    except UnicodeDecodeError:
+        raise ValueError("not JSON: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("generator") != GENERATOR or not isinstance(doc.get("files"), dict):
+        raise ValueError(f"JSON without \"generator\": \"{GENERATOR}\" and a \"files\" object")
+    return doc
+
+
+def read_manifest(folder: Path, name: str = MANIFEST_NAME) -> dict:
+    """A dataset folder's own manifest. Every failure is an OutputError (outdir.py takes one to mean "not a
+    fastgen output"); a manifest that is there but broken means the dataset is, so the fix is to regenerate it."""
+    path = folder / name
+    try:
+        return _document(path)
     except FileNotFoundError:
         raise OutputError(f"{path} does not exist; is {folder} a fastgen output?") from None
+    except NotADirectoryError:
+        raise OutputError(f"{folder} is a file, not a dataset folder; give the folder that holds {name}") from None
+    except OSError as exc:
+        raise OutputError(f"cannot read {path} ({exc.strerror or exc}); check its permissions") from None
     except ValueError as exc:
-        raise OutputError(f"{path} does not parse as JSON ({exc}); regenerate the dataset") from exc
-    if not isinstance(doc, dict) or doc.get("generator") != GENERATOR or not isinstance(doc.get("files"), dict):
-        raise OutputError(f"{path} is not a fastgen manifest; regenerate the dataset")
-    return doc
+        raise OutputError(f"{path} is not a fastgen manifest ({exc}); regenerate the dataset") from None
+
+
+def read_manifest_file(path: Path) -> dict:
+    """A manifest named on the command line (verify --manifest): its errors are about that file, not the dataset."""
+    fix = f"give a dataset's {MANIFEST_NAME} or a golden manifest (e.g. golden/default.manifest.json)"
+    try:
+        return _document(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise OutputError(f"manifest {path} does not exist; {fix}") from None
+    except IsADirectoryError:
+        raise OutputError(f"manifest {path} is a folder; {fix}") from None
+    except OSError as exc:
+        raise OutputError(f"cannot read manifest {path} ({exc.strerror or exc}); {fix}") from None
+    except ValueError as exc:
+        raise OutputError(f"{path} is not a fastgen manifest ({exc}); {fix}") from None

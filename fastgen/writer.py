@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from .compression import ZSTD_SUFFIX, compress_chunks, make_compressor
@@ -12,7 +13,7 @@ from .dataset import DatasetBuilder, Task
 from .errors import OutputError
 from .manifest import FileRecord, record
 
-__all__ = ["SessionWriter", "PART_SUFFIX", "RWF_DONTCACHE"]
+__all__ = ["SessionWriter", "PART_SUFFIX", "RWF_DONTCACHE", "part_path"]
 
 PART_SUFFIX = ".part"
 _IOV_MAX = 1024
@@ -57,6 +58,18 @@ class _VectoredWrites:
             return os.pwritev(fd, buffers, offset, 0)
 
 
+def part_path(final: Path) -> Path:
+    """The temporary name a file is written under before it is renamed into place."""
+    return final.with_name(final.name + PART_SUFFIX)
+
+
+def _remove(temp: Path) -> None:
+    try:
+        temp.unlink(missing_ok=True)
+    except OSError:
+        pass  # nothing was made (the folder is not there, or not a folder): nothing to remove
+
+
 class SessionWriter:
     """Writes the files of one session index under a root folder."""
 
@@ -66,24 +79,37 @@ class SessionWriter:
         self.writes = _VectoredWrites(RWF_DONTCACHE if sys.platform.startswith("linux") else 0)
 
     def write(self, rel: str, chunks: list[bytes]) -> FileRecord:
+        temp, rec = self.stage(rel, chunks)
+        final = self.root / rec.path
+        try:
+            os.replace(temp, final)
+        except OSError as exc:
+            _remove(temp)
+            raise OutputError(f"cannot write {final} ({exc.strerror or exc})") from None
+        return rec
+
+    def stage(self, rel: str, chunks: list[bytes]) -> tuple[Path, FileRecord]:
+        """Write rel's bytes under its temporary name and leave them there; returns the temporary path and the record
+        of the file it becomes. The caller renames it into place (write does), or removes it."""
+        plain = None
         if self.compressor is not None:
+            plain = record(rel, *chunks)  # the decompressed content's size and hash, for verify and unpack
             rel, chunks = rel + ZSTD_SUFFIX, compress_chunks(self.compressor, chunks)
         final = self.root / rel
-        temp = final.with_name(final.name + PART_SUFFIX)
+        temp = part_path(final)
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
             try:
                 self.writes.write_all(fd, chunks)
             finally:
                 os.close(fd)
-            os.replace(temp, final)
-        except OSError as exc:
-            try:
-                temp.unlink(missing_ok=True)
-            except OSError:
-                pass  # nothing was made (the folder is not there, or not a folder): nothing to remove
-            raise OutputError(f"cannot write {final} ({exc.strerror or exc})") from None
-        return record(rel, *chunks)
+        except BaseException as exc:  # Ctrl-C too: a half-written temporary file is nobody's
+            _remove(temp)
+            if isinstance(exc, OSError):
+                raise OutputError(f"cannot write {final} ({exc.strerror or exc})") from None
+            raise
+        rec = record(rel, *chunks)
+        return temp, rec if plain is None else replace(rec, content=(plain.size, plain.digest))
 
     def session(self, builder: DatasetBuilder, task: Task) -> list[FileRecord]:
         return [self.write(rel, chunks) for rel, chunks in builder.chunks_for(task)]
