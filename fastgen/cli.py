@@ -1,30 +1,41 @@
-"""The `fastgen` command. Thin: parse, call the pipeline, map fastgen's errors to one line and an exit code.
+"""The `fastgen` command. Thin: parse, call the library, map fastgen's errors to one line and an exit code.
 
-    fastgen [--model M] [--tokenizer T] [--seed N] [--output-dir D] [--config-dir C] [--workers N] ...
+    fastgen [generate] [--model M] [--tokenizer T] [--seed N] [--output-dir D] [--config-dir C] ...
     fastgen validate DIR | fastgen validate --trace FILE [--verbose]
     fastgen verify DIR [--manifest FILE] | fastgen unpack DIR
+
+Only the standard library is imported at module level: numpy, tokenizers and the generator are imported inside
+main's error handling, so Ctrl-C during start-up is the same one line as Ctrl-C at any other time.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import signal
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from . import __version__
-from .errors import FastgenError, SpecError, ValidationError
+from .errors import FastgenError, ValidationError
+from .version import __version__
 
 __all__ = ["main"]
 
 DEFAULT_MODEL = "meta-llama/Llama-3.3-70B-Instruct"
+DEFAULT_PROMETHEUS_URL = "http://localhost:9090"
 _MAX_SEED = 2**63 - 1
+_QUIET = ("--quiet", "-q")
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, **kwargs):
+        super().__init__(allow_abbrev=False, formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kwargs)
+        self.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary on stderr")
+
     def error(self, message: str):  # one line, no usage dump
-        self.exit(2, f"fastgen: error: {message} (see fastgen --help)\n")
+        self.exit(2, f"fastgen: error: {message} (see {self.prog} --help)\n")
 
 
 def _int_in(lo: int, hi: int, what: str):
@@ -51,38 +62,61 @@ def _positive_float(what: str):
     return parse
 
 
+def _url(what: str):
+    def parse(text: str) -> str:
+        try:
+            parts = urlsplit(text)
+            parts.port  # noqa: B018 - raises on a port that is not a number
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise argparse.ArgumentTypeError(f"{what} must be an http(s) URL such as http://gpu-host:8000, "
+                                             f"got {text!r}")
+        return text
+    return parse
+
+
 def _generate_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="fastgen", description="Generate the coding-agent KV-cache benchmark traces and "
-                "inference-perf configs. Subcommands: validate DIR, verify DIR, unpack DIR.")
+    from .configs import METRICS_TYPES, SERVER_TYPES
+
+    p = _Parser(prog="fastgen", description="Generate the coding-agent KV-cache benchmark: trace files for "
+                "inference-perf's otel_trace_replay and one config per scenario and load level.",
+                epilog="Other commands: fastgen validate DIR, fastgen verify DIR, fastgen unpack DIR "
+                "(each with --help). `fastgen generate ...` is the same as `fastgen ...`.")
     p.add_argument("--version", action="version", version=f"fastgen {__version__}")
-    p.add_argument("--model", default=DEFAULT_MODEL, help="model name in the spans and server.model_name in configs")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help="model name in the spans and server.model_name in the configs: the name your server serves")
     p.add_argument("--tokenizer", help="tokenizer.json, a model folder, a hub id in the local HF cache, or 'builtin' "
                    "(default: --model's tokenizer)")
-    p.add_argument("--seed", type=_int_in(0, _MAX_SEED, "--seed"), default=42)
-    p.add_argument("--output-dir", type=Path, default=Path("traces"))
-    p.add_argument("--config-dir", type=Path, default=Path("configs"))
-    p.add_argument("--workers", type=_int_in(1, 1024, "--workers"), default=os.cpu_count() or 1)
-    p.add_argument("--server-type", default="vllm", help="vllm or sglang, written into the configs")
-    p.add_argument("--base-url", default="http://localhost:8000", help="server base URL written into the configs")
-    p.add_argument("--prometheus-url", default="http://localhost:9090", help="Prometheus base URL for the configs")
-    p.add_argument("--metrics", choices=["prometheus", "default"], default="prometheus",
-                   help="metrics.type of the configs: prometheus (server metrics from --prometheus-url) or default "
-                   "(client-side reports only, no Prometheus wait; for runs without Prometheus)")
+    p.add_argument("--seed", type=_int_in(0, _MAX_SEED, "--seed"), default=42, help="seed of every RNG stream")
+    p.add_argument("--output-dir", type=Path, default=Path("traces"), help="the trace folder")
+    p.add_argument("--config-dir", type=Path, default=Path("configs"), help="the inference-perf config folder")
+    p.add_argument("--workers", type=_int_in(1, 1024, "--workers"), default=os.cpu_count() or 1,
+                   help="worker processes (the bytes are the same for every number)")
+    p.add_argument("--server-type", choices=SERVER_TYPES, default="vllm", help="server.type of the configs")
+    p.add_argument("--base-url", type=_url("--base-url"), default="http://localhost:8000",
+                   help="server base URL written into the configs")
+    p.add_argument("--prometheus-url", type=_url("--prometheus-url"),
+                   help="Prometheus base URL; when given, the configs collect the server's metrics from it "
+                   f"(--metrics prometheus; without --metrics default and this, {DEFAULT_PROMETHEUS_URL})")
+    p.add_argument("--metrics", choices=METRICS_TYPES,
+                   help="metrics.type of the configs (default: prometheus with --prometheus-url, else default: "
+                   "client-side reports only, no Prometheus queries and no wait after the load)")
     p.add_argument("--max-wait-ms", type=_int_in(0, 10**7, "--max-wait-ms"),
                    help="cap on the recorded gaps the replay waits out between turns (max_wait_ms in the configs; "
-                   "default: inference-perf's 15000); for quick functional runs")
-    p.add_argument("--max-model-len", type=_int_in(1024, 10**8, "--max-model-len"), default=131072)
+                   "unset: inference-perf's 15000); for quick functional runs")
+    p.add_argument("--max-model-len", type=_int_in(1024, 10**8, "--max-model-len"), default=131072,
+                   help="context window every request must fit, max_tokens included")
     p.add_argument("--scale", type=_positive_float("--scale"), default=1.0, help="multiply every session count")
     p.add_argument("--budget-scale", type=_positive_float("--budget-scale"), default=1.0,
                    help="multiply every token budget (small, fast datasets for tests)")
     p.add_argument("--arrival-window", type=_int_in(1, 86400, "--arrival-window"), default=1200,
-                   help="seconds over which scenario 3 sessions arrive (session_rate in its configs; default 1200)")
+                   help="seconds over which scenario 3's sessions arrive (session_rate in its configs)")
     p.add_argument("--absolute-paths", action="store_true", help="write absolute paths into the configs")
     p.add_argument("--compress", choices=["zstd"], help="write .json.zst files (fastgen unpack DIR restores .json)")
-    p.add_argument("--level", type=_int_in(1, 22, "--level"), default=3, help="zstd level (default 3)")
-    p.add_argument("--force", action="store_true", help="write into a folder that holds other files; fastgen then "
-                   "removes only files its previous manifest lists and never overwrites one it did not write")
-    p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    p.add_argument("--level", type=_int_in(1, 22, "--level"), help="zstd level, with --compress zstd (unset: 3)")
+    p.add_argument("--force", action="store_true", help="write into folders that hold other files; fastgen then "
+                   "replaces only files its previous manifest lists and never overwrites one it did not write")
     return p
 
 
@@ -91,54 +125,81 @@ def _validate_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", type=Path, help="a dataset folder (or one scenario folder)")
     p.add_argument("--trace", type=Path, help="one trace file")
     p.add_argument("--verbose", action="store_true", help="with --trace: print the whole dependency graph")
-    p.add_argument("--workers", type=_int_in(1, 1024, "--workers"), default=None)
+    p.add_argument("--workers", type=_int_in(1, 1024, "--workers"), default=None,
+                   help="worker processes (unset: all cores)")
     return p
 
 
+def _verify_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="fastgen verify", description="Re-hash a dataset against its manifest (or another one).")
+    p.add_argument("dir", type=Path, help="a dataset folder (the one that holds manifest.json)")
+    p.add_argument("--manifest", type=Path, help="compare with this manifest (e.g. a golden one) instead of DIR's")
+    return p
+
+
+def _unpack_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="fastgen unpack", description="Restore plain .json from .json.zst (inference-perf reads .json).")
+    p.add_argument("dir", type=Path, help="a dataset folder written with --compress zstd")
+    return p
+
+
+def _warn(message: str) -> None:
+    print(f"fastgen: warning: {message}", file=sys.stderr)
+
+
+def _config_options(args):
+    from .configs import ConfigOptions
+
+    metrics = args.metrics or ("prometheus" if args.prometheus_url else "default")
+    return ConfigOptions(server_type=args.server_type, base_url=args.base_url,
+                         prometheus_url=args.prometheus_url or DEFAULT_PROMETHEUS_URL, metrics=metrics,
+                         max_wait_ms=args.max_wait_ms, absolute_paths=args.absolute_paths)
+
+
 def _run_generate(args) -> int:
-    from .configs import SERVER_TYPES, render_configs, write_configs
-    from .dataset import check_fits
+    if args.level is not None and not args.compress:
+        raise _UsageError("--level needs --compress zstd")
     from .output import TOKENIZER_FOLDER, RunOptions, generate
     from .spec import Spec
-    from .tokenizer import load_tokenizer
+    from .tokenizer import BUILTIN_NAME, load_tokenizer
 
     import dataclasses
 
     spec = Spec(max_model_len=args.max_model_len).scaled(sessions=args.scale, budgets=args.budget_scale)
     spec = dataclasses.replace(spec, scenario3=dataclasses.replace(spec.scenario3, arrival_window_s=args.arrival_window))
-    check_fits(spec)
-    if args.server_type not in SERVER_TYPES:  # before anything is written; render_configs would refuse it too late
-        raise SpecError(f"--server-type {args.server_type!r} is not supported; use {' or '.join(SERVER_TYPES)}")
     tokenizer_name = args.tokenizer or args.model
     tokenizer = load_tokenizer(tokenizer_name)
+    if args.model == DEFAULT_MODEL and tokenizer_name not in (DEFAULT_MODEL, BUILTIN_NAME):
+        _warn(f"--tokenizer {tokenizer_name} with the default --model {DEFAULT_MODEL}: the configs ask the server "
+              f"for that model; pass --model with the name your server serves")
+    if not tokenizer.has_chat_template:
+        _warn(f"tokenizer {tokenizer_name} has no chat template; servers need one to render the prompts (add "
+              f"chat_template to its tokenizer_config.json, or use the model's own tokenizer folder)")
+    config_options = _config_options(args)
     ident = tokenizer.identity
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr))
-    say(f"fastgen {__version__}: tokenizer {ident.source} (sha256 {ident.sha256[:12]}, vocab {ident.vocab_size}, "
-        f"{'additive' if tokenizer.additive else 'non-additive: counting whole texts'}), seed {args.seed}, "
-        f"{args.workers} worker(s)")
-    zstd_level = args.level if args.compress else None
+    metrics = ("metrics from Prometheus at " + config_options.prometheus_url if config_options.metrics == "prometheus"
+               else "metrics: default (no Prometheus queries; give --prometheus-url to collect the server's)")
+    say(f"fastgen {__version__}: model {args.model}, tokenizer {ident.source} (sha256 {ident.sha256[:12]}, "
+        f"vocab {ident.vocab_size}, {'additive' if tokenizer.additive else 'non-additive: counting whole texts'}), "
+        f"seed {args.seed}, {args.workers} worker(s), {args.server_type} at {args.base_url}, {metrics}")
+    zstd_level = (3 if args.level is None else args.level) if args.compress else None
     arguments = {"model": args.model, "tokenizer": tokenizer_name, "seed": args.seed, "scale": args.scale,
                  "budget_scale": args.budget_scale, "max_model_len": args.max_model_len, "zstd_level": zstd_level,
                  "arrival_window": args.arrival_window}
     options = RunOptions(model=args.model, tokenizer=tokenizer_name, seed=args.seed, spec=spec,
                          output_dir=args.output_dir, workers=args.workers,
                          progress=not args.quiet and sys.stderr.isatty(), arguments=arguments, zstd_level=zstd_level,
-                         force=args.force)
+                         force=args.force, config_dir=args.config_dir, configs=config_options)
     records = generate(options, tokenizer)
-    rendered = render_configs(spec=spec, model=args.model, server_type=args.server_type, base_seed=args.seed,
-                              trace_root=args.output_dir, config_root=args.config_dir,
-                              tokenizer_dir=args.output_dir / TOKENIZER_FOLDER, absolute_paths=args.absolute_paths,
-                              base_url=args.base_url, prometheus_url=args.prometheus_url,
-                              metrics=args.metrics, max_wait_ms=args.max_wait_ms)
-    written = write_configs(args.config_dir, rendered)
     traces = [r for r in records if not r.path.startswith(TOKENIZER_FOLDER + "/")]
     say(f"wrote {len(traces)} trace files ({sum(r.size for r in traces) / 1e9:.2f} GB) to {args.output_dir} "
-        f"and {len(written)} configs to {args.config_dir}")
+        f"and the configs to {args.config_dir}")
     return 0
 
 
 def _run_validate(args) -> int:
-    from .validate import describe_file, validate_tree, summary_table, check_file
+    from .validate import check_file, describe_file, summary_table, validate_tree
 
     if args.trace:
         if args.verbose:
@@ -149,22 +210,9 @@ def _run_validate(args) -> int:
         return 1 if report.deviations else 0
     if args.dir is None:
         raise ValidationError("give a dataset folder (fastgen validate DIR) or a file (--trace FILE)")
-    reports = validate_tree(args.dir, workers=args.workers, progress=sys.stderr.isatty())
+    reports = validate_tree(args.dir, workers=args.workers, progress=not args.quiet and sys.stderr.isatty())
     print(summary_table(reports))
     return 1 if any(r.deviations for r in reports) else 0
-
-
-def _verify_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="fastgen verify", description="Re-hash a dataset against its manifest (or another one).")
-    p.add_argument("dir", type=Path)
-    p.add_argument("--manifest", type=Path, help="compare with this manifest (e.g. a golden one) instead of DIR's")
-    return p
-
-
-def _unpack_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="fastgen unpack", description="Restore plain .json from .json.zst (inference-perf reads .json).")
-    p.add_argument("dir", type=Path)
-    return p
 
 
 def _run_verify(args) -> int:
@@ -178,12 +226,18 @@ def _run_verify(args) -> int:
 def _run_unpack(args) -> int:
     from .verify import unpack_tree
 
-    print(f"restored {unpack_tree(args.dir)} .json files in {args.dir}")
+    restored = unpack_tree(args.dir)
+    if not args.quiet:
+        print(f"restored {restored} .json files in {args.dir}")
     return 0
 
 
-_SUBCOMMANDS = {"validate": (_validate_parser, _run_validate), "verify": (_verify_parser, _run_verify),
-                "unpack": (_unpack_parser, _run_unpack)}
+_COMMANDS = {"generate": (_generate_parser, _run_generate), "validate": (_validate_parser, _run_validate),
+             "verify": (_verify_parser, _run_verify), "unpack": (_unpack_parser, _run_unpack)}
+
+
+class _UsageError(Exception):
+    """Arguments that parse one by one but not together: exit 2, like argparse's own errors."""
 
 
 class Terminated(BaseException):
@@ -194,14 +248,30 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
+def _split(argv: list[str]) -> tuple[str, list[str]]:
+    """(command, its arguments); -q/--quiet may stand before the command name."""
+    leading = argv[: next((i for i, a in enumerate(argv) if a not in _QUIET), len(argv))]
+    rest = argv[len(leading):]
+    if rest and not rest[0].startswith("-"):
+        if rest[0] not in _COMMANDS:
+            close = difflib.get_close_matches(rest[0], list(_COMMANDS), n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise _UsageError(f"unknown command '{rest[0]}'; {hint}commands: {', '.join(_COMMANDS)} (generating "
+                              f"needs no command: fastgen --help)")
+        return rest[0], leading + rest[1:]
+    return "generate", leading + rest
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        if argv[:1] and argv[0] in _SUBCOMMANDS:
-            parser, run = _SUBCOMMANDS[argv[0]]
-            return run(parser().parse_args(argv[1:]))
-        return _run_generate(_generate_parser().parse_args(argv))
+        command, rest = _split(argv)
+        parser, run = _COMMANDS[command]
+        return run(parser().parse_args(rest))
+    except _UsageError as exc:
+        print(f"fastgen: error: {exc}", file=sys.stderr)
+        return 2
     except FastgenError as exc:
         print(f"fastgen: error: {exc}", file=sys.stderr)
         return 1

@@ -16,7 +16,8 @@ import yaml
 from .errors import OutputError, SpecError
 from .spec import Spec
 
-__all__ = ["ConfigEntry", "METRICS_TYPES", "SERVER_TYPES", "config_layout", "render_configs", "write_configs"]
+__all__ = ["ConfigEntry", "ConfigOptions", "METRICS_TYPES", "SERVER_TYPES", "config_layout", "render_configs",
+           "write_configs", "reports_root"]
 
 SERVER_TYPES = ("vllm", "sglang")
 # A fixed worker count keeps the committed configs machine-independent (inference-perf defaults to cpu_count()).
@@ -37,6 +38,8 @@ class ConfigEntry:
     num_sessions: int
     events_per_session: int  # the most requests one session can have queued at once
     session_rate: Optional[float] = None
+    about: str = ""  # what the name means for the load, for the file's header
+
 
     @property
     def scenario(self) -> str:
@@ -47,26 +50,47 @@ class ConfigEntry:
         return PurePosixPath(self.path).stem
 
 
+@dataclass(frozen=True)
+class ConfigOptions:
+    """What the configs say about the server and the run, beyond the spec."""
+
+    server_type: str = "vllm"
+    base_url: str = "http://localhost:8000"
+    prometheus_url: str = "http://localhost:9090"
+    metrics: str = "default"  # "prometheus" only when there is a Prometheus to query
+    max_wait_ms: Optional[int] = None
+    absolute_paths: bool = False
+
+
 def config_layout(spec: Spec) -> list[ConfigEntry]:
     """The configs for `spec`, in a fixed order; num_sessions never exceeds the scenario's corpus."""
     s1, s2, s3 = spec.scenario1, spec.scenario2, spec.scenario3
     entries = [
-        ConfigEntry(f"scenario1/c{level}.yml", "scenario1", level, s1.sessions, SCENARIO1_EVENTS)
+        ConfigEntry(f"scenario1/c{level}.yml", "scenario1", level, s1.sessions, SCENARIO1_EVENTS,
+                    about=f"c{level}: {level} sessions in flight at a time (the next starts when one ends), "
+                          f"{s1.sessions} in all, each a chain of {SCENARIO1_EVENTS} requests")
         for level in s1.concurrency
     ]
     for level in s2.concurrency:
         for timing in ("sync", "stagger"):
+            sets = min(level, s2.sets)
+            spread = (f"within {s2.sync_window_ms / 1000:g} s" if timing == "sync" else
+                      f"{s2.stagger_ms.lo / 1000:g}-{s2.stagger_ms.hi / 1000:g} s apart")
             entries.append(
                 ConfigEntry(
                     f"scenario2/c{level}_{timing}.yml",
                     f"scenario2_{timing}",
                     level,
-                    min(level, s2.sets),
+                    sets,
                     1 + len(s2.branches),  # the root and its parallel branches
+                    about=f"c{level}_{timing}: {sets} branch sets at once, each a root request and then "
+                          f"{len(s2.branches)} branches that start {spread} ({sets * (1 + len(s2.branches))} "
+                          f"requests)",
                 )
             )
     for level in s3.concurrency:
         sessions = min(level, s3.sessions)
+        rate = sessions / s3.arrival_window_s
         for layout in ("stable", "noisy"):
             # inference-perf spaces starts by 1/session_rate, so this spreads the arrivals over the window.
             entries.append(
@@ -76,28 +100,52 @@ def config_layout(spec: Spec) -> list[ConfigEntry]:
                     level,
                     sessions,
                     s3.turns.hi,
-                    session_rate=sessions / s3.arrival_window_s,
+                    session_rate=rate,
+                    about=_arrivals_note(level, sessions, rate, spec),
                 )
             )
     return entries
+
+
+def _arrivals_note(level: int, sessions: int, rate: float, spec: Spec) -> str:
+    """Scenario 3's names count arrivals, not sessions in flight: in flight is rate x session length (Little's law)."""
+    s3, timing = spec.scenario3, spec.timing
+    # The replay waits out every recorded tool gap (capped by max_wait_ms): a session lasts at least this long.
+    gaps_s = ((s3.turns.lo + s3.turns.hi) / 2 - 1) * (timing.tool_exec_ms.lo + timing.tool_exec_ms.hi) / 2 / 1000
+    example_s = 36
+
+    def approx(x: float) -> str:
+        return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
+
+    return (f"c{level}: {sessions} sessions arriving evenly over {s3.arrival_window_s} s ({rate:.3g}/s); "
+            f"concurrent_sessions {level} is a cap, not the load: about {rate:.3g}/s x session length are in flight, "
+            f"at least {approx(rate * gaps_s)} (a session waits out ~{gaps_s:.0f} s of recorded tool gaps), "
+            f"{approx(rate * example_s)} for sessions of {example_s} s")
+
+
+def reports_root(config_root: Path) -> Path:
+    """Where the configs send inference-perf's reports: a `reports` folder beside the config folder."""
+    return Path(os.path.abspath(config_root)).parent / "reports"
 
 
 def render_configs(
     *,
     spec: Spec,
     model: str,
-    server_type: str,
     base_seed: int,
     trace_root: Path,
     config_root: Path,
     tokenizer_dir: Path,
+    server_type: str = "vllm",
     absolute_paths: bool = False,
     base_url: str = "http://localhost:8000",
     prometheus_url: str = "http://localhost:9090",
-    metrics: str = "prometheus",
+    metrics: str = "default",
     max_wait_ms: Optional[int] = None,
 ) -> dict[str, str]:
-    """Relative config path -> YAML text. Paths are relative to each config's folder unless absolute_paths."""
+    """Relative config path -> YAML text. Paths are relative to each config's folder unless absolute_paths.
+
+    The keyword arguments after tokenizer_dir are ConfigOptions' fields."""
     if server_type not in SERVER_TYPES:
         raise SpecError(f"server type {server_type!r} is not supported; use one of: {', '.join(SERVER_TYPES)}")
     if metrics not in METRICS_TYPES:
@@ -105,8 +153,8 @@ def render_configs(
     rendered = {}
     for entry in config_layout(spec):
         config_dir = Path(config_root) / entry.scenario
-        # configs/ and reports/ are siblings at the repository root; inference-perf fills in {timestamp}.
-        report = Path(config_root).parent / "reports" / entry.scenario / f"{entry.name}-{{timestamp}}"
+        # inference-perf fills in {timestamp}.
+        report = reports_root(config_root) / entry.scenario / f"{entry.name}-{{timestamp}}"
         paths = {
             key: _config_path(target, config_dir, absolute_paths)
             for key, target in (
@@ -127,7 +175,7 @@ def render_configs(
             max_wait_ms=max_wait_ms,
         )
         body = yaml.safe_dump(document, sort_keys=False, default_flow_style=False, allow_unicode=True)
-        rendered[entry.path] = _header(entry, config_root, absolute_paths) + body
+        rendered[entry.path] = _header(entry, absolute_paths, paths["report"]) + body
     return rendered
 
 
@@ -146,7 +194,9 @@ def _document(
     # Key order here is the order in the file: fixed, so regenerating gives identical bytes.
     return {
         "api": {"type": "chat", "streaming": True},
-        "server": {"type": server_type, "model_name": model, "base_url": base_url, "ignore_eos": True},
+        # Every span carries the tool catalog, and inference-perf 0.7.0 then sends ignore_eos: false on every request
+        # whatever this says: the file says what really happens.
+        "server": {"type": server_type, "model_name": model, "base_url": base_url, "ignore_eos": False},
         "data": {"type": "otel_trace_replay", "otel_trace_replay": _replay_section(paths["traces"], max_wait_ms)},
         "load": _load_section(entry, base_seed),
         "metrics": _metrics_section(metrics, prometheus_url),
@@ -199,15 +249,24 @@ def _config_path(target: Path, config_dir: Path, absolute: bool) -> str:
     return Path(os.path.relpath(resolved, config_dir.resolve())).as_posix()
 
 
-def _header(entry: ConfigEntry, config_root: Path, absolute: bool) -> str:
+def _header(entry: ConfigEntry, absolute: bool, report: str) -> str:
+    # Nothing here depends on where the folders are: the same text is true wherever --config-dir points.
     name = PurePosixPath(entry.path).name
+    report = report.replace("{timestamp}", "<timestamp>")
     if absolute:
-        return f"# generated by fastgen (absolute paths): inference-perf --config_file {name}\n"
-    folder = f"{Path(config_root).name}/{entry.scenario}"
-    return (
-        f"# generated by fastgen; paths are relative to {folder}: "
-        f"cd {folder} && inference-perf --config_file {name}\n"
-    )
+        lines = [f"# generated by fastgen (absolute paths): inference-perf --config_file {name}, from any folder",
+                 f"# reports go to {report}"]
+    else:
+        lines = [f"# generated by fastgen; paths are relative to this file's folder: cd there, then "
+                 f"inference-perf --config_file {name}",
+                 f"# reports go to {report} from there (a reports folder beside the config folder)"]
+    lines += [
+        f"# {entry.about}",
+        "# output lengths are not pinned: every span carries the tool catalog, so inference-perf sends ignore_eos "
+        "false and each engine decodes until it stops (at most the recorded count on text turns); compare "
+        "output-token totals and per-token latencies",
+    ]
+    return "".join(line + "\n" for line in lines)
 
 
 def write_configs(config_root: Path, rendered: dict[str, str]) -> list[Path]:

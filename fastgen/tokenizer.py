@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,8 @@ __all__ = ["Tokenizer", "load_tokenizer", "BUILTIN_DIR", "BUILTIN_NAME", "hub_ca
 BUILTIN_NAME = "builtin"
 BUILTIN_DIR = Path(__file__).parent / "data" / "builtin-tokenizer"
 # Files a transformers tokenizer folder may need; exported beside the traces so configs can point at them offline.
+# What the hub accepts as a repo id ("gpt2", "Qwen/Qwen3-32B"); anything else that is not on disk is a mistyped path.
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 # Joins the additivity probe checks: every unit boundary is a newline followed by one of these starts.
 _PROBE_ENDS = ("x\n", "x\n\n", "x)\n", "x:\n", "x.\n\n", "x  \n", "x}\n", "x`\n", "x]\n", "9\n")
@@ -70,6 +73,17 @@ class Tokenizer:
         pairs = [(end, start + " y\n") for end in _PROBE_ENDS for start in _PROBE_STARTS]
         return all(self.count(a + b) == self.count(a) + self.count(b) for a, b in pairs)
 
+    @property
+    def has_chat_template(self) -> bool:
+        """Whether a server (and transformers) can render chat prompts with this tokenizer folder."""
+        if "chat_template.jinja" in self.folder_files:
+            return True
+        try:
+            config = json.loads(self.folder_files.get("tokenizer_config.json", b"{}"))
+        except ValueError:
+            return False
+        return isinstance(config, dict) and bool(config.get("chat_template"))
+
     def export(self, folder: Path) -> list[tuple[str, bytes]]:
         """Write a folder that transformers.AutoTokenizer loads (tokenizer.json plus its config files)."""
         folder.mkdir(parents=True, exist_ok=True)
@@ -113,10 +127,15 @@ def _resolve_folder(name: str) -> tuple[Path, Path]:
             raise TokenizerError(f"folder {name} has no tokenizer.json; point --tokenizer at a tokenizer.json, "
                                  f"a model folder that has one, or use --tokenizer builtin")
         return path, path / "tokenizer.json"
+    if not _HUB_ID.fullmatch(name):
+        raise TokenizerError(f"tokenizer path {name} does not exist; point --tokenizer at a tokenizer.json or a model "
+                             f"folder that has one, or use --tokenizer builtin")
     cached = _find_in_hub_cache(name)
     if cached is None:
-        raise TokenizerError(f"no tokenizer for '{name}' on disk or in the local Hugging Face cache ({hub_cache_dir()}); "
-                             f"pass --tokenizer PATH (a tokenizer.json or a model folder) or --tokenizer builtin")
+        raise TokenizerError(f"hub id '{name}' is not in the local Hugging Face cache ({hub_cache_dir()}) nor a path "
+                             f"on disk; download "
+                             f"it with `huggingface-cli download {name} tokenizer.json tokenizer_config.json`, pass "
+                             f"--tokenizer PATH (a tokenizer.json or a model folder), or use --tokenizer builtin")
     return cached, cached / "tokenizer.json"
 
 

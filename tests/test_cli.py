@@ -57,10 +57,10 @@ def test_cli_bad_number_exits_2_with_one_line_naming_the_option(tmp_path, option
     _assert_nothing_written(tmp_path)
 
 
-def test_cli_unknown_server_type_exits_1_naming_the_supported_ones(tmp_path):
+def test_cli_unknown_server_type_exits_2_naming_the_supported_ones(tmp_path):
     result = run_fastgen(*SMALL, "--server-type", "tgi", *_paths(tmp_path))
 
-    assert result.returncode == 1
+    assert result.returncode == 2
     line = _one_error_line(result)
     assert "vllm" in line and "sglang" in line
     _assert_nothing_written(tmp_path)
@@ -176,3 +176,135 @@ def test_cli_validate_branch_without_root_output_exits_1(small_dataset, tmp_path
     total = [line.split() for line in result.stdout.splitlines() if line.startswith("total")]
     assert (int(total[0][3]), int(total[0][4])) == (1, 1), result.stdout
     assert "session_0001.json: event 5: segments shared(<-0) unique, expected" in result.stdout, result.stdout
+
+
+def test_cli_start_up_line_names_the_model_and_warns_of_a_tokenizer_with_the_default_model(tmp_path):
+    folder = tmp_path / "my-tokenizer"
+    shutil.copytree(BUILTIN_DIR, folder)
+    args = [a for a in SMALL if a not in ("--tokenizer", "builtin", "--quiet")]
+
+    default_model = run_fastgen(*args, "--tokenizer", str(folder), "--workers", "1", *_paths(tmp_path))
+    own_model = run_fastgen(*args, "--tokenizer", str(folder), "--model", "Qwen/Qwen3-32B", "--workers", "1",
+                            "--force", *_paths(tmp_path))
+
+    assert default_model.returncode == 0 and own_model.returncode == 0, default_model.stderr + own_model.stderr
+    assert "model meta-llama/Llama-3.3-70B-Instruct" in default_model.stderr
+    warning = [line for line in default_model.stderr.splitlines() if line.startswith("fastgen: warning: ")]
+    assert len(warning) == 1 and "--model" in warning[0] and str(folder) in warning[0], default_model.stderr
+    assert "model Qwen/Qwen3-32B" in own_model.stderr and "warning" not in own_model.stderr
+
+
+def test_cli_tokenizer_without_chat_template_warns_even_when_quiet(tmp_path):
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    shutil.copy(BUILTIN_DIR / "tokenizer.json", folder / "tokenizer.json")
+    args = [a for a in SMALL if a not in ("--tokenizer", "builtin")]
+
+    result = run_fastgen(*args, "--tokenizer", str(folder), "--model", "local/plain", "--workers", "1",
+                         *_paths(tmp_path))
+
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("fastgen: warning: ") and "no chat template" in line
+
+
+@pytest.mark.parametrize("name, says", [
+    ("./qwen", "tokenizer path ./qwen does not exist"),
+    ("Qwen/Qwen3-32B", "hub id 'Qwen/Qwen3-32B' is not in the local Hugging Face cache"),
+])
+def test_cli_missing_tokenizer_tells_a_mistyped_path_from_an_uncached_hub_id(tmp_path, name, says):
+    hub = tmp_path / "empty-hub"
+    hub.mkdir()
+    args = [a for a in SMALL if a not in ("--tokenizer", "builtin")]
+
+    result = _fastgen_env(*args, "--tokenizer", name, *_paths(tmp_path), env={"HF_HUB_CACHE": str(hub)},
+                          cwd=tmp_path)
+
+    assert result.returncode == 1
+    line = _one_error_line(result)
+    assert says in line, line
+    assert ("huggingface-cli download" in line) == ("/" in name and not name.startswith("."))
+
+
+def _metrics(config_dir: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load((config_dir / "scenario1" / "c1.yml").read_text())["metrics"]
+
+
+def test_cli_metrics_are_default_unless_a_prometheus_url_is_given(tmp_path):
+    plain = run_fastgen(*SMALL, "--workers", "1", *_paths(tmp_path / "a"))
+    with_prometheus = run_fastgen(*SMALL, "--workers", "1", "--prometheus-url", "http://prom:9090",
+                                  *_paths(tmp_path / "b"))
+
+    assert plain.returncode == 0 and with_prometheus.returncode == 0, plain.stderr + with_prometheus.stderr
+    assert _metrics(tmp_path / "a" / "configs") == {"type": "default"}
+    assert _metrics(tmp_path / "b" / "configs") == {"type": "prometheus",
+                                                    "prometheus": {"url": "http://prom:9090", "scrape_interval": 15}}
+
+
+def test_cli_start_up_line_says_which_metrics_the_configs_collect(tmp_path):
+    args = [a for a in SMALL if a != "--quiet"]
+
+    result = run_fastgen(*args, "--workers", "1", *_paths(tmp_path))
+
+    assert result.returncode == 0, result.stderr
+    assert "metrics: default (no Prometheus queries; give --prometheus-url" in result.stderr.splitlines()[0]
+
+
+def test_cli_mistyped_command_suggests_the_real_one(small_dataset):
+    result = run_fastgen("validat", str(small_dataset / "traces"))
+
+    assert result.returncode == 2
+    assert "unknown command 'validat'; did you mean 'validate'?" in _one_error_line(result)
+
+
+def test_cli_quiet_before_the_command_is_accepted(small_dataset):
+    result = run_fastgen("--quiet", "validate", str(small_dataset / "traces"))
+
+    assert result.returncode == 0, result.stderr
+    assert "total" in result.stdout
+
+
+def test_cli_help_shows_the_defaults():
+    result = run_fastgen("--help")
+
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())  # argparse wraps lines
+    assert "(default: 42)" in text and "(default: traces)" in text and "(default: 131072)" in text
+    assert "fastgen validate DIR" in text
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--worker", "2"], "unrecognized arguments: --worker"),
+    (["--base-url", "notaurl"], "--base-url must be an http(s) URL"),
+    (["--prometheus-url", "localhost:9090"], "--prometheus-url must be an http(s) URL"),
+    (["--level", "19"], "--level needs --compress zstd"),
+])
+def test_cli_abbreviations_bad_urls_and_a_lone_level_exit_2(tmp_path, args, says):
+    result = run_fastgen(*SMALL, *args, *_paths(tmp_path))
+
+    assert result.returncode == 2
+    assert says in _one_error_line(result)
+    _assert_nothing_written(tmp_path)
+
+
+def test_cli_ctrl_c_while_importing_the_generator_is_one_line(tmp_path):
+    # Deterministic: the interrupt arrives exactly when numpy, the first heavy import, starts loading.
+    code = (
+        "import builtins, os, signal, runpy, sys\n"
+        "real = builtins.__import__\n"
+        "def hook(name, *a, **k):\n"
+        "    if name == 'numpy' and 'numpy' not in sys.modules:\n"
+        "        builtins.__import__ = real\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = hook\n"
+        f"sys.argv = ['fastgen', *{SMALL + _paths(tmp_path)!r}]\n"
+        "runpy.run_module('fastgen', run_name='__main__', alter_sys=True)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+    assert result.returncode == 130, result.stderr
+    assert result.stderr == "fastgen: interrupted; the output was left as it was, with nothing partial\n"
+    _assert_nothing_written(tmp_path)

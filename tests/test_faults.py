@@ -116,7 +116,9 @@ def test_stale_staging_of_a_killed_run_is_removed_by_the_next_run(tmp_path):
     assert _leftovers(tmp_path)
     mine = tmp_path / ".out.fastgen-notmine"
     mine.mkdir()  # same pattern but not marked as fastgen's: kept
-    rerun = run_fastgen(*SMALL, "--workers", "1", "--output-dir", str(tmp_path / "out"), "--config-dir", str(tmp_path / "c"))
+    # the same folders: the killed run's staging of the traces and of the configs both go
+    rerun = run_fastgen(*SMALL, "--workers", "1", "--output-dir", str(tmp_path / "out"),
+                        "--config-dir", str(tmp_path / "configs"))
     assert rerun.returncode == 0, rerun.stderr
     assert _leftovers(tmp_path) == [".out.fastgen-notmine"]
 

@@ -117,7 +117,9 @@ def test_generate_output_path_blocked_by_regular_file_exits_1(tmp_path, under):
     result = _generate(tmp_path, traces=out)
 
     assert result.returncode == 1
-    assert str(blocker) in _one_error_line(result)
+    line = _one_error_line(result)
+    assert str(blocker) in line and ("which is a file" if under else "is not a folder") in line, line
+    assert "--output-dir" in line
     assert blocker.read_bytes() == b"not a folder\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]  # no staging, no configs
 
