@@ -1,7 +1,7 @@
 """The checks of one replayed config: what inference-perf reported against what the server saw and the traces say.
 
 Each check returns failure lines (empty = passed). Requests are matched to spans by content (traces.py); a span's
-predecessor is the previous span for a chain (scenarios 1 and 3) and the root for a fan (scenario 2), which is
+predecessor is the previous span for a chain and the root for a fan (each scenario's Shape says which), which is
 the graph `fastgen validate` holds every file to.
 """
 
@@ -41,7 +41,13 @@ class Outcome:
 
 
 def shape_of(trace_dir: str) -> str:
-    return "fan" if trace_dir.startswith("scenario2") else "chain"
+    """"chain" or "fan": the graph kind the trace directory's scenario declares (fastgen.scenarios)."""
+    from fastgen.scenarios import scenario_of_layout
+
+    scenario = scenario_of_layout(trace_dir)
+    if scenario is None:
+        raise ValueError(f"no registered scenario writes {trace_dir!r}")
+    return scenario.shape(scenario.spec_type()).kind
 
 
 def check_run(outcome: Outcome, *, exit_code: int, records: list[dict], reports: Optional[SessionReports],

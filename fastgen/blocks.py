@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .content.budget import compose_block, file_sections
 from .content.compose import Composer, Text
 from .content.vocab import Vocab
-from .plans.common import file_sections
-from .plans.types import Message, system, user
+from .messages import Message, system, user
+from .streams import agent_rng, catalog_rng
 from .tools import ToolCatalog, build_catalog
 
-__all__ = ["ScenarioBlocks", "CatalogStage", "catalog_stage", "build_blocks", "compose_block"]
+__all__ = ["ScenarioBlocks", "CatalogStage", "catalog_stage", "build_blocks"]
 
 _AGENTS = ("Forge", "Patchwork", "Keystone", "Tessera", "Lattice", "Quill", "Harbor", "Cinder")
 
@@ -41,15 +42,9 @@ class ScenarioBlocks:
     modules: tuple[ModuleFiles, ...] = ()
 
 
-def compose_block(composer: Composer, header: str, kind: str, budget: int, rng: np.random.Generator) -> Text:
-    """A header line followed by `kind` text, exactly `budget` tokens in all (when the header fits)."""
-    head = composer.line(header)
-    return composer.join([head, composer.fill(kind, max(budget - head.tokens, 0), rng)])
-
-
 def _system_prompt(composer: Composer, v: Vocab, repo: str, budget: int, rng, *, seed: int, scenario_id: int) -> Text:
     # one draw per seed, then a different agent per scenario: the prompts differ from their first token
-    first = int(np.random.default_rng([seed, 0xA6E]).integers(len(_AGENTS)))
+    first = int(agent_rng(seed).integers(len(_AGENTS)))
     agent = _AGENTS[(first + scenario_id) % len(_AGENTS)]
     header = (f"You are {agent}, an autonomous software engineering agent working in the {repo} repository, "
               f"owned by the {v.team()} team. Read code before changing it, keep patches minimal, run the tests you "
@@ -71,7 +66,7 @@ class CatalogStage:
 
 
 def catalog_stage(tokenizer, sc_spec, *, scenario_id: int, seed: int) -> CatalogStage:
-    rng = np.random.default_rng([seed, scenario_id, 0xB10C])
+    rng = catalog_rng(seed, scenario_id)
     v = Vocab(rng)
     repo = f"{v.team()}-{v.noun()}-{v.noun()}"
     return CatalogStage(repo, build_catalog(tokenizer, repo=repo, budget=sc_spec.tools, rng=rng), rng, v)

@@ -160,13 +160,15 @@ def _run_generate(args) -> int:
     if args.level is not None and not args.compress:
         raise _UsageError("--level needs --compress zstd")
     from .output import TOKENIZER_FOLDER, RunOptions, generate
-    from .spec import Spec
+    from .scenarios import default_spec
     from .tokenizer import BUILTIN_NAME, load_tokenizer
 
     import dataclasses
 
-    spec = Spec(max_model_len=args.max_model_len).scaled(sessions=args.scale, budgets=args.budget_scale)
-    spec = dataclasses.replace(spec, scenario3=dataclasses.replace(spec.scenario3, arrival_window_s=args.arrival_window))
+    spec = default_spec(max_model_len=args.max_model_len).scaled(sessions=args.scale, budgets=args.budget_scale)
+    # --arrival-window sets the window of every scenario whose sessions arrive over one
+    spec = spec.with_scenarios({name: dataclasses.replace(sc, arrival_window_s=args.arrival_window)
+                                for name, sc in spec.scenarios.items() if hasattr(sc, "arrival_window_s")})
     tokenizer_name = args.tokenizer or args.model
     tokenizer = load_tokenizer(tokenizer_name)
     if args.model == DEFAULT_MODEL and tokenizer_name not in (DEFAULT_MODEL, BUILTIN_NAME):

@@ -1,4 +1,5 @@
-"""The 17 inference-perf 0.7.0 configs of the benchmark, rendered from the spec.
+"""The inference-perf 0.7.0 configs of the benchmark (17 for the design's spec), rendered from the spec: each
+scenario says which configs it has (its ConfigEntry list), this module turns them into YAML.
 
 Rendering is pure (spec and paths in, YAML text out, byte-identical on every run); writing is a separate step.
 Every key is one that inference-perf 0.7.0's strict config models accept (they forbid unknown keys).
@@ -14,6 +15,7 @@ from typing import Optional
 import yaml
 
 from .errors import OutputError, SpecError
+from .scenarios import ConfigEntry, in_spec
 from .spec import Spec
 
 __all__ = ["ConfigEntry", "ConfigOptions", "METRICS_TYPES", "SERVER_TYPES", "config_layout", "render_configs",
@@ -22,32 +24,8 @@ __all__ = ["ConfigEntry", "ConfigOptions", "METRICS_TYPES", "SERVER_TYPES", "con
 SERVER_TYPES = ("vllm", "sglang")
 # A fixed worker count keeps the committed configs machine-independent (inference-perf defaults to cpu_count()).
 NUM_WORKERS = 4
-# Scenario 1's turn shape is fixed by the design (six turns, one request each); the spec holds only its budgets.
-SCENARIO1_EVENTS = 6
 SCRAPE_INTERVAL_S = 15
 METRICS_TYPES = ("prometheus", "default")
-
-
-@dataclass(frozen=True)
-class ConfigEntry:
-    """One config file: where it goes, which trace directory it replays, and its single load stage."""
-
-    path: str  # relative to the config root, e.g. "scenario1/c10.yml"
-    trace_dir: str  # relative to the trace root, e.g. "scenario1"
-    concurrent_sessions: int
-    num_sessions: int
-    events_per_session: int  # the most requests one session can have queued at once
-    session_rate: Optional[float] = None
-    about: str = ""  # what the name means for the load, for the file's header
-
-
-    @property
-    def scenario(self) -> str:
-        return PurePosixPath(self.path).parent.name
-
-    @property
-    def name(self) -> str:
-        return PurePosixPath(self.path).stem
 
 
 @dataclass(frozen=True)
@@ -63,64 +41,8 @@ class ConfigOptions:
 
 
 def config_layout(spec: Spec) -> list[ConfigEntry]:
-    """The configs for `spec`, in a fixed order; num_sessions never exceeds the scenario's corpus."""
-    s1, s2, s3 = spec.scenario1, spec.scenario2, spec.scenario3
-    entries = [
-        ConfigEntry(f"scenario1/c{level}.yml", "scenario1", level, s1.sessions, SCENARIO1_EVENTS,
-                    about=f"c{level}: {level} sessions in flight at a time (the next starts when one ends), "
-                          f"{s1.sessions} in all, each a chain of {SCENARIO1_EVENTS} requests")
-        for level in s1.concurrency
-    ]
-    for level in s2.concurrency:
-        for timing in ("sync", "stagger"):
-            sets = min(level, s2.sets)
-            spread = (f"within {s2.sync_window_ms / 1000:g} s" if timing == "sync" else
-                      f"{s2.stagger_ms.lo / 1000:g}-{s2.stagger_ms.hi / 1000:g} s apart")
-            entries.append(
-                ConfigEntry(
-                    f"scenario2/c{level}_{timing}.yml",
-                    f"scenario2_{timing}",
-                    level,
-                    sets,
-                    1 + len(s2.branches),  # the root and its parallel branches
-                    about=f"c{level}_{timing}: {sets} branch sets at once, each a root request and then "
-                          f"{len(s2.branches)} branches that start {spread} ({sets * (1 + len(s2.branches))} "
-                          f"requests)",
-                )
-            )
-    for level in s3.concurrency:
-        sessions = min(level, s3.sessions)
-        rate = sessions / s3.arrival_window_s
-        for layout in ("stable", "noisy"):
-            # inference-perf spaces starts by 1/session_rate, so this spreads the arrivals over the window.
-            entries.append(
-                ConfigEntry(
-                    f"scenario3/c{level}_{layout}.yml",
-                    f"scenario3_{layout}",
-                    level,
-                    sessions,
-                    s3.turns.hi,
-                    session_rate=rate,
-                    about=_arrivals_note(level, sessions, rate, spec),
-                )
-            )
-    return entries
-
-
-def _arrivals_note(level: int, sessions: int, rate: float, spec: Spec) -> str:
-    """Scenario 3's names count arrivals, not sessions in flight: in flight is rate x session length (Little's law)."""
-    s3, timing = spec.scenario3, spec.timing
-    # The replay waits out every recorded tool gap (capped by max_wait_ms): a session lasts at least this long.
-    gaps_s = ((s3.turns.lo + s3.turns.hi) / 2 - 1) * (timing.tool_exec_ms.lo + timing.tool_exec_ms.hi) / 2 / 1000
-    example_s = 36
-
-    def approx(x: float) -> str:
-        return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
-
-    return (f"c{level}: {sessions} sessions arriving evenly over {s3.arrival_window_s} s ({rate:.3g}/s); "
-            f"concurrent_sessions {level} is a cap, not the load: about {rate:.3g}/s x session length are in flight, "
-            f"at least {approx(rate * gaps_s)} (a session waits out ~{gaps_s:.0f} s of recorded tool gaps), "
-            f"{approx(rate * example_s)} for sessions of {example_s} s")
+    """The configs for `spec`, scenario by scenario in its order; num_sessions never exceeds a scenario's corpus."""
+    return [entry for scenario in in_spec(spec) for entry in scenario.configs(spec)]
 
 
 def reports_root(config_root: Path) -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import xxhash
 
-from . import __version__
+from .version import __version__
 from .compression import ZSTD_SUFFIX
 from .errors import OutputError
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from .plans.types import SessionPlan
+from .messages import SessionPlan
 from .spans import output_parts, session_dict, span_dict
 
 __all__ = ["native_session_bytes"]

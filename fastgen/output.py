@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .compression import compress_chunks, make_compressor
 from .configs import ConfigOptions, render_configs, write_configs
-from .dataset import DIRECTORIES, FILES_PER_TASK, DatasetBuilder, Task, check_fits, tasks
+from .dataset import DatasetBuilder, Task, check_fits, directories, files_per_task, tasks
 from .errors import OutputError
 from .manifest import MANIFEST_NAME, FileRecord, manifest_bytes, record
 from .outdir import Staging, discard, open_staging, place_all
@@ -88,7 +88,7 @@ def _check_space(staging: Staging, needed: int, compressed: bool) -> None:
 
 def _generate_into(staging: Staging, options: RunOptions, tokenizer: Tokenizer) -> list[FileRecord]:
     root = staging.folder
-    for name in DIRECTORIES:
+    for name in directories(options.spec):
         (root / name).mkdir()
     todo = tasks(options.spec)
     builder = DatasetBuilder(tokenizer, options.spec, seed=options.seed, model=options.model)
@@ -96,7 +96,7 @@ def _generate_into(staging: Staging, options: RunOptions, tokenizer: Tokenizer) 
     _check_space(staging, _estimated_bytes(builder, todo, options.zstd_level), options.zstd_level is not None)
     records: list[FileRecord] = []
     written = 0  # a running total: summing all records on every update is quadratic in the number of files
-    with _progress(sum(FILES_PER_TASK[t.scenario_id] for t in todo), options.progress) as bar:
+    with _progress(sum(files_per_task(t) for t in todo), options.progress) as bar:
         def done(batch: list[FileRecord]) -> None:
             nonlocal written
             records.extend(batch)

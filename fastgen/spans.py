@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 
-from .plans.types import Output, SessionPlan, Turn
+from .messages import Output, SessionPlan, Turn
 
 __all__ = ["EPOCH", "iso_time", "output_parts", "span_dict", "session_dict", "session_chunks", "session_bytes"]
 

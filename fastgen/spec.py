@@ -1,23 +1,24 @@
-"""Every number of the benchmark design, in real tokens of the tokenizer in use, in one declarative place.
+"""The shape of the workload: token ranges, timing, the context window, and the Spec that holds every scenario's own.
 
-Nothing else in fastgen hard-codes a budget, a session count, a concurrency level or a timing constant:
-plans read them from here, configs read the concurrency levels from here, and the manifest records the spec.
+Every number of the benchmark lives in a spec: each scenario's (its session count, token budgets, concurrency levels,
+timing) in a frozen dataclass in its scenario module, what all share here. Nothing else hard-codes one; the manifest
+records the spec.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from dataclasses import dataclass, field
+from typing import ClassVar, Mapping
 
 from .errors import SpecError
 
 __all__ = [
     "Range",
     "Timing",
-    "Scenario1Spec",
-    "Scenario2Spec",
-    "Scenario3Spec",
+    "ScenarioSpec",
     "Spec",
     "DEFAULT_MAX_MODEL_LEN",
     "TOOL_CALL_MIN_MAX_TOKENS",
@@ -70,102 +71,76 @@ class Timing:
     tool_exec_ms: Range = Range(1500, 6000)
 
 
-@dataclass(frozen=True)
-class Scenario1Spec:
-    """Multi-turn agent loop: 6 turns, turns 3 and 5 are apply_patch tool calls."""
+class ScenarioSpec:
+    """What every scenario's spec (a frozen dataclass in its scenario module) has: a session count and token budgets.
 
-    sessions: int = 100
-    system: int = 2000
-    tools: int = 8000
-    repo_map: int = 40000
-    file_context: int = 15000
-    bug_report: Range = Range(900, 1100)
-    analysis: Range = Range(800, 1200)
-    inspect_request: Range = Range(40, 80)
-    inspection_plan: Range = Range(500, 800)
-    test_logs: Range = Range(1000, 3000)
-    patch: Range = Range(150, 400)
-    patch_result: Range = Range(40, 120)
-    explanation: Range = Range(500, 1000)
-    failing_tests: Range = Range(2000, 3000)
-    passing_tests: Range = Range(300, 800)
-    summary: Range = Range(500, 1000)
-    concurrency: tuple[int, ...] = (1, 10, 25, 50, 100)
-    session_spacing_ms: int = 120_000
+    `count_field` names the field that counts its session indices; `not_tokens` the int and Range fields that are
+    not token budgets (counts, percentages, times), which --budget-scale leaves alone.
+    """
 
+    count_field: ClassVar[str] = "sessions"
+    not_tokens: ClassVar[frozenset[str]] = frozenset()
 
-@dataclass(frozen=True)
-class Scenario2Spec:
-    """Fan-out: one root, five parallel branches; sync and stagger differ only in timing."""
+    @property
+    def count(self) -> int:
+        return getattr(self, self.count_field)
 
-    sets: int = 50
-    system: int = 2000
-    tools: int = 8000
-    repo_map: int = 40000
-    root_prompt: Range = Range(55000, 95000)  # spread evenly across the sets
-    bug_report: Range = Range(800, 1200)
-    root_output: Range = Range(300, 600)
-    branch_output: Range = Range(1000, 2000)
-    branches: tuple[str, ...] = (
-        "smallest patch",
-        "refactor first",
-        "add validation",
-        "optimize hot path",
-        "preserve compat",
-    )
-    concurrency: tuple[int, ...] = (10, 25, 50)
-    sync_window_ms: int = 500
-    stagger_ms: Range = Range(1000, 5000)
-    set_spacing_ms: int = 60_000
-
-
-@dataclass(frozen=True)
-class Scenario3Spec:
-    """Monorepo swarm: a ~90K global prefix, module-shared workspaces, 2-6 tool-loop turns, Poisson arrivals."""
-
-    sessions: int = 500
-    system: int = 2000
-    tools: int = 8000
-    guidelines: int = 5000
-    repo_map: int = 55000
-    api_docs: int = 20000
-    modules: int = 25
-    workspace: Range = Range(4000, 20000)
-    # the module's shared files are this share (in percent) of a session's workspace tokens
-    shared_workspace_percent: Range = Range(20, 40)
-    task: Range = Range(500, 2000)
-    turns: Range = Range(2, 6)
-    tool_output: Range = Range(1000, 5000)
-    final_output: Range = Range(300, 800)
-    concurrency: tuple[int, ...] = (100, 250, 500)
-    arrival_window_s: int = 1200
+    def scaled(self, *, sessions: float, budgets: float):
+        changes: dict = {self.count_field: _scale_count(self.count, sessions)}
+        for f in dataclasses.fields(self):
+            if f.name in self.not_tokens or f.name == self.count_field:
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, Range):
+                changes[f.name] = value.scaled(budgets)
+            elif isinstance(value, int) and not isinstance(value, bool):
+                changes[f.name] = _scale_tokens(value, budgets)
+        return dataclasses.replace(self, **changes)
 
 
 @dataclass(frozen=True)
 class Spec:
-    scenario1: Scenario1Spec = field(default_factory=Scenario1Spec)
-    scenario2: Scenario2Spec = field(default_factory=Scenario2Spec)
-    scenario3: Scenario3Spec = field(default_factory=Scenario3Spec)
+    """The whole workload: each scenario's spec by name (in the registry's order), timing and the context window.
+
+    `spec.NAME` is the spec of the scenario called NAME. Build the default one with `fastgen.scenarios.default_spec`.
+    """
+
+    scenarios: Mapping[str, ScenarioSpec]
     timing: Timing = field(default_factory=Timing)
     max_model_len: int = DEFAULT_MAX_MODEL_LEN
+
+    def __getattr__(self, name: str):
+        # only reached for names that are not fields; `scenarios` itself is missing while unpickling
+        scenarios = self.__dict__.get("scenarios")
+        if scenarios is not None and name in scenarios:
+            return scenarios[name]
+        raise AttributeError(f"{type(self).__name__!r} has no attribute or scenario {name!r}")
 
     def scaled(self, *, sessions: float = 1.0, budgets: float = 1.0) -> "Spec":
         """A spec with session counts and token budgets multiplied (used by tests and quick runs).
 
-        Concurrency levels stay as named (the config files are the design's 17); configs cap num_sessions at the
+        Concurrency levels stay as named (the config files are the design's); configs cap num_sessions at the
         corpus size instead.
         """
         if not (sessions > 0 and budgets > 0):
             raise SpecError(f"scale factors must be > 0 (got sessions={sessions}, budgets={budgets})")
-        return dataclasses.replace(
-            self,
-            scenario1=_scale_scenario(self.scenario1, "sessions", sessions, budgets),
-            scenario2=_scale_scenario(self.scenario2, "sets", sessions, budgets),
-            scenario3=_scale_scenario(self.scenario3, "sessions", sessions, budgets),
-        )
+        return self.with_scenarios({name: sc.scaled(sessions=sessions, budgets=budgets)
+                                    for name, sc in self.scenarios.items()})
+
+    def with_scenarios(self, changed: Mapping[str, ScenarioSpec]) -> "Spec":
+        """The same spec with some scenarios' specs replaced (the order stays)."""
+        return dataclasses.replace(self, scenarios={name: changed.get(name, sc) for name, sc in self.scenarios.items()})
+
+    @classmethod
+    def from_dict(cls, doc: Mapping, spec_types: Mapping[str, type]) -> "Spec":
+        """The spec that to_dict() wrote, given each scenario's spec type by name (the registry knows them)."""
+        names = [name for name in doc if name not in ("timing", "max_model_len")]
+        return cls({name: _from_fields(spec_types[name], doc[name]) for name in names},
+                   _from_fields(Timing, doc["timing"]), int(doc["max_model_len"]))
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {**{name: dataclasses.asdict(sc) for name, sc in self.scenarios.items()},
+                "timing": dataclasses.asdict(self.timing), "max_model_len": self.max_model_len}
 
     def tokens_over_window(self, prompt_tokens: int, max_tokens: int, messages: int) -> int:
         """How far a request (prompt + the max_tokens sent + chat-template margin) exceeds the window; <= 0 fits."""
@@ -173,34 +148,15 @@ class Spec:
         return prompt_tokens + max_tokens + overhead - self.max_model_len
 
 
-_NOT_TOKENS = {
-    "sessions",
-    "sets",
-    "concurrency",
-    "branches",
-    "modules",
-    "turns",
-    "shared_workspace_percent",
-    "session_spacing_ms",
-    "set_spacing_ms",
-    "sync_window_ms",
-    "stagger_ms",
-    "arrival_window_s",
-}
-
-
-def _scale_scenario(sc, count_field: str, sessions: float, budgets: float):
-    changes: dict = {}
-    count = _scale_count(getattr(sc, count_field), sessions)
-    changes[count_field] = count
-    if hasattr(sc, "modules"):
-        changes["modules"] = max(1, min(sc.modules, count))
-    for f in dataclasses.fields(sc):
-        if f.name in _NOT_TOKENS:
-            continue
-        value = getattr(sc, f.name)
-        if isinstance(value, Range):
-            changes[f.name] = value.scaled(budgets)
-        elif isinstance(value, int):
-            changes[f.name] = _scale_tokens(value, budgets)
-    return dataclasses.replace(sc, **changes)
+def _from_fields(cls: type, fields: Mapping):
+    """A spec dataclass from its asdict() form: Ranges from {lo, hi}, tuples from lists."""
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        value, hint = fields[f.name], hints[f.name]
+        if hint is Range:
+            value = Range(value["lo"], value["hi"])
+        elif typing.get_origin(hint) is tuple:
+            value = tuple(value)
+        values[f.name] = value
+    return cls(**values)

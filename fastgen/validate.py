@@ -8,34 +8,25 @@ checks below read `graph_to_dict` of the very functions `OTelTraceReplayDataGene
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
 import json
 import logging
 import logging.handlers
-import multiprocessing
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from .compression import read_trace_bytes
-from .errors import ValidationError
+from .errors import OutputError, SpecError, ValidationError
+from .processes import context
 
-__all__ = ["SCENARIOS", "FileReport", "check_file", "validate_tree", "summary_table", "describe_file"]
+__all__ = ["FileReport", "check_file", "validate_tree", "summary_table", "describe_file", "expected_shapes"]
 
-SCENARIOS = ("scenario1", "scenario2_sync", "scenario2_stagger", "scenario3_stable", "scenario3_noisy")
-# scenario -> (fewest events, most events, what every non-root event hangs off: the previous event or the root)
-_SHAPES = {
-    "scenario1": (6, 6, "chain"),
-    "scenario2_sync": (6, 6, "fan"),
-    "scenario2_stagger": (6, 6, "fan"),
-    "scenario3_stable": (2, 6, "chain"),
-    "scenario3_noisy": (2, 6, "chain"),
-}
 _CAUSAL = frozenset({"full_match", "tool_call_ids_matched"})
-_SCENARIO1_TOOL_EVENTS = frozenset({2, 4})  # turns 3 and 5 call apply_patch
 _TRACE_PATTERNS = ("session_*.json", "session_*.json.zst")
 _MISSING = "inference-perf 0.7.0 is not installed; install fastgen[validate] (Python 3.12)"
 _FILES_PER_WORKER = 100  # a worker pays a ~5 s import; at ~50 ms a file it needs ~100 files to earn it back
@@ -94,7 +85,22 @@ def _build_graph(doc: dict, path: Path) -> tuple[dict, list[str]]:
     return api.graph_to_dict(graph), [record.getMessage() for record in collect.buffer]
 
 
-def _analyse(path: Path) -> tuple[str, dict | None, list[str]]:
+def expected_shapes(manifest_folder: Path | None = None) -> dict:
+    """Trace directory -> the Shape its sessions must have: for the spec a dataset's manifest records, else for the
+    benchmark's default spec. (The registry is imported here: importing this module stays light.)"""
+    from .manifest import read_manifest
+    from .scenarios import default_spec, in_spec, spec_from_dict
+
+    spec = default_spec()
+    if manifest_folder is not None:
+        try:
+            spec = spec_from_dict(read_manifest(manifest_folder)["spec"])
+        except (OutputError, KeyError, TypeError, ValueError, SpecError):
+            pass  # not a fastgen dataset, or one from another version: the default shapes
+    return {layout: s.shape(s.spec(spec)) for s in in_spec(spec) for layout in s.layouts}
+
+
+def _analyse(path: Path, shapes: dict | None = None) -> tuple[str, dict | None, list[str]]:
     """(scenario, graph dict or None, deviations). Anything that makes the replay skip the session is a deviation."""
     scenario = path.parent.name
     try:
@@ -106,13 +112,15 @@ def _analyse(path: Path) -> tuple[str, dict | None, list[str]]:
     except Exception as err:  # inference-perf logs these and skips the session: we report them instead
         return scenario, None, [f"unreadable: {type(err).__name__}: {str(err)[:200]}"]
     deviations = [f"inference-perf warned: {line[:200]}" for line in warned]
-    return scenario, graph, deviations + _shape_deviations(scenario, graph)
+    shapes = shapes if shapes is not None else expected_shapes(path.parent.parent)
+    return scenario, graph, deviations + _shape_deviations(scenario, graph, shapes)
 
 
-def _shape_deviations(scenario: str, graph: dict) -> list[str]:
-    if scenario not in _SHAPES:
-        return [f"unknown scenario {scenario!r}, expected one of {', '.join(SCENARIOS)}"]
-    fewest, most, kind = _SHAPES[scenario]
+def _shape_deviations(scenario: str, graph: dict, shapes: dict) -> list[str]:
+    if scenario not in shapes:
+        return [f"unknown scenario {scenario!r}, expected one of {', '.join(shapes)}"]
+    shape = shapes[scenario]
+    fewest, most, kind = shape.fewest, shape.most, shape.kind
     ids = list(graph["events"])  # insertion order = inference-perf's (start_time, span_id) order
     index = {eid: i for i, eid in enumerate(ids)}
     out = []
@@ -125,7 +133,7 @@ def _shape_deviations(scenario: str, graph: dict) -> list[str]:
         if i > 0:
             src = ids[i - 1] if kind == "chain" else ids[0]
             out += _edge_deviations(i, event, src, index)
-        out += _tool_flag_deviations(scenario, i, event["call"])
+        out += _tool_flag_deviations(shape.tool_events, i, event["call"])
     return out
 
 
@@ -141,11 +149,11 @@ def _edge_deviations(i: int, event: dict, src: str, index: dict[str, int]) -> li
     return out
 
 
-def _tool_flag_deviations(scenario: str, i: int, call: dict) -> list[str]:
+def _tool_flag_deviations(tool_events: frozenset[int] | None, i: int, call: dict) -> list[str]:
     # Absent from the dict means False. The flag needs tool definitions on the span, not just a tool-call output.
     is_tool = bool(call.get("expected_output_is_tool_call"))
-    if scenario == "scenario1":
-        want = i in _SCENARIO1_TOOL_EVENTS
+    if tool_events is not None:
+        want = i in tool_events
     else:
         reasons = (call.get("attributes") or {}).get("gen_ai.response.finish_reasons")
         if reasons is None:
@@ -165,30 +173,32 @@ def _fmt_segment(seg: dict, index: dict[str, int]) -> str:
     return f"{seg['type']}(<-{index.get(src, src)})" if src is not None else seg["type"]
 
 
-def check_file(path: Path) -> FileReport:
-    """One trace file (.json or .json.zst); a file inference-perf cannot read is a deviation, not an exception."""
+def check_file(path: Path, shapes: dict | None = None) -> FileReport:
+    """One trace file (.json or .json.zst); a file inference-perf cannot read is a deviation, not an exception.
+    `shapes` (expected_shapes) defaults to those of the dataset two folders up, or the default spec's."""
     path = Path(path)
-    scenario, graph, deviations = _analyse(path)
+    scenario, graph, deviations = _analyse(path, shapes)
     events = graph["event_count"] if graph else 0
     return FileReport(str(path), scenario, events, tuple(deviations))
 
 
-def _trace_files(root: Path) -> list[Path]:
-    # The five scenario folders, and root itself when it directly holds sessions; tokenizer/, manifest.json don't match.
-    folders = [root, *(root / name for name in SCENARIOS)]
+def _trace_files(root: Path, directories) -> list[Path]:
+    # The scenario folders, and root itself when it directly holds sessions; tokenizer/, manifest.json don't match.
+    folders = [root, *(root / name for name in directories)]
     return sorted(p for d in folders if d.is_dir() for pattern in _TRACE_PATTERNS for p in d.glob(pattern))
 
 
 def _spawn_pool(workers: int):
-    # The one place the start method is chosen: spawn, because forking after a tokenizer or Arrow started threads can
-    # deadlock, and spawn behaves the same on every OS.
-    return multiprocessing.get_context("spawn").Pool(workers)
+    # spawn: forking after a tokenizer or Arrow started threads can deadlock (processes.context says more).
+    return context("spawn").Pool(workers)
 
 
 def validate_tree(root: Path, *, workers: int | None = None, progress: bool = False) -> list[FileReport]:
     """Every session file under root's scenario folders (or in root itself), checked in parallel, sorted by path."""
     root = Path(root)
-    paths = _trace_files(root)
+    # A dataset folder's own manifest says its spec; a scenario folder's is one up.
+    shapes = expected_shapes(root if (root / "manifest.json").is_file() else root.parent)
+    paths = _trace_files(root, shapes)
     if not paths:
         raise ValidationError(f"no session_*.json or session_*.json.zst files under {root} or its scenario folders")
     if importlib.util.find_spec("inference_perf") is None:  # fail before spawning workers that would each fail
@@ -200,7 +210,8 @@ def validate_tree(root: Path, *, workers: int | None = None, progress: bool = Fa
     reports = []
     # One worker runs in-process: no spawn and no second multi-second import.
     with _spawn_pool(workers) if workers > 1 else contextlib.nullcontext() as pool:
-        results = pool.imap(check_file, paths, chunksize=chunksize) if pool else map(check_file, paths)
+        check = functools.partial(check_file, shapes=shapes)
+        results = pool.imap(check, paths, chunksize=chunksize) if pool else map(check, paths)
         for done, report in enumerate(results, 1):
             reports.append(report)
             _tick(done, len(paths), progress)

@@ -9,7 +9,6 @@ memory), fails the run with the sessions that were not written named.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
@@ -21,6 +20,7 @@ from typing import Callable
 from .dataset import DatasetBuilder, Piece, Task
 from .errors import OutputError
 from .manifest import FileRecord
+from .processes import context
 from .writer import SessionWriter
 
 __all__ = ["run_tasks", "build_pieces", "describe_task"]
@@ -41,19 +41,18 @@ def _adopt(builder: DatasetBuilder, root: str | None, zstd_level: int | None) ->
     _worker = (builder, SessionWriter(Path(root), zstd_level) if root is not None else None)
 
 
+def _write_session(writer: SessionWriter, builder: DatasetBuilder, task: Task) -> list[FileRecord]:
+    """Every file of one task, written. Here, not in the writer, so the writer (and verify, unpack) knows no builder."""
+    return [writer.write(rel, chunks) for rel, chunks in builder.chunks_for(task)]
+
+
 def _run_task(task: Task) -> list[FileRecord]:
     builder, writer = _worker
-    return writer.session(builder, task)
+    return _write_session(writer, builder, task)
 
 
 def _build_piece(piece: Piece):
     return _worker[0].build_piece(piece)
-
-
-def _pool_context():
-    """The one place the start method is chosen: fork shares the prepared builder at no cost."""
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
 @contextmanager
@@ -82,7 +81,7 @@ def _pool(builder: DatasetBuilder, workers: int, *, root: Path | None = None, zs
     """A fork pool for the block's whole life: workers fork at the first submit, not when the pool is made, so the
     tokenizers setting must hold until it is shut down."""
     with _no_tokenizer_threads():
-        executor = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_adopt,
+        executor = ProcessPoolExecutor(workers, mp_context=context("fork-prepared"), initializer=_adopt,
                                        initargs=(builder, None if root is None else str(root), zstd_level))
         try:
             yield executor
@@ -110,7 +109,7 @@ def run_tasks(builder: DatasetBuilder, todo: list[Task], *, root: Path, zstd_lev
     if workers <= 1:
         writer = SessionWriter(root, zstd_level)
         for task in todo:
-            done(writer.session(builder, task))
+            done(_write_session(writer, builder, task))
         return
     with _pool(builder, workers, root=root, zstd_level=zstd_level) as executor:
         pending = {executor.submit(_run_task, task): task for task in todo}

@@ -9,7 +9,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from .compression import ZSTD_SUFFIX, compress_chunks, make_compressor
-from .dataset import DatasetBuilder, Task
 from .errors import OutputError
 from .manifest import FileRecord, record
 
@@ -110,6 +109,3 @@ class SessionWriter:
             raise
         rec = record(rel, *chunks)
         return temp, rec if plain is None else replace(rec, content=(plain.size, plain.digest))
-
-    def session(self, builder: DatasetBuilder, task: Task) -> list[FileRecord]:
-        return [self.write(rel, chunks) for rel, chunks in builder.chunks_for(task)]

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from fastgen.compression import ZSTD_SUFFIX, read_trace_bytes
-from fastgen.dataset import DIRECTORIES
+from fastgen.scenarios import layouts
 from fastgen.manifest import HASH_NAME, read_manifest, record
 
 __all__ = ["session_paths", "hash_files", "manifest_sessions", "compare", "zstd_sample", "zstd_content_sizes"]
@@ -23,7 +23,7 @@ _SHOWN = 3  # mismatches named in a report; the count says the rest
 
 def session_paths(root: Path) -> list[str]:
     """Relative paths of every trace file under root's scenario folders, sorted."""
-    return sorted(p.relative_to(root).as_posix() for name in DIRECTORIES if (root / name).is_dir()
+    return sorted(p.relative_to(root).as_posix() for name in layouts() if (root / name).is_dir()
                   for p in (root / name).iterdir() if p.is_file())
 
 
@@ -41,7 +41,7 @@ def hash_files(root: Path, rels: list[str]) -> dict[str, tuple[int, str]]:
 def manifest_sessions(root: Path) -> tuple[dict[str, tuple[int, str]], list[str]]:
     """fastgen's records of its trace files (rel -> (size, hash)), and problems if disk and manifest disagree."""
     files = read_manifest(root)["files"]
-    records = {rel: (f["size"], f[HASH_NAME]) for rel, f in files.items() if rel.split("/", 1)[0] in DIRECTORIES}
+    records = {rel: (f["size"], f[HASH_NAME]) for rel, f in files.items() if rel.split("/", 1)[0] in layouts()}
     on_disk = session_paths(root)
     problems = [] if sorted(records) == on_disk else [
         f"manifest lists {len(records)} trace files, disk holds {len(on_disk)}"]

@@ -29,11 +29,11 @@ def _native(p: dict) -> dict:
     from fastgen.cli import DEFAULT_MODEL
     from fastgen.dataset import DatasetBuilder, file_name, tasks
     from fastgen.native import native_session_bytes
-    from fastgen.spec import Spec
+    from fastgen.scenarios import default_spec
     from fastgen.tokenizer import load_tokenizer
 
     out = Path(p["out"])
-    spec = Spec().scaled(sessions=p["scale"], budgets=p["budget_scale"])
+    spec = default_spec().scaled(sessions=p["scale"], budgets=p["budget_scale"])
     builder = DatasetBuilder(load_tokenizer("builtin"), spec, seed=p["seed"], model=DEFAULT_MODEL)
     made: set[str] = set()
     for task in tasks(spec):

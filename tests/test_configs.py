@@ -10,10 +10,11 @@ from inference_perf.config import read_config
 
 from fastgen.configs import config_layout, render_configs, write_configs
 from fastgen.errors import OutputError, SpecError
+from fastgen.scenarios import default_spec
 from fastgen.spec import Spec
 
-DEFAULT = Spec()
-SCALED = Spec().scaled(sessions=0.03, budgets=0.05)
+DEFAULT = default_spec()
+SCALED = default_spec().scaled(sessions=0.03, budgets=0.05)
 TRACE_DIRS = ("scenario1", "scenario2_sync", "scenario2_stagger", "scenario3_stable", "scenario3_noisy")
 
 

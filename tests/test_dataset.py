@@ -7,9 +7,10 @@ from collections import defaultdict
 
 import pytest
 
-from fastgen.dataset import DIRECTORIES, DatasetBuilder, Task, check_fits
+from fastgen.dataset import DatasetBuilder, Task, check_fits, directories
 from fastgen.errors import SpecError
-from fastgen.spec import TOOL_CALL_MIN_MAX_TOKENS, Spec
+from fastgen.scenarios import default_spec
+from fastgen.spec import TOOL_CALL_MIN_MAX_TOKENS
 from conftest import load_spans, trace_files
 
 
@@ -31,14 +32,14 @@ def _output_tokens(tok, output: list[dict]) -> int:
 
 
 def test_dataset_has_every_directory_with_the_scaled_session_counts(small_dataset):
-    spec = Spec().scaled(sessions=0.04, budgets=0.05)
+    spec = default_spec().scaled(sessions=0.04, budgets=0.05)
     counts = defaultdict(int)
     for path in trace_files(small_dataset / "traces"):
         counts[path.parent.name] += 1
     assert dict(counts) == {"scenario1": spec.scenario1.sessions, "scenario2_sync": spec.scenario2.sets,
                             "scenario2_stagger": spec.scenario2.sets, "scenario3_stable": spec.scenario3.sessions,
                             "scenario3_noisy": spec.scenario3.sessions}
-    assert set(counts) == set(DIRECTORIES)
+    assert set(counts) == set(directories(spec))
 
 
 def test_every_span_of_every_file_has_the_same_keys_and_json_types(small_dataset):
@@ -78,7 +79,7 @@ def test_tool_call_turns_reappear_with_their_ids_and_a_tool_result(small_dataset
 @pytest.fixture(scope="module")
 def full_size(builtin):
     """One session index of every scenario at the design's full budgets."""
-    builder = DatasetBuilder(builtin, Spec(), seed=42, model="m")
+    builder = DatasetBuilder(builtin, default_spec(), seed=42, model="m")
     return {rel: json.loads(data) for task in (Task(1, 0), Task(2, 0), Task(2, 49), Task(3, 0), Task(3, 7))
             for rel, data in builder.files_for(task)}
 
@@ -123,7 +124,7 @@ def test_full_size_scenario3_layouts_have_the_same_messages_in_another_order(ful
 
 
 def test_scenario3_sessions_on_one_module_share_20_to_40_percent_of_their_workspace(builtin):
-    spec = Spec().scaled(sessions=0.2, budgets=0.25)  # 100 sessions on 25 modules
+    spec = default_spec().scaled(sessions=0.2, budgets=0.25)  # 100 sessions on 25 modules
     builder = DatasetBuilder(builtin, spec, seed=5, model="m")
     by_module = defaultdict(list)
     for i in range(40):
@@ -146,7 +147,7 @@ def _last_inputs(builder, spec) -> list[int]:
 
 def test_every_request_fits_the_window_with_inference_perfs_max_tokens(builtin):
     """A tight window forces tool results to shrink; prompt + max_tokens + margin still fits."""
-    spec = Spec(max_model_len=12000).scaled(sessions=0.04, budgets=0.06)
+    spec = default_spec(max_model_len=12000).scaled(sessions=0.04, budgets=0.06)
     check_fits(spec)
     builder = DatasetBuilder(builtin, spec, seed=1, model="m")
     for i in range(spec.scenario3.sessions):
@@ -158,7 +159,7 @@ def test_every_request_fits_the_window_with_inference_perfs_max_tokens(builtin):
                 max_tokens = max(4 * max_tokens, TOOL_CALL_MIN_MAX_TOKENS)
             messages = json.loads(a["gen_ai.input.messages"])
             assert a["gen_ai.usage.input_tokens"] + max_tokens + 512 + 8 * len(messages) <= 12000
-    roomy = Spec(max_model_len=10**6).scaled(sessions=0.04, budgets=0.06)
+    roomy = default_spec(max_model_len=10**6).scaled(sessions=0.04, budgets=0.06)
     tight_inputs = _last_inputs(builder, spec)
     roomy_inputs = _last_inputs(DatasetBuilder(builtin, roomy, seed=1, model="m"), roomy)
     assert any(t < r for t, r in zip(tight_inputs, roomy_inputs)), "the window never forced a tool result to shrink"
@@ -166,8 +167,8 @@ def test_every_request_fits_the_window_with_inference_perfs_max_tokens(builtin):
 
 def test_check_fits_refuses_a_window_too_small_for_the_spec():
     with pytest.raises(SpecError, match="--max-model-len"):
-        check_fits(Spec(max_model_len=100000))
-    check_fits(Spec())
+        check_fits(default_spec(max_model_len=100000))
+    check_fits(default_spec())
 
 
 def test_scenario_prefixes_are_their_own(full_size):
@@ -183,7 +184,7 @@ def test_scenario_prefixes_are_their_own(full_size):
 
 
 def test_same_seed_same_bytes_other_seed_same_structure(builtin):
-    spec = Spec().scaled(sessions=0.02, budgets=0.03)
+    spec = default_spec().scaled(sessions=0.02, budgets=0.03)
     a = DatasetBuilder(builtin, spec, seed=42, model="m").files_for(Task(1, 1))
     b = DatasetBuilder(builtin, spec, seed=42, model="m").files_for(Task(1, 1))
     c = DatasetBuilder(builtin, spec, seed=43, model="m").files_for(Task(1, 1))
@@ -198,7 +199,7 @@ def test_prepare_in_worker_processes_gives_the_same_bytes_as_building_lazily(bui
     # bytes must equal those of a builder that never prepared and built everything on first use, in this process.
     from fastgen.workers import build_pieces
 
-    spec = Spec().scaled(sessions=0.02, budgets=0.03)
+    spec = default_spec().scaled(sessions=0.02, budgets=0.03)
     prepared = DatasetBuilder(builtin, spec, seed=5, model="m")
     prepared.prepare(build_pieces(prepared, 2))
     lazy = DatasetBuilder(builtin, spec, seed=5, model="m")
@@ -208,7 +209,7 @@ def test_prepare_in_worker_processes_gives_the_same_bytes_as_building_lazily(bui
 
 def test_prepare_pieces_are_every_pool_and_catalog_once():
     from fastgen.content.kinds import KINDS
-    from fastgen.dataset import PIECES
+    from fastgen.dataset import pieces
 
-    assert sorted(PIECES, key=repr) == sorted([("pool", k) for k in KINDS] + [("catalog", s) for s in (1, 2, 3)],
+    assert sorted(pieces(default_spec()), key=repr) == sorted([("pool", k) for k in KINDS] + [("catalog", s) for s in (1, 2, 3)],
                                               key=repr)

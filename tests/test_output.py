@@ -19,7 +19,7 @@ import pytest
 import xxhash
 
 from conftest import SMALL, load_spans, run_fastgen, trace_files
-from fastgen.spec import Spec
+from fastgen.scenarios import default_spec
 from fastgen.tokenizer import BUILTIN_DIR
 
 ONE_WORKER = [*SMALL, "--workers", "1"]
@@ -188,7 +188,7 @@ def test_manifest_records_tokenizer_arguments_and_spec(one_worker_dataset):
     assert manifest["tokenizer"]["sha256"] == builtin_sha
     assert manifest["arguments"]["seed"] == 42
     assert manifest["arguments"]["model"] == "meta-llama/Llama-3.3-70B-Instruct"
-    expected_spec = Spec().scaled(sessions=0.04, budgets=0.05).to_dict()
+    expected_spec = default_spec().scaled(sessions=0.04, budgets=0.05).to_dict()
     assert manifest["spec"] == json.loads(json.dumps(expected_spec))  # tuples come back as lists
 
 

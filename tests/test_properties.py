@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastgen.dataset import DatasetBuilder, Task
-from fastgen.spec import Spec
+from fastgen.scenarios import default_spec
 from fastgen.validate import check_file
 from test_dataset import _message_tokens, _output_tokens
 
@@ -20,7 +20,7 @@ pytest.importorskip("inference_perf")
 @given(seed=st.integers(0, 2**63 - 1), budgets=st.floats(0.01, 0.08), sessions=st.floats(0.01, 0.05),
        index=st.integers(0, 3), model=st.text(min_size=1, max_size=40))
 def test_any_seed_and_small_spec_gives_valid_exact_files(builtin, tmp_path, seed, budgets, sessions, index, model):
-    spec = Spec().scaled(sessions=sessions, budgets=budgets)
+    spec = default_spec().scaled(sessions=sessions, budgets=budgets)
     builder = DatasetBuilder(builtin, spec, seed=seed, model=model)
     types = set()
     for task in (Task(1, index % spec.scenario1.sessions), Task(2, index % spec.scenario2.sets),

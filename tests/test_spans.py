@@ -7,14 +7,14 @@ import pytest
 from fastgen.dataset import DatasetBuilder, Task
 from fastgen.native import native_session_bytes
 from fastgen.spans import iso_time, session_bytes
-from fastgen.spec import Spec
+from fastgen.scenarios import default_spec
 
 HOSTILE_MODELS = ["meta-llama/Llama-3.3-70B-Instruct", 'q"uote\\back\nnew\tline', "ünï\u2028cødé\x01", "m" * 5000]
 
 
 @pytest.fixture(scope="module")
 def builder(builtin):
-    return DatasetBuilder(builtin, Spec().scaled(sessions=0.02, budgets=0.05), seed=42, model="m")
+    return DatasetBuilder(builtin, default_spec().scaled(sessions=0.02, budgets=0.05), seed=42, model="m")
 
 
 @pytest.mark.parametrize("model", HOSTILE_MODELS)

@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 from collections import namedtuple
 
@@ -421,3 +422,17 @@ def test_verify_unpacked_dataset_against_the_compressed_manifest(packed, tmp_pat
     result = run_fastgen("verify", str(traces), "--manifest", str(packed / "manifest.json"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 missing, 0 extra, 0 changed, 0 truncated" in result.stdout
+
+
+# The generator's side: reading a dataset (verify, unpack, validate) must start without it, numpy or tokenizers.
+_GENERATOR_MODULES = ("numpy", "tokenizers", "fastgen.dataset", "fastgen.plans", "fastgen.scenarios", "fastgen.content",
+                      "fastgen.blocks")
+
+
+@pytest.mark.parametrize("module", ["fastgen.verify", "fastgen.validate"])
+def test_read_side_imports_no_generator(module):
+    # A fresh interpreter: this one has long since imported everything.
+    probe = f"import sys, {module}; print('\\n'.join(sorted(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded = [m for m in result.stdout.split() if any(m == g or m.startswith(g + ".") for g in _GENERATOR_MODULES)]
+    assert loaded == [], f"importing {module} loads {loaded}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..streams import pool_rng
 from ..tokenizer import Tokenizer
 from .kinds import FILLER_MAKERS, KINDS, UNIT_MAKERS
 from .vocab import Vocab
@@ -116,7 +117,7 @@ class Composer:
     def make_pool(self, kind: str) -> _Pool:
         """The pool of one kind, from its own RNG stream: independent of every other pool, so any process may
         build it (see adopt_pool)."""
-        vocab = Vocab(np.random.default_rng([self.seed, 1000 + KINDS.index(kind)]))
+        vocab = Vocab(pool_rng(self.seed, KINDS.index(kind)))
         units = [UNIT_MAKERS[kind](vocab) for _ in range(_UNITS_PER_KIND)]
         fillers = [FILLER_MAKERS[kind](vocab) for _ in range(_FILLERS_PER_KIND)]
         return _Pool(units, self.tokenizer.count_batch(units), fillers, self.tokenizer.count_batch(fillers))

@@ -12,8 +12,8 @@ from functools import cached_property
 
 import orjson
 
-from ..content.compose import Text
-from ..tools import ToolCatalog
+from .content.compose import Text
+from .tools import ToolCatalog
 
 __all__ = ["ToolCall", "Message", "Output", "Turn", "SessionPlan", "system", "user", "assistant_text",
            "assistant_calls", "tool_result"]

@@ -10,17 +10,51 @@ inference-perf's temporal fallback would otherwise chain a late branch behind a 
 
 from __future__ import annotations
 
-from ..blocks import ScenarioBlocks, compose_block
+from dataclasses import dataclass
+
+from ..blocks import ScenarioBlocks
+from ..content.budget import compose_block
 from ..content.compose import Composer
 from ..content.vocab import Vocab
-from ..spec import Spec
-from .common import duration_ms, session_rng
-from .types import Output, SessionPlan, Turn, user
+from ..messages import Output, SessionPlan, Turn, user
+from ..spec import Range, ScenarioSpec, Spec
+from ..streams import session_rng
+from .base import ConfigEntry, Request, Scenario, Shape
+from .common import CALL_TOKENS_BOUND, duration_ms, letters
 
-__all__ = ["SCENARIO_ID", "LAYOUTS", "plan_sessions", "root_budget"]
+__all__ = ["SCENARIO", "Scenario2Spec", "plan_sessions", "root_budget"]
 
 SCENARIO_ID = 2
+NAME = "scenario2"
 LAYOUTS = ("scenario2_sync", "scenario2_stagger")
+
+
+@dataclass(frozen=True)
+class Scenario2Spec(ScenarioSpec):
+    """Fan-out: one root, parallel branches (five by default); sync and stagger differ only in timing."""
+
+    count_field = "sets"
+    not_tokens = frozenset({"sync_window_ms", "stagger_ms", "set_spacing_ms"})
+
+    sets: int = 50
+    system: int = 2000
+    tools: int = 8000
+    repo_map: int = 40000
+    root_prompt: Range = Range(55000, 95000)  # spread evenly across the sets
+    bug_report: Range = Range(800, 1200)
+    root_output: Range = Range(300, 600)
+    branch_output: Range = Range(1000, 2000)
+    branches: tuple[str, ...] = (
+        "smallest patch",
+        "refactor first",
+        "add validation",
+        "optimize hot path",
+        "preserve compat",
+    )
+    concurrency: tuple[int, ...] = (10, 25, 50)
+    sync_window_ms: int = 500
+    stagger_ms: Range = Range(1000, 5000)
+    set_spacing_ms: int = 60_000
 _INSTRUCTIONS = {
     "smallest patch": "Produce the smallest patch that fixes {ticket}; touch as few lines as you can.",
     "refactor first": "Refactor the code around {ticket} first so the fix becomes obvious, then fix it.",
@@ -32,7 +66,7 @@ _INSTRUCTIONS = {
 
 def root_budget(spec: Spec, index: int) -> int:
     """Root prompt sizes are spread evenly over the range across the sets."""
-    s = spec.scenario2
+    s: Scenario2Spec = spec.scenarios[NAME]
     if s.sets == 1:
         return s.root_prompt.lo
     return s.root_prompt.lo + (s.root_prompt.hi - s.root_prompt.lo) * index // (s.sets - 1)
@@ -49,7 +83,7 @@ def _branch_output(composer: Composer, rng, budget: int):
 def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int,
                   index: int) -> list[SessionPlan]:
     """The sync and the stagger session of one branch set: the same content, different branch start times."""
-    s = spec.scenario2
+    s: Scenario2Spec = spec.scenarios[NAME]
     rng = session_rng(seed, SCENARIO_ID, index)
     v = Vocab(rng)
     ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
@@ -62,7 +96,8 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
     root = (blocks.system, blocks.repo_map, user(bug), user(logs))
     root_output = Output(composer.fill("prose", s.root_output.draw(rng), rng))
     branches = []
-    for letter, name in zip("ABCDEFGHIJ", s.branches):
+    for k, name in enumerate(s.branches):
+        letter = letters(k)
         instruction = composer.line(f"Candidate {letter} ({name}): {_INSTRUCTIONS.get(name, name).format(ticket=ticket)}\n")
         messages = root + (root_output.as_history(), user(instruction))
         branches.append((messages, Output(_branch_output(composer, rng, s.branch_output.draw(rng)))))
@@ -71,7 +106,7 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
 
 def _timed(spec: Spec, blocks: ScenarioBlocks, seed: int, index: int, layout: str, root, root_output: Output,
            branches) -> SessionPlan:
-    s = spec.scenario2
+    s: Scenario2Spec = spec.scenarios[NAME]
     rng = session_rng(seed, SCENARIO_ID, index, LAYOUTS.index(layout))
     start = index * s.set_spacing_ms
     root_end = start + duration_ms(spec.timing, blocks.catalog.tokens + sum(m.tokens for m in root), root_output.tokens)
@@ -88,3 +123,34 @@ def _timed(spec: Spec, blocks: ScenarioBlocks, seed: int, index: int, layout: st
                                             output.tokens)
         turns.append(Turn(f"{session_id}-b{k}", k, messages, output, b_start, max(natural_end, last_start + 1000)))
     return SessionPlan(layout, session_id, index, blocks.catalog, tuple(turns))
+
+
+def largest_requests(spec: Spec) -> list[Request]:
+    s: Scenario2Spec = spec.scenarios[NAME]
+    return [Request("scenario 2 branch", s.root_prompt.hi + s.root_output.hi + CALL_TOKENS_BOUND,
+                    s.branch_output.hi, 6)]
+
+
+def config_entries(spec: Spec) -> list[ConfigEntry]:
+    s: Scenario2Spec = spec.scenarios[NAME]
+    entries = []
+    for level in s.concurrency:
+        sets = min(level, s.sets)
+        for layout in LAYOUTS:
+            timing = layout.rsplit("_", 1)[1]
+            spread = (f"within {s.sync_window_ms / 1000:g} s" if timing == "sync" else
+                      f"{s.stagger_ms.lo / 1000:g}-{s.stagger_ms.hi / 1000:g} s apart")
+            entries.append(ConfigEntry(
+                f"{NAME}/c{level}_{timing}.yml", layout, level, sets,
+                1 + len(s.branches),  # the root and its parallel branches
+                about=f"c{level}_{timing}: {sets} branch sets at once, each a root request and then "
+                      f"{len(s.branches)} branches that start {spread} ({sets * (1 + len(s.branches))} requests)"))
+    return entries
+
+
+def shape(sc: Scenario2Spec) -> Shape:
+    return Shape(1 + len(sc.branches), 1 + len(sc.branches), "fan")
+
+
+SCENARIO = Scenario(id=SCENARIO_ID, name=NAME, spec_type=Scenario2Spec, layouts=LAYOUTS, shape=shape,
+                    plan=plan_sessions, largest_requests=largest_requests, configs=config_entries)

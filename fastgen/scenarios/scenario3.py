@@ -12,20 +12,54 @@ content and every timestamp; arrivals are uniform over the window, i.e. a Poisso
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 
-from ..blocks import ScenarioBlocks, compose_block
+from ..blocks import ScenarioBlocks
+from ..content.budget import compose_block, file_sections
 from ..content.compose import Composer
 from ..content.vocab import Vocab
 from ..errors import SpecError
-from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Spec
-from .common import duration_ms, file_sections, make_call, session_rng
-from .types import Message, Output, SessionPlan, Turn, tool_result, user
+from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
+from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Range, ScenarioSpec, Spec
+from ..streams import session_rng
+from .base import ConfigEntry, Request, Scenario, Shape
+from .common import CALL_TOKENS_BOUND, duration_ms, make_call
 
-__all__ = ["SCENARIO_ID", "LAYOUTS", "plan_sessions"]
+__all__ = ["SCENARIO", "Scenario3Spec", "plan_sessions"]
 
 SCENARIO_ID = 3
+NAME = "scenario3"
 LAYOUTS = ("scenario3_stable", "scenario3_noisy")
+
+
+@dataclass(frozen=True)
+class Scenario3Spec(ScenarioSpec):
+    """Monorepo swarm: a ~90K global prefix, module-shared workspaces, 2-6 tool-loop turns, Poisson arrivals."""
+
+    not_tokens = frozenset({"modules", "turns", "shared_workspace_percent", "arrival_window_s"})
+
+    sessions: int = 500
+    system: int = 2000
+    tools: int = 8000
+    guidelines: int = 5000
+    repo_map: int = 55000
+    api_docs: int = 20000
+    modules: int = 25
+    workspace: Range = Range(4000, 20000)
+    # the module's shared files are this share (in percent) of a session's workspace tokens
+    shared_workspace_percent: Range = Range(20, 40)
+    task: Range = Range(500, 2000)
+    turns: Range = Range(2, 6)
+    tool_output: Range = Range(1000, 5000)
+    final_output: Range = Range(300, 800)
+    concurrency: tuple[int, ...] = (100, 250, 500)
+    arrival_window_s: int = 1200
+
+    def scaled(self, *, sessions: float, budgets: float) -> "Scenario3Spec":
+        scaled = super().scaled(sessions=sessions, budgets=budgets)
+        return dataclasses.replace(scaled, modules=max(1, min(self.modules, scaled.sessions)))  # a module a session
 # tool -> the kind of text its result holds
 _TOOL_RESULTS = {"read_file": "code", "run_tests": "pytest", "search_code": "search", "run_command": "logline",
                  "list_dir": "tree"}
@@ -45,7 +79,7 @@ def _tool_arguments(v: Vocab, name: str, module: str) -> dict:
 
 def _fit_results(spec: Spec, base: int, base_messages: int, calls: list, results: list[int], final: int) -> list[int]:
     """Shrink tool results (never below their minimum) until every turn's request fits the window."""
-    lo = spec.scenario3.tool_output.lo
+    lo = spec.scenarios[NAME].tool_output.lo
     results = list(results)
     n = len(calls) + 1
     for t in range(1, n + 1):  # turn t sees the calls and results of turns 1..t-1
@@ -64,7 +98,7 @@ def _fit_results(spec: Spec, base: int, base_messages: int, calls: list, results
 
 
 def _workspace(composer: Composer, blocks: ScenarioBlocks, spec: Spec, rng):
-    s = spec.scenario3
+    s = spec.scenarios[NAME]
     module = blocks.modules[int(rng.integers(len(blocks.modules)))]
     core = module.core.tokens
     lo = max(s.workspace.lo, math.ceil(core * 100 / s.shared_workspace_percent.hi))
@@ -78,7 +112,7 @@ def _workspace(composer: Composer, blocks: ScenarioBlocks, spec: Spec, rng):
 def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int,
                   index: int) -> list[SessionPlan]:
     """The stable and the noisy session of one developer: the same content and times, different message order."""
-    s = spec.scenario3
+    s = spec.scenarios[NAME]
     rng = session_rng(seed, SCENARIO_ID, index)
     v = Vocab(rng)
     module, workspace = _workspace(composer, blocks, spec, rng)
@@ -120,3 +154,48 @@ def _chain(spec: Spec, blocks: ScenarioBlocks, session_id: str, layout: str, ind
         turns.append(Turn(f"{session_id}-t{number}", number, messages, output, t, end))
         t = end + gap
     return SessionPlan(layout, session_id, index, blocks.catalog, tuple(turns))
+
+
+def largest_requests(spec: Spec) -> list[Request]:
+    s: Scenario3Spec = spec.scenarios[NAME]
+    # Tool results shrink to their minimum where the last turns would not fit (_fit_results): count them at that.
+    base = (s.tools + s.system + s.guidelines + s.repo_map + s.api_docs + s.workspace.hi + s.task.hi
+            + (s.turns.hi - 1) * (CALL_TOKENS_BOUND + s.tool_output.lo))
+    return [Request("scenario 3 last turn", base, s.final_output.hi, 6 + 2 * (s.turns.hi - 1))]
+
+
+def _arrivals_note(level: int, sessions: int, rate: float, spec: Spec) -> str:
+    """Scenario 3's names count arrivals, not sessions in flight: in flight is rate x session length (Little's law)."""
+    s, timing = spec.scenarios[NAME], spec.timing
+    # The replay waits out every recorded tool gap (capped by max_wait_ms): a session lasts at least this long.
+    gaps_s = ((s.turns.lo + s.turns.hi) / 2 - 1) * (timing.tool_exec_ms.lo + timing.tool_exec_ms.hi) / 2 / 1000
+    example_s = 36
+
+    def approx(x: float) -> str:
+        return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
+
+    return (f"c{level}: {sessions} sessions arriving evenly over {s.arrival_window_s} s ({rate:.3g}/s); "
+            f"concurrent_sessions {level} is a cap, not the load: about {rate:.3g}/s x session length are in flight, "
+            f"at least {approx(rate * gaps_s)} (a session waits out ~{gaps_s:.0f} s of recorded tool gaps), "
+            f"{approx(rate * example_s)} for sessions of {example_s} s")
+
+
+def config_entries(spec: Spec) -> list[ConfigEntry]:
+    s: Scenario3Spec = spec.scenarios[NAME]
+    entries = []
+    for level in s.concurrency:
+        sessions = min(level, s.sessions)
+        rate = sessions / s.arrival_window_s  # inference-perf spaces starts by 1/session_rate: over the window
+        for layout in LAYOUTS:
+            variant = layout.rsplit("_", 1)[1]
+            entries.append(ConfigEntry(f"{NAME}/c{level}_{variant}.yml", layout, level, sessions, s.turns.hi,
+                                       session_rate=rate, about=_arrivals_note(level, sessions, rate, spec)))
+    return entries
+
+
+def shape(sc: Scenario3Spec) -> Shape:
+    return Shape(sc.turns.lo, sc.turns.hi, "chain")
+
+
+SCENARIO = Scenario(id=SCENARIO_ID, name=NAME, spec_type=Scenario3Spec, layouts=LAYOUTS, shape=shape,
+                    plan=plan_sessions, largest_requests=largest_requests, configs=config_entries)

@@ -13,17 +13,50 @@ linear chain with SHARED, OUTPUT, UNIQUE segments, and the live tool call is fed
 
 from __future__ import annotations
 
-from ..blocks import ScenarioBlocks, compose_block
+from dataclasses import dataclass
+
+from ..blocks import ScenarioBlocks
+from ..content.budget import compose_block, file_sections
 from ..content.compose import Composer, Text
 from ..content.vocab import Vocab
-from ..spec import Spec
-from .common import duration_ms, file_sections, make_call, session_rng
-from .types import Message, Output, SessionPlan, Turn, tool_result, user
+from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
+from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Range, ScenarioSpec, Spec
+from ..streams import session_rng
+from .base import ConfigEntry, Request, Scenario, Shape
+from .common import CALL_TOKENS_BOUND, duration_ms, make_call
 
-__all__ = ["SCENARIO_ID", "DIRECTORY", "plan_session"]
+__all__ = ["SCENARIO", "Scenario1Spec", "plan_sessions"]
 
 SCENARIO_ID = 1
-DIRECTORY = "scenario1"
+NAME = DIRECTORY = "scenario1"
+EVENTS = 6  # the design's turn shape: six turns, one request each
+TOOL_EVENTS = frozenset({2, 4})  # turns 3 and 5 call apply_patch
+
+
+@dataclass(frozen=True)
+class Scenario1Spec(ScenarioSpec):
+    """Multi-turn agent loop: 6 turns, turns 3 and 5 are apply_patch tool calls."""
+
+    not_tokens = frozenset({"session_spacing_ms"})
+
+    sessions: int = 100
+    system: int = 2000
+    tools: int = 8000
+    repo_map: int = 40000
+    file_context: int = 15000
+    bug_report: Range = Range(900, 1100)
+    analysis: Range = Range(800, 1200)
+    inspect_request: Range = Range(40, 80)
+    inspection_plan: Range = Range(500, 800)
+    test_logs: Range = Range(1000, 3000)
+    patch: Range = Range(150, 400)
+    patch_result: Range = Range(40, 120)
+    explanation: Range = Range(500, 1000)
+    failing_tests: Range = Range(2000, 3000)
+    passing_tests: Range = Range(300, 800)
+    summary: Range = Range(500, 1000)
+    concurrency: tuple[int, ...] = (1, 10, 25, 50, 100)
+    session_spacing_ms: int = 120_000
 
 
 def _patch_call(composer: Composer, rng, path: str, budget: int):
@@ -39,8 +72,9 @@ def _patch_applied(composer: Composer, rng, path: str, budget: int) -> Text:
                                    f"+{v.number(2, 40)} -{v.number(1, 30)} lines.\n", "logline", budget, rng)
 
 
-def plan_session(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int, index: int) -> SessionPlan:
-    s = spec.scenario1
+def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int,
+                  index: int) -> list[SessionPlan]:
+    s: Scenario1Spec = spec.scenarios[NAME]
     rng = session_rng(seed, SCENARIO_ID, index)
     v = Vocab(rng)
     ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
@@ -87,4 +121,32 @@ def plan_session(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed
         gap = spec.timing.tool_exec_ms if output.is_tool_call else spec.timing.think_gap_ms
         t = end + gap.draw(rng)
         prev_output = output
-    return SessionPlan(DIRECTORY, f"{DIRECTORY}-{index:04d}", index, blocks.catalog, tuple(turns))
+    return [SessionPlan(DIRECTORY, f"{DIRECTORY}-{index:04d}", index, blocks.catalog, tuple(turns))]
+
+
+def largest_requests(spec: Spec) -> list[Request]:
+    s: Scenario1Spec = spec.scenarios[NAME]
+    call = CALL_TOKENS_BOUND
+    t5 = (s.tools + s.system + s.repo_map + s.file_context + s.bug_report.hi + s.analysis.hi + s.inspect_request.hi
+          + s.inspection_plan.hi + s.test_logs.hi + s.patch.hi + call + s.patch_result.hi + s.explanation.hi
+          + s.failing_tests.hi)
+    t6 = t5 + s.patch.hi + call + s.patch_result.hi + s.passing_tests.hi
+    return [Request("scenario 1 turn 5", t5, TOOL_CALL_MIN_MAX_TOKENS, 12),
+            Request("scenario 1 turn 6", t6, s.summary.hi, 14)]
+
+
+def config_entries(spec: Spec) -> list[ConfigEntry]:
+    s: Scenario1Spec = spec.scenarios[NAME]
+    return [ConfigEntry(f"{NAME}/c{level}.yml", DIRECTORY, level, s.sessions, EVENTS,
+                        about=f"c{level}: {level} sessions in flight at a time (the next starts when one ends), "
+                              f"{s.sessions} in all, each a chain of {EVENTS} requests")
+            for level in s.concurrency]
+
+
+def shape(sc: Scenario1Spec) -> Shape:
+    return Shape(EVENTS, EVENTS, "chain", TOOL_EVENTS)
+
+
+SCENARIO = Scenario(id=SCENARIO_ID, name=NAME, spec_type=Scenario1Spec, layouts=(DIRECTORY,), shape=shape,
+                    plan=plan_sessions,
+                    largest_requests=largest_requests, configs=config_entries)

@@ -1,0 +1,87 @@
+"""The import graph follows the pipeline: no module of fastgen imports one above it (function-level imports count)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import fastgen
+
+ROOT = Path(fastgen.__file__).parent
+
+# Bottom to top; a module may import modules of its own layer and the layers below. A new module gets a row here.
+LAYERS: list[tuple[str, ...]] = [
+    ("errors", "version", "interrupts", "processes"),
+    ("spec", "streams"),
+    ("tokenizer",),
+    ("content", "content.vocab", "content.kinds", "content.compose", "content.budget"),
+    ("tools",),
+    ("messages",),
+    ("blocks",),
+    ("scenarios.base", "scenarios.common", "scenarios.scenario1", "scenarios.scenario2", "scenarios.scenario3",
+     "scenarios"),
+    ("spans", "native"),
+    ("dataset",),
+    ("configs",),
+    ("compression", "manifest"),
+    ("writer",),
+    ("workers", "outdir"),
+    ("output", "verify", "validate"),
+    ("cli", "__main__", ""),  # "" is the package door, fastgen/__init__.py
+]
+LAYER = {name: depth for depth, names in enumerate(LAYERS) for name in names}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """The fastgen modules a file imports, as names relative to the package."""
+    name = _module_name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    package = [p for p in package if p]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+            target = [*base, *(node.module.split(".") if node.module else [])]
+            if node.module is None:  # from . import a, b: each is a module of the package
+                found |= {".".join([*target, alias.name]) for alias in node.names}
+            else:
+                found.add(".".join(target))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fastgen"):
+            found.add(node.module.removeprefix("fastgen").lstrip("."))
+        elif isinstance(node, ast.Import):
+            found |= {a.name.removeprefix("fastgen").lstrip(".") for a in node.names if a.name.startswith("fastgen")}
+    return {f for f in found if f != name}
+
+
+def _modules() -> list[Path]:
+    return sorted(ROOT.rglob("*.py"))
+
+
+def test_every_module_has_a_layer():
+    assert sorted(_module_name(p) for p in _modules() if _module_name(p) not in LAYER) == []
+
+
+def test_no_module_imports_one_above_it_in_the_pipeline():
+    upward = []
+    for path in _modules():
+        name = _module_name(path)
+        for target in sorted(_imports(path)):
+            # `from .scenarios import x` may name a module or a symbol of the package: either is the package's layer
+            layer = LAYER.get(target, LAYER.get(target.rsplit(".", 1)[0] if "." in target else target))
+            assert layer is not None, f"{name} imports {target!r}, which has no layer"
+            if layer > LAYER[name]:
+                upward.append(f"{name} (layer {LAYER[name]}) imports {target} (layer {layer})")
+    assert upward == []
+
+
+def test_the_layer_check_sees_relative_and_function_level_imports():
+    # the checker itself: validate imports the registry inside a function, two levels of relative import resolve
+    assert "scenarios" in _imports(ROOT / "validate.py")
+    assert {"spec", "streams", "scenarios.base"} <= _imports(ROOT / "scenarios" / "scenario1.py")
