@@ -1,7 +1,7 @@
 """fastgen: token-exact, graph-exact, reproducible KV-cache benchmark traces for inference-perf.
 
 This module is the one door: everything a program needs is imported from here; the modules behind it are the
-pipeline's stages (spec -> tokenizer -> content -> blocks -> plans -> spans -> files -> manifest).
+pipeline's stages (workload -> scenarios -> tokenizer -> content -> blocks -> plans -> spans -> files -> manifest).
 
 The names are loaded on first use (PEP 562), so `import fastgen` and the command's start-up stay cheap: the command
 imports numpy, tokenizers and the generator only inside its error handling, where Ctrl-C is one line, not a traceback.
@@ -18,6 +18,12 @@ _EXPORTS = {
     "SpecError": "errors",
     "TokenizerError": "errors",
     "ValidationError": "errors",
+    "WorkloadError": "errors",
+    "Scenario": "scenarios",
+    "default_spec": "scenarios",
+    "register": "scenarios",
+    "load_workload": "workload",
+    "workload_yaml": "workload",
     "ConfigOptions": "configs",
     "RunOptions": "output",
     "generate": "output",

@@ -1,6 +1,7 @@
 """The `fastgen` command. Thin: parse, call the library, map fastgen's errors to one line and an exit code.
 
-    fastgen [generate] [--model M] [--tokenizer T] [--seed N] [--output-dir D] [--config-dir C] ...
+    fastgen [generate] [--workload FILE | --from-manifest MANIFEST] [--model M] [--tokenizer T] [--seed N] ...
+    fastgen workload show [--workload FILE] [--scale F] [--budget-scale F] [--max-model-len N]
     fastgen validate DIR | fastgen validate --trace FILE [--verbose]
     fastgen verify DIR [--manifest FILE] | fastgen unpack DIR
 
@@ -11,6 +12,7 @@ main's error handling, so Ctrl-C during start-up is the same one line as Ctrl-C 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import os
 import signal
@@ -18,12 +20,13 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .errors import FastgenError, ValidationError
+from .errors import FastgenError, SpecError, ValidationError
 from .version import __version__
 
 __all__ = ["main"]
 
 DEFAULT_MODEL = "meta-llama/Llama-3.3-70B-Instruct"
+DEFAULT_SEED = 42
 DEFAULT_PROMETHEUS_URL = "http://localhost:9090"
 _MAX_SEED = 2**63 - 1
 _QUIET = ("--quiet", "-q")
@@ -81,14 +84,21 @@ def _generate_parser() -> argparse.ArgumentParser:
 
     p = _Parser(prog="fastgen", description="Generate the coding-agent KV-cache benchmark: trace files for "
                 "inference-perf's otel_trace_replay and one config per scenario and load level.",
-                epilog="Other commands: fastgen validate DIR, fastgen verify DIR, fastgen unpack DIR "
-                "(each with --help). `fastgen generate ...` is the same as `fastgen ...`.")
+                epilog="Other commands: fastgen workload show, fastgen validate DIR, fastgen verify DIR, fastgen unpack "
+                "DIR (each with --help). `fastgen generate ...` is the same as `fastgen ...`. Your own workload: "
+                "fastgen workload show > my.yaml, edit it, then fastgen --workload my.yaml.")
     p.add_argument("--version", action="version", version=f"fastgen {__version__}")
-    p.add_argument("--model", default=DEFAULT_MODEL,
-                   help="model name in the spans and server.model_name in the configs: the name your server serves")
+    p.add_argument("--model", default=argparse.SUPPRESS,
+                   help=f"model name in the spans and server.model_name in the configs: the name your server serves "
+                   f"(default: {DEFAULT_MODEL})")
     p.add_argument("--tokenizer", help="tokenizer.json, a model folder, a hub id in the local HF cache, or 'builtin' "
                    "(default: --model's tokenizer)")
-    p.add_argument("--seed", type=_int_in(0, _MAX_SEED, "--seed"), default=42, help="seed of every RNG stream")
+    p.add_argument("--seed", type=_int_in(0, _MAX_SEED, "--seed"), default=argparse.SUPPRESS,
+                   help=f"seed of every RNG stream (default: {DEFAULT_SEED})")
+    _add_workload_options(p)
+    p.add_argument("--from-manifest", type=Path, metavar="MANIFEST",
+                   help="regenerate the dataset a manifest describes, byte for byte: its workload, seed, model, "
+                   "tokenizer and compression")
     p.add_argument("--output-dir", type=Path, default=Path("traces"), help="the trace folder")
     p.add_argument("--config-dir", type=Path, default=Path("configs"), help="the inference-perf config folder")
     p.add_argument("--workers", type=_int_in(1, 1024, "--workers"), default=os.cpu_count() or 1,
@@ -105,19 +115,100 @@ def _generate_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-wait-ms", type=_int_in(0, 10**7, "--max-wait-ms"),
                    help="cap on the recorded gaps the replay waits out between turns (max_wait_ms in the configs; "
                    "unset: inference-perf's 15000); for quick functional runs")
-    p.add_argument("--max-model-len", type=_int_in(1024, 10**8, "--max-model-len"), default=131072,
-                   help="context window every request must fit, max_tokens included")
-    p.add_argument("--scale", type=_positive_float("--scale"), default=1.0, help="multiply every session count")
-    p.add_argument("--budget-scale", type=_positive_float("--budget-scale"), default=1.0,
-                   help="multiply every token budget (small, fast datasets for tests)")
-    p.add_argument("--arrival-window", type=_int_in(1, 86400, "--arrival-window"), default=1200,
-                   help="seconds over which scenario 3's sessions arrive (session_rate in its configs)")
     p.add_argument("--absolute-paths", action="store_true", help="write absolute paths into the configs")
     p.add_argument("--compress", choices=["zstd"], help="write .json.zst files (fastgen unpack DIR restores .json)")
     p.add_argument("--level", type=_int_in(1, 22, "--level"), help="zstd level, with --compress zstd (unset: 3)")
     p.add_argument("--force", action="store_true", help="write into folders that hold other files; fastgen then "
                    "replaces only files its previous manifest lists and never overwrites one it did not write")
     return p
+
+
+def _add_workload_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workload", metavar="FILE",
+                   help="a workload YAML file (`fastgen workload show > my.yaml` writes one to edit), or a shipped "
+                   "one: default, 32k, smoke (default: default, the benchmark's numbers)")
+    p.add_argument("--max-model-len", type=_int_in(1024, 10**8, "--max-model-len"), default=argparse.SUPPRESS,
+                   help="context window every request must fit, max_tokens included (default: the workload's, "
+                   "131072 in the default one)")
+    p.add_argument("--scale", type=_positive_float("--scale"), default=1.0, help="multiply every session count")
+    p.add_argument("--budget-scale", type=_positive_float("--budget-scale"), default=1.0,
+                   help="multiply every token budget (small, fast datasets for tests)")
+    p.add_argument("--arrival-window", type=_int_in(1, 86400, "--arrival-window"), default=argparse.SUPPRESS,
+                   help="seconds over which the sessions of scenarios with arrivals (scenario 3) arrive: session_rate "
+                   "in their configs (default: the workload's, 1200 in the default one)")
+
+
+def _workload_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="fastgen workload", description="Print the effective workload as YAML: the shipped default, or "
+                "--workload FILE, with --scale, --budget-scale, --max-model-len and --arrival-window applied. Edit it "
+                "and generate with fastgen --workload FILE.")
+    p.add_argument("action", choices=["show"], help="show: print the workload")
+    _add_workload_options(p)
+    return p
+
+
+def _effective_workload(args):
+    """The workload of --workload (the shipped default without it), with the command line's changes applied."""
+    from .workload import default_workload, resolve_workload
+
+    spec = resolve_workload(args.workload) if args.workload else default_workload()
+    if hasattr(args, "max_model_len"):
+        spec = dataclasses.replace(spec, max_model_len=args.max_model_len)
+    if (args.scale, args.budget_scale) != (1.0, 1.0):
+        spec = spec.scaled(sessions=args.scale, budgets=args.budget_scale)
+    if hasattr(args, "arrival_window"):
+        spec = spec.with_scenarios({name: dataclasses.replace(sc, arrival_window_s=args.arrival_window)
+                                    for name, sc in spec.scenarios.items() if hasattr(sc, "arrival_window_s")})
+    return spec
+
+
+def _run_workload(args) -> int:
+    from .workload import workload_yaml
+
+    sys.stdout.write(workload_yaml(_effective_workload(args)))
+    return 0
+
+
+_FROM_MANIFEST_TAKES = ("--workload", "--seed", "--model", "--tokenizer", "--scale", "--budget-scale",
+                        "--max-model-len", "--arrival-window", "--compress", "--level")
+
+
+def _given(args, option: str) -> bool:
+    value = getattr(args, option.lstrip("-").replace("-", "_"), None)
+    return value is not None and value is not False and not (option in ("--scale", "--budget-scale") and value == 1.0)
+
+
+def _run_plan(args):
+    """(workload, model, tokenizer name, seed, zstd level, manifest arguments, the sha256 the tokenizer must have)."""
+    if args.from_manifest is None:
+        if args.level is not None and not args.compress:
+            raise _UsageError("--level needs --compress zstd")
+        model, seed = getattr(args, "model", DEFAULT_MODEL), getattr(args, "seed", DEFAULT_SEED)
+        tokenizer = args.tokenizer or model
+        zstd_level = (3 if args.level is None else args.level) if args.compress else None
+        arguments = {"model": model, "tokenizer": tokenizer, "seed": seed, "workload": args.workload or "default",
+                     "scale": args.scale, "budget_scale": args.budget_scale,
+                     "max_model_len": getattr(args, "max_model_len", None), "zstd_level": zstd_level,
+                     "arrival_window": getattr(args, "arrival_window", None)}
+        return _effective_workload(args), model, tokenizer, seed, zstd_level, arguments, None
+    taken = [option for option in _FROM_MANIFEST_TAKES if _given(args, option)]
+    if taken:
+        raise _UsageError(f"--from-manifest takes the workload, seed, model, tokenizer and compression from the "
+                          f"manifest; drop {taken[0]}")
+    from .manifest import read_manifest_file
+    from .workload import spec_from_document
+
+    doc = read_manifest_file(args.from_manifest)
+    arguments = doc.get("arguments") or {}
+    try:
+        spec = spec_from_document(doc["workload"], source=f"{args.from_manifest} (workload)")
+        values = (arguments["model"], arguments["tokenizer"], arguments["seed"], arguments.get("zstd_level"))
+        sha = doc["tokenizer"]["sha256"]
+    except (KeyError, TypeError):
+        raise _UsageError(f"{args.from_manifest} records no workload, arguments or tokenizer (written by fastgen "
+                          f"before 0.3?); regenerate with the options it was made with") from None
+    model, tokenizer, seed, zstd_level = values
+    return spec, model, tokenizer, seed, zstd_level, arguments, sha
 
 
 def _validate_parser() -> argparse.ArgumentParser:
@@ -157,21 +248,15 @@ def _config_options(args):
 
 
 def _run_generate(args) -> int:
-    if args.level is not None and not args.compress:
-        raise _UsageError("--level needs --compress zstd")
+    spec, model, tokenizer_name, seed, zstd_level, arguments, sha = _run_plan(args)
     from .output import TOKENIZER_FOLDER, RunOptions, generate
-    from .scenarios import default_spec
     from .tokenizer import BUILTIN_NAME, load_tokenizer
 
-    import dataclasses
-
-    spec = default_spec(max_model_len=args.max_model_len).scaled(sessions=args.scale, budgets=args.budget_scale)
-    # --arrival-window sets the window of every scenario whose sessions arrive over one
-    spec = spec.with_scenarios({name: dataclasses.replace(sc, arrival_window_s=args.arrival_window)
-                                for name, sc in spec.scenarios.items() if hasattr(sc, "arrival_window_s")})
-    tokenizer_name = args.tokenizer or args.model
     tokenizer = load_tokenizer(tokenizer_name)
-    if args.model == DEFAULT_MODEL and tokenizer_name not in (DEFAULT_MODEL, BUILTIN_NAME):
+    if sha is not None and tokenizer.identity.sha256 != sha:
+        raise _UsageError(f"tokenizer {tokenizer_name} is not the one {args.from_manifest} was made with (sha256 "
+                          f"{tokenizer.identity.sha256[:12]}, not {sha[:12]}); the bytes would differ")
+    if model == DEFAULT_MODEL and tokenizer_name not in (DEFAULT_MODEL, BUILTIN_NAME):
         _warn(f"--tokenizer {tokenizer_name} with the default --model {DEFAULT_MODEL}: the configs ask the server "
               f"for that model; pass --model with the name your server serves")
     if not tokenizer.has_chat_template:
@@ -182,14 +267,10 @@ def _run_generate(args) -> int:
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr))
     metrics = ("metrics from Prometheus at " + config_options.prometheus_url if config_options.metrics == "prometheus"
                else "metrics: default (no Prometheus queries; give --prometheus-url to collect the server's)")
-    say(f"fastgen {__version__}: model {args.model}, tokenizer {ident.source} (sha256 {ident.sha256[:12]}, "
+    say(f"fastgen {__version__}: model {model}, tokenizer {ident.source} (sha256 {ident.sha256[:12]}, "
         f"vocab {ident.vocab_size}, {'additive' if tokenizer.additive else 'non-additive: counting whole texts'}), "
-        f"seed {args.seed}, {args.workers} worker(s), {args.server_type} at {args.base_url}, {metrics}")
-    zstd_level = (3 if args.level is None else args.level) if args.compress else None
-    arguments = {"model": args.model, "tokenizer": tokenizer_name, "seed": args.seed, "scale": args.scale,
-                 "budget_scale": args.budget_scale, "max_model_len": args.max_model_len, "zstd_level": zstd_level,
-                 "arrival_window": args.arrival_window}
-    options = RunOptions(model=args.model, tokenizer=tokenizer_name, seed=args.seed, spec=spec,
+        f"seed {seed}, {args.workers} worker(s), {args.server_type} at {args.base_url}, {metrics}")
+    options = RunOptions(model=model, tokenizer=tokenizer_name, seed=seed, spec=spec,
                          output_dir=args.output_dir, workers=args.workers,
                          progress=not args.quiet and sys.stderr.isatty(), arguments=arguments, zstd_level=zstd_level,
                          force=args.force, config_dir=args.config_dir, configs=config_options)
@@ -234,7 +315,8 @@ def _run_unpack(args) -> int:
     return 0
 
 
-_COMMANDS = {"generate": (_generate_parser, _run_generate), "validate": (_validate_parser, _run_validate),
+_COMMANDS = {"generate": (_generate_parser, _run_generate), "workload": (_workload_parser, _run_workload),
+             "validate": (_validate_parser, _run_validate),
              "verify": (_verify_parser, _run_verify), "unpack": (_unpack_parser, _run_unpack)}
 
 
@@ -271,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         command, rest = _split(argv)
         parser, run = _COMMANDS[command]
         return run(parser().parse_args(rest))
-    except _UsageError as exc:
+    except (_UsageError, SpecError) as exc:  # bad input: options, a workload, a spec that cannot fit
         print(f"fastgen: error: {exc}", file=sys.stderr)
         return 2
     except FastgenError as exc:

@@ -1,4 +1,4 @@
-"""The manifest at the root of an output: per-file size and content hash, the tokenizer, the spec, the arguments.
+"""The manifest at the root of an output: per-file size and content hash, the tokenizer, the workload, the arguments.
 
 The content hash is XXH3-128: hashing is the one pass over every byte a worker makes besides the write itself, and
 XXH3 runs at about 8 GB/s here against sha256's 1.5 GB/s (hashlib, SHA extensions), which saves about 0.7 s of a
@@ -90,13 +90,14 @@ def _dump(doc: dict) -> bytes:
     return (json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
-def manifest_bytes(*, files: list[FileRecord], tokenizer: dict, spec: dict, arguments: dict) -> bytes:
+def manifest_bytes(*, files: list[FileRecord], tokenizer: dict, workload: dict, arguments: dict) -> bytes:
+    """The manifest: `workload` is the effective workload document (Spec.to_dict), which loads back as a workload."""
     doc = {
         "generator": GENERATOR,
         "version": __version__,
         "arguments": arguments,
         "tokenizer": tokenizer,
-        "spec": spec,
+        "workload": workload,
         "files": _files(files),
     }
     return _dump(doc)

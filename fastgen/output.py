@@ -129,7 +129,7 @@ def _render(options: RunOptions) -> dict[str, str] | None:
 def _write_manifest(folder: Path, files: list[FileRecord], tokenizer: Tokenizer, options: RunOptions,
                     arguments: dict) -> None:
     (folder / MANIFEST_NAME).write_bytes(manifest_bytes(
-        files=files, tokenizer=tokenizer.identity.to_dict(), spec=options.spec.to_dict(), arguments=arguments))
+        files=files, tokenizer=tokenizer.identity.to_dict(), workload=options.spec.to_dict(), arguments=arguments))
 
 
 def _write_configs(staging: Staging, rendered: dict[str, str], tokenizer: Tokenizer, options: RunOptions) -> None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import typing
 from dataclasses import dataclass, field
-from typing import ClassVar, Mapping
+from typing import Annotated, ClassVar, Mapping
+
+from annotated_types import Ge, Le, MinLen
 
 from .errors import SpecError
 
@@ -20,13 +21,22 @@ __all__ = [
     "Timing",
     "ScenarioSpec",
     "Spec",
+    "Tokens",
+    "Count",
+    "Millis",
+    "Seconds",
+    "Window",
+    "Levels",
     "DEFAULT_MAX_MODEL_LEN",
+    "WORKLOAD_FORMAT",
     "TOOL_CALL_MIN_MAX_TOKENS",
     "TEMPLATE_OVERHEAD_BASE",
     "TEMPLATE_OVERHEAD_PER_MESSAGE",
 ]
 
 DEFAULT_MAX_MODEL_LEN = 131072
+# The version of the workload document (Spec.to_dict, workload files): a newer one is refused, not misread.
+WORKLOAD_FORMAT = 1
 # inference-perf sends max(4 x recorded, 4096) as max_tokens on a tool-call turn (override_tool_call_max_tokens):
 # the server rejects a request whose prompt plus max_tokens exceeds its window, so the fit check uses it.
 TOOL_CALL_MIN_MAX_TOKENS = 4096
@@ -35,12 +45,28 @@ TEMPLATE_OVERHEAD_BASE = 512
 TEMPLATE_OVERHEAD_PER_MESSAGE = 8
 
 
+# The types of a spec's numbers, with the bounds a workload file is checked against (fastgen/workload.py reads the
+# annotations; nothing here imports pydantic, so generating does not pay for it). Units are in the field names or
+# the scenario's docs: plain ints are token budgets, *_ms milliseconds, *_s seconds.
+Tokens = Annotated[int, Ge(0), Le(10_000_000)]
+Count = Annotated[int, Ge(1), Le(1_000_000)]
+Millis = Annotated[int, Ge(0), Le(86_400_000)]
+Seconds = Annotated[int, Ge(1), Le(86_400)]
+Window = Annotated[int, Ge(1024), Le(100_000_000)]
+Levels = Annotated[tuple[Count, ...], MinLen(1)]  # concurrency levels: one config each
+
+
+_STRICT_KEYS = {"extra": "forbid"}  # read by pydantic when a workload is loaded: an unknown key is an error
+
+
 @dataclass(frozen=True)
 class Range:
-    """An inclusive integer range, drawn uniformly."""
+    """An inclusive integer range, drawn uniformly: {lo, hi} in a workload file."""
 
-    lo: int
-    hi: int
+    __pydantic_config__: ClassVar[dict] = _STRICT_KEYS
+
+    lo: Annotated[int, Ge(0), Le(100_000_000)]
+    hi: Annotated[int, Ge(0), Le(100_000_000)]
 
     def __post_init__(self) -> None:
         if not (0 <= self.lo <= self.hi):
@@ -65,8 +91,10 @@ def _scale_count(n: int, factor: float) -> int:
 class Timing:
     """Synthetic durations, so that recorded spans look like a real server and overlap where the design says."""
 
-    prefill_ms_per_1k_tokens: int = 40
-    decode_ms_per_token: int = 25
+    __pydantic_config__: ClassVar[dict] = _STRICT_KEYS
+
+    prefill_ms_per_1k_tokens: Millis = 40
+    decode_ms_per_token: Millis = 25
     think_gap_ms: Range = Range(800, 2500)
     tool_exec_ms: Range = Range(1500, 6000)
 
@@ -78,6 +106,7 @@ class ScenarioSpec:
     not token budgets (counts, percentages, times), which --budget-scale leaves alone.
     """
 
+    __pydantic_config__: ClassVar[dict] = _STRICT_KEYS
     count_field: ClassVar[str] = "sessions"
     not_tokens: ClassVar[frozenset[str]] = frozenset()
 
@@ -107,7 +136,7 @@ class Spec:
 
     scenarios: Mapping[str, ScenarioSpec]
     timing: Timing = field(default_factory=Timing)
-    max_model_len: int = DEFAULT_MAX_MODEL_LEN
+    max_model_len: Window = DEFAULT_MAX_MODEL_LEN
 
     def __getattr__(self, name: str):
         # only reached for names that are not fields; `scenarios` itself is missing while unpickling
@@ -131,32 +160,13 @@ class Spec:
         """The same spec with some scenarios' specs replaced (the order stays)."""
         return dataclasses.replace(self, scenarios={name: changed.get(name, sc) for name, sc in self.scenarios.items()})
 
-    @classmethod
-    def from_dict(cls, doc: Mapping, spec_types: Mapping[str, type]) -> "Spec":
-        """The spec that to_dict() wrote, given each scenario's spec type by name (the registry knows them)."""
-        names = [name for name in doc if name not in ("timing", "max_model_len")]
-        return cls({name: _from_fields(spec_types[name], doc[name]) for name in names},
-                   _from_fields(Timing, doc["timing"]), int(doc["max_model_len"]))
-
     def to_dict(self) -> dict:
-        return {**{name: dataclasses.asdict(sc) for name, sc in self.scenarios.items()},
-                "timing": dataclasses.asdict(self.timing), "max_model_len": self.max_model_len}
+        """The workload document: what a workload file holds, and what the manifest records (fastgen/workload.py)."""
+        return {"format": WORKLOAD_FORMAT, "max_model_len": self.max_model_len, "timing": dataclasses.asdict(self.timing),
+                "scenarios": {name: dataclasses.asdict(sc) for name, sc in self.scenarios.items()}}
 
     def tokens_over_window(self, prompt_tokens: int, max_tokens: int, messages: int) -> int:
         """How far a request (prompt + the max_tokens sent + chat-template margin) exceeds the window; <= 0 fits."""
         overhead = TEMPLATE_OVERHEAD_BASE + TEMPLATE_OVERHEAD_PER_MESSAGE * messages
         return prompt_tokens + max_tokens + overhead - self.max_model_len
 
-
-def _from_fields(cls: type, fields: Mapping):
-    """A spec dataclass from its asdict() form: Ranges from {lo, hi}, tuples from lists."""
-    hints = typing.get_type_hints(cls)
-    values = {}
-    for f in dataclasses.fields(cls):
-        value, hint = fields[f.name], hints[f.name]
-        if hint is Range:
-            value = Range(value["lo"], value["hi"])
-        elif typing.get_origin(hint) is tuple:
-            value = tuple(value)
-        values[f.name] = value
-    return cls(**values)

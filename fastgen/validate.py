@@ -89,13 +89,14 @@ def expected_shapes(manifest_folder: Path | None = None) -> dict:
     """Trace directory -> the Shape its sessions must have: for the spec a dataset's manifest records, else for the
     benchmark's default spec. (The registry is imported here: importing this module stays light.)"""
     from .manifest import read_manifest
-    from .scenarios import default_spec, in_spec, spec_from_dict
+    from .scenarios import default_spec, in_spec
+    from .workload import spec_from_document
 
     spec = default_spec()
     if manifest_folder is not None:
         try:
-            spec = spec_from_dict(read_manifest(manifest_folder)["spec"])
-        except (OutputError, KeyError, TypeError, ValueError, SpecError):
+            spec = spec_from_document(read_manifest(manifest_folder)["workload"])
+        except (OutputError, KeyError, SpecError):
             pass  # not a fastgen dataset, or one from another version: the default shapes
     return {layout: s.shape(s.spec(spec)) for s in in_spec(spec) for layout in s.layouts}
 

@@ -98,7 +98,7 @@ def _holds(path: Path, expected: FileRecord) -> bool:
 
 def _verdict(path: Path, expected: FileRecord, packed: bool) -> str:
     """"ok", "changed" or "truncated": path's bytes, decompressed first if packed. A file smaller than its record
-    is truncated; a `.json.zst` compared by content is truncated when its frame is cut short, and changed when it
+    that stops mid-document is truncated; a `.json.zst` compared by content is truncated when its frame is cut short, and changed when it
     decompresses whole (its checksum holds) to other bytes, however many."""
     try:
         data = path.read_bytes()
@@ -111,7 +111,10 @@ def _verdict(path: Path, expected: FileRecord, packed: bool) -> str:
     got = record(expected.path, data)
     if got == expected:
         return "ok"
-    return "truncated" if got.size < expected.size and not packed else "changed"
+    # Smaller, and not ending as a JSON document ends: cut short. A whole file with other content (another seed,
+    # other arguments) ends with its closing brace and is changed, whatever its size.
+    cut = got.size < expected.size and not data.rstrip().endswith(b"}")
+    return "truncated" if cut and not packed else "changed"
 
 
 def _find(rel: str, listed: dict[str, FileRecord], on_disk: set[str]) -> tuple[str, FileRecord, bool] | None:

@@ -66,11 +66,11 @@ def test_cli_unknown_server_type_exits_2_naming_the_supported_ones(tmp_path):
     _assert_nothing_written(tmp_path)
 
 
-def test_cli_spec_that_cannot_fit_exits_1_before_writing(tmp_path):
+def test_cli_spec_that_cannot_fit_exits_2_before_writing(tmp_path):
     # Full budgets on purpose: the scaled-down ones fit almost any window.
     result = run_fastgen("--tokenizer", "builtin", "--quiet", "--max-model-len", "50000", *_paths(tmp_path))
 
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "--max-model-len" in _one_error_line(result)
     _assert_nothing_written(tmp_path)
 
@@ -271,7 +271,8 @@ def test_cli_help_shows_the_defaults():
 
     assert result.returncode == 0
     text = " ".join(result.stdout.split())  # argparse wraps lines
-    assert "(default: 42)" in text and "(default: traces)" in text and "(default: 131072)" in text
+    assert "(default: 42)" in text and "(default: traces)" in text and "131072 in the default one" in text
+    assert "--workload" in text and "fastgen workload show > my.yaml" in text
     assert "fastgen validate DIR" in text
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 
@@ -10,7 +11,7 @@ import pytest
 from fastgen.dataset import DatasetBuilder, Task, check_fits, directories
 from fastgen.errors import SpecError
 from fastgen.scenarios import default_spec
-from fastgen.spec import TOOL_CALL_MIN_MAX_TOKENS
+from fastgen.spec import TOOL_CALL_MIN_MAX_TOKENS, Range
 from conftest import load_spans, trace_files
 
 
@@ -147,7 +148,9 @@ def _last_inputs(builder, spec) -> list[int]:
 
 def test_every_request_fits_the_window_with_inference_perfs_max_tokens(builtin):
     """A tight window forces tool results to shrink; prompt + max_tokens + margin still fits."""
-    spec = default_spec(max_model_len=12000).scaled(sessions=0.04, budgets=0.06)
+    # Tool results of up to 2,000 tokens that may shrink to 10: the window check counts them at their minimum.
+    small = default_spec(max_model_len=12000).scaled(sessions=0.04, budgets=0.06)
+    spec = small.with_scenarios({"scenario3": dataclasses.replace(small.scenario3, tool_output=Range(10, 2000))})
     check_fits(spec)
     builder = DatasetBuilder(builtin, spec, seed=1, model="m")
     for i in range(spec.scenario3.sessions):
@@ -159,7 +162,7 @@ def test_every_request_fits_the_window_with_inference_perfs_max_tokens(builtin):
                 max_tokens = max(4 * max_tokens, TOOL_CALL_MIN_MAX_TOKENS)
             messages = json.loads(a["gen_ai.input.messages"])
             assert a["gen_ai.usage.input_tokens"] + max_tokens + 512 + 8 * len(messages) <= 12000
-    roomy = default_spec(max_model_len=10**6).scaled(sessions=0.04, budgets=0.06)
+    roomy = dataclasses.replace(spec, max_model_len=10**6)
     tight_inputs = _last_inputs(builder, spec)
     roomy_inputs = _last_inputs(DatasetBuilder(builtin, roomy, seed=1, model="m"), roomy)
     assert any(t < r for t, r in zip(tight_inputs, roomy_inputs)), "the window never forced a tool result to shrink"

@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("blocks",),
     ("scenarios.base", "scenarios.common", "scenarios.scenario1", "scenarios.scenario2", "scenarios.scenario3",
      "scenarios"),
+    ("workload",),
     ("spans", "native"),
     ("dataset",),
     ("configs",),

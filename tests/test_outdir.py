@@ -99,7 +99,7 @@ def _staged(out: Path, files: dict[str, bytes], **kwargs):
         (staging.folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (staging.folder / rel).write_bytes(data)
     (staging.folder / "manifest.json").write_bytes(manifest_bytes(
-        files=[record(rel, data) for rel, data in files.items()], tokenizer={}, spec={}, arguments={}))
+        files=[record(rel, data) for rel, data in files.items()], tokenizer={}, workload={}, arguments={}))
     return staging
 
 

@@ -189,7 +189,7 @@ def test_manifest_records_tokenizer_arguments_and_spec(one_worker_dataset):
     assert manifest["arguments"]["seed"] == 42
     assert manifest["arguments"]["model"] == "meta-llama/Llama-3.3-70B-Instruct"
     expected_spec = default_spec().scaled(sessions=0.04, budgets=0.05).to_dict()
-    assert manifest["spec"] == json.loads(json.dumps(expected_spec))  # tuples come back as lists
+    assert manifest["workload"] == json.loads(json.dumps(expected_spec))  # tuples come back as lists
 
 
 def test_manifest_sizes_and_hashes_match_the_bytes_on_disk(one_worker_dataset):

@@ -148,15 +148,17 @@ def test_library_window_check_gives_the_commands_one_line_error(tmp_path, builti
     command = run_fastgen("--tokenizer", "builtin", "--quiet", "--max-model-len", "20000", "--output-dir",
                           str(tmp_path / "t2"), "--config-dir", str(tmp_path / "c2"))
 
-    assert command.returncode == 1
+    assert command.returncode == 2
     assert command.stderr == f"fastgen: error: {raised.value}\n"
     assert "scenario 1 turn 5" in str(raised.value) and "--max-model-len 20000" in str(raised.value)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_spec_a_manifest_records_loads_back_equal(builtin):
-    from fastgen.scenarios import spec_from_dict
+def test_the_spec_a_manifest_records_loads_back_equal(toy):
+    from fastgen.workload import spec_from_document
 
     spec = _small(default_spec(max_model_len=65536))
-    assert spec_from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    assert spec_from_document(json.loads(json.dumps(spec.to_dict()))) == spec
+    with_toy = Spec({**spec.scenarios, TOY: ToySpec()}, spec.timing, spec.max_model_len)
+    assert spec_from_document(json.loads(json.dumps(with_toy.to_dict()))) == with_toy
     assert scenario_named("scenario3").spec(spec).modules == spec.scenario3.modules

@@ -23,16 +23,9 @@ from .base import (
 )
 
 __all__ = ["BUILTIN", "ConfigEntry", "Request", "Scenario", "Shape", "default_spec", "in_spec", "layouts",
-           "register", "registered", "scenario_by_id", "scenario_named", "scenario_of_layout", "spec_from_dict"]
+           "register", "registered", "scenario_by_id", "scenario_named", "scenario_of_layout"]
 
 BUILTIN: tuple[Scenario, ...] = tuple(register(m.SCENARIO) for m in (scenario1, scenario2, scenario3))
-
-
-def spec_from_dict(doc: dict) -> Spec:
-    """The spec a manifest records (`Spec.to_dict`), its scenarios in id order."""
-    names = sorted((name for name in doc if name not in ("timing", "max_model_len")), key=lambda n: scenario_named(n).id)
-    ordered = {**{name: doc[name] for name in names}, "timing": doc["timing"], "max_model_len": doc["max_model_len"]}
-    return Spec.from_dict(ordered, {name: scenario_named(name).spec_type for name in names})
 
 
 def default_spec(*, timing: Timing | None = None, max_model_len: int = DEFAULT_MAX_MODEL_LEN) -> Spec:

@@ -20,7 +20,7 @@ from ..content.budget import compose_block, file_sections
 from ..content.compose import Composer, Text
 from ..content.vocab import Vocab
 from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
-from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Range, ScenarioSpec, Spec
+from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
 from ..streams import session_rng
 from .base import ConfigEntry, Request, Scenario, Shape
 from .common import CALL_TOKENS_BOUND, duration_ms, make_call
@@ -39,11 +39,11 @@ class Scenario1Spec(ScenarioSpec):
 
     not_tokens = frozenset({"session_spacing_ms"})
 
-    sessions: int = 100
-    system: int = 2000
-    tools: int = 8000
-    repo_map: int = 40000
-    file_context: int = 15000
+    sessions: Count = 100
+    system: Tokens = 2000
+    tools: Tokens = 8000
+    repo_map: Tokens = 40000
+    file_context: Tokens = 15000
     bug_report: Range = Range(900, 1100)
     analysis: Range = Range(800, 1200)
     inspect_request: Range = Range(40, 80)
@@ -55,8 +55,8 @@ class Scenario1Spec(ScenarioSpec):
     failing_tests: Range = Range(2000, 3000)
     passing_tests: Range = Range(300, 800)
     summary: Range = Range(500, 1000)
-    concurrency: tuple[int, ...] = (1, 10, 25, 50, 100)
-    session_spacing_ms: int = 120_000
+    concurrency: Levels = (1, 10, 25, 50, 100)
+    session_spacing_ms: Millis = 120_000
 
 
 def _patch_call(composer: Composer, rng, path: str, budget: int):

@@ -11,13 +11,16 @@ inference-perf's temporal fallback would otherwise chain a late branch behind a 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
+
+from annotated_types import MinLen
 
 from ..blocks import ScenarioBlocks
 from ..content.budget import compose_block
 from ..content.compose import Composer
 from ..content.vocab import Vocab
 from ..messages import Output, SessionPlan, Turn, user
-from ..spec import Range, ScenarioSpec, Spec
+from ..spec import Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
 from ..streams import session_rng
 from .base import ConfigEntry, Request, Scenario, Shape
 from .common import CALL_TOKENS_BOUND, duration_ms, letters
@@ -36,25 +39,25 @@ class Scenario2Spec(ScenarioSpec):
     count_field = "sets"
     not_tokens = frozenset({"sync_window_ms", "stagger_ms", "set_spacing_ms"})
 
-    sets: int = 50
-    system: int = 2000
-    tools: int = 8000
-    repo_map: int = 40000
+    sets: Count = 50
+    system: Tokens = 2000
+    tools: Tokens = 8000
+    repo_map: Tokens = 40000
     root_prompt: Range = Range(55000, 95000)  # spread evenly across the sets
     bug_report: Range = Range(800, 1200)
     root_output: Range = Range(300, 600)
     branch_output: Range = Range(1000, 2000)
-    branches: tuple[str, ...] = (
+    branches: Annotated[tuple[str, ...], MinLen(1)] = (
         "smallest patch",
         "refactor first",
         "add validation",
         "optimize hot path",
         "preserve compat",
     )
-    concurrency: tuple[int, ...] = (10, 25, 50)
-    sync_window_ms: int = 500
+    concurrency: Levels = (10, 25, 50)
+    sync_window_ms: Millis = 500
     stagger_ms: Range = Range(1000, 5000)
-    set_spacing_ms: int = 60_000
+    set_spacing_ms: Millis = 60_000
 _INSTRUCTIONS = {
     "smallest patch": "Produce the smallest patch that fixes {ticket}; touch as few lines as you can.",
     "refactor first": "Refactor the code around {ticket} first so the fix becomes obvious, then fix it.",

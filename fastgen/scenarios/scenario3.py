@@ -22,7 +22,7 @@ from ..content.compose import Composer
 from ..content.vocab import Vocab
 from ..errors import SpecError
 from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
-from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Range, ScenarioSpec, Spec
+from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Range, ScenarioSpec, Seconds, Spec, Tokens
 from ..streams import session_rng
 from .base import ConfigEntry, Request, Scenario, Shape
 from .common import CALL_TOKENS_BOUND, duration_ms, make_call
@@ -40,13 +40,13 @@ class Scenario3Spec(ScenarioSpec):
 
     not_tokens = frozenset({"modules", "turns", "shared_workspace_percent", "arrival_window_s"})
 
-    sessions: int = 500
-    system: int = 2000
-    tools: int = 8000
-    guidelines: int = 5000
-    repo_map: int = 55000
-    api_docs: int = 20000
-    modules: int = 25
+    sessions: Count = 500
+    system: Tokens = 2000
+    tools: Tokens = 8000
+    guidelines: Tokens = 5000
+    repo_map: Tokens = 55000
+    api_docs: Tokens = 20000
+    modules: Count = 25
     workspace: Range = Range(4000, 20000)
     # the module's shared files are this share (in percent) of a session's workspace tokens
     shared_workspace_percent: Range = Range(20, 40)
@@ -54,8 +54,8 @@ class Scenario3Spec(ScenarioSpec):
     turns: Range = Range(2, 6)
     tool_output: Range = Range(1000, 5000)
     final_output: Range = Range(300, 800)
-    concurrency: tuple[int, ...] = (100, 250, 500)
-    arrival_window_s: int = 1200
+    concurrency: Levels = (100, 250, 500)
+    arrival_window_s: Seconds = 1200
 
     def scaled(self, *, sessions: float, budgets: float) -> "Scenario3Spec":
         scaled = super().scaled(sessions=sessions, budgets=budgets)
@@ -77,9 +77,9 @@ def _tool_arguments(v: Vocab, name: str, module: str) -> dict:
     return {"path": module, "depth": 2}
 
 
-def _fit_results(spec: Spec, base: int, base_messages: int, calls: list, results: list[int], final: int) -> list[int]:
-    """Shrink tool results (never below their minimum) until every turn's request fits the window."""
-    lo = spec.scenarios[NAME].tool_output.lo
+def _fit_results(spec: Spec, base: int, base_messages: int, calls: list, results: list[int], floors: list[int],
+                 final: int) -> list[int]:
+    """Shrink tool results (never below their floors) until every turn's request fits the window."""
     results = list(results)
     n = len(calls) + 1
     for t in range(1, n + 1):  # turn t sees the calls and results of turns 1..t-1
@@ -89,11 +89,11 @@ def _fit_results(spec: Spec, base: int, base_messages: int, calls: list, results
             excess = spec.tokens_over_window(prompt, max_tokens, base_messages + 2 * (t - 1))
             if excess <= 0:
                 break
-            k = max(range(t - 1), key=lambda i: results[i], default=None)
-            if k is None or results[k] <= lo:
+            k = max(range(t - 1), key=lambda i: results[i] - floors[i], default=None)
+            if k is None or results[k] <= floors[k]:
                 raise SpecError(f"scenario 3 turn {t} needs {excess} tokens more than --max-model-len "
                                 f"{spec.max_model_len}; raise --max-model-len or lower the scenario 3 budgets")
-            results[k] -= min(excess, results[k] - lo)
+            results[k] -= min(excess, results[k] - floors[k])
     return results
 
 
@@ -128,12 +128,15 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
     for _ in range(n_turns - 1):
         name = names[int(rng.integers(len(names)))]
         calls.append(make_call(composer, rng, name, _tool_arguments(v, name, module.path)))
-    sizes = [s.tool_output.draw(rng) for _ in calls]
+    headers = [f"$ {c.name} {c.arguments_json}\n" for c in calls]
+    # A result is at least its header line (compose_block cannot make less), whatever the budgets say.
+    floors = [max(s.tool_output.lo, composer.line(h).tokens) for h in headers]
+    sizes = [max(s.tool_output.draw(rng), floor) for floor in floors]
     final = composer.fill("prose", s.final_output.draw(rng), rng)
     base = blocks.catalog.tokens + sum(m.tokens for m in stable)
-    sizes = _fit_results(spec, base, len(stable), calls, sizes, final.tokens)
-    results = [tool_result(c, compose_block(composer, f"$ {c.name} {c.arguments_json}\n", _TOOL_RESULTS[c.name],
-                                            size, rng)) for c, size in zip(calls, sizes)]
+    sizes = _fit_results(spec, base, len(stable), calls, sizes, floors, final.tokens)
+    results = [tool_result(c, compose_block(composer, h, _TOOL_RESULTS[c.name], size, rng))
+               for c, h, size in zip(calls, headers, sizes)]
 
     outputs = [Output(calls=(c,)) for c in calls] + [Output(final)]
     start = int(rng.integers(0, s.arrival_window_s * 1000))
@@ -159,9 +162,13 @@ def _chain(spec: Spec, blocks: ScenarioBlocks, session_id: str, layout: str, ind
 def largest_requests(spec: Spec) -> list[Request]:
     s: Scenario3Spec = spec.scenarios[NAME]
     # Tool results shrink to their minimum where the last turns would not fit (_fit_results): count them at that.
-    base = (s.tools + s.system + s.guidelines + s.repo_map + s.api_docs + s.workspace.hi + s.task.hi
-            + (s.turns.hi - 1) * (CALL_TOKENS_BOUND + s.tool_output.lo))
-    return [Request("scenario 3 last turn", base, s.final_output.hi, 6 + 2 * (s.turns.hi - 1))]
+    head = s.tools + s.system + s.guidelines + s.repo_map + s.api_docs + s.workspace.hi + s.task.hi
+    loop = CALL_TOKENS_BOUND + s.tool_output.lo  # one earlier turn's call and its (shrunk) result
+    last = s.turns.hi - 1  # earlier turns the last one sees
+    return [Request("scenario 3 last turn", head + last * loop, s.final_output.hi, 6 + 2 * last),
+            # a tool-call turn: inference-perf sends max_tokens of at least 4096, more than a final answer's
+            Request("scenario 3 last tool-call turn", head + (last - 1) * loop, TOOL_CALL_MIN_MAX_TOKENS,
+                    6 + 2 * (last - 1))]
 
 
 def _arrivals_note(level: int, sessions: int, rate: float, spec: Spec) -> str:
