@@ -28,6 +28,8 @@ from typing import Callable, Optional
 
 import yaml
 
+from fastgen.manifest import read_manifest
+
 from .checks import Outcome, check_run
 from .replay import run_inference_perf
 from .reports import clear_reports, read_reports
@@ -85,7 +87,8 @@ def config_files(config_root: Path, only: Optional[list[str]] = None) -> list[Pa
         level = re.match(r"c(\d+)", path.stem)
         return path.parent.name, int(level.group(1)) if level else 0, path.stem
 
-    paths = sorted(config_root.glob("scenario*/*.yml"), key=order)
+    listed = read_manifest(config_root)["files"]  # the configs fastgen wrote there, whatever the scenarios are
+    paths = sorted((config_root / rel for rel in listed if rel.endswith(".yml")), key=order)
     if only:
         names = {name.removesuffix(".yml") for name in only}
         unknown = names - {f"{p.parent.name}/{p.stem}" for p in paths}
