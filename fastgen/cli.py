@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .errors import FastgenError, SpecError, ValidationError
+from .errors import FastgenError, SpecError
 from .version import __version__
 
 __all__ = ["main"]
@@ -169,8 +169,9 @@ def _run_workload(args) -> int:
     return 0
 
 
-_FROM_MANIFEST_TAKES = ("--workload", "--seed", "--model", "--tokenizer", "--scale", "--budget-scale",
-                        "--max-model-len", "--arrival-window", "--compress", "--level")
+# --tokenizer may point at the same tokenizer elsewhere (another machine's path): its sha256 is checked
+_FROM_MANIFEST_TAKES = ("--workload", "--seed", "--model", "--scale", "--budget-scale", "--max-model-len",
+                        "--arrival-window", "--compress", "--level")
 
 
 def _given(args, option: str) -> bool:
@@ -193,8 +194,8 @@ def _run_plan(args):
         return _effective_workload(args), model, tokenizer, seed, zstd_level, arguments, None
     taken = [option for option in _FROM_MANIFEST_TAKES if _given(args, option)]
     if taken:
-        raise _UsageError(f"--from-manifest takes the workload, seed, model, tokenizer and compression from the "
-                          f"manifest; drop {taken[0]}")
+        raise _UsageError(f"--from-manifest takes the workload, seed, model and compression from the manifest; "
+                          f"drop {taken[0]}")
     from .manifest import read_manifest_file
     from .workload import spec_from_document
 
@@ -208,7 +209,7 @@ def _run_plan(args):
         raise _UsageError(f"{args.from_manifest} records no workload, arguments or tokenizer (written by fastgen "
                           f"before 0.3?); regenerate with the options it was made with") from None
     model, tokenizer, seed, zstd_level = values
-    return spec, model, tokenizer, seed, zstd_level, arguments, sha
+    return spec, model, args.tokenizer or tokenizer, seed, zstd_level, arguments, sha
 
 
 def _validate_parser() -> argparse.ArgumentParser:
@@ -292,7 +293,7 @@ def _run_validate(args) -> int:
             print(f"{args.trace}: {report.events} events, " + ("ok" if not report.deviations else "; ".join(report.deviations)))
         return 1 if report.deviations else 0
     if args.dir is None:
-        raise ValidationError("give a dataset folder (fastgen validate DIR) or a file (--trace FILE)")
+        raise _UsageError("give a dataset folder (fastgen validate DIR) or a file (--trace FILE)")
     reports = validate_tree(args.dir, workers=args.workers, progress=not args.quiet and sys.stderr.isatty())
     print(summary_table(reports))
     return 1 if any(r.deviations for r in reports) else 0

@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .errors import OutputError
 from .interrupts import signals_held
@@ -81,8 +81,11 @@ def _entries(out: Path) -> list[str]:
 
 
 def _foreign(out: Path, protect_edits: bool) -> list[str]:
+    """What under out fastgen did not write: unlisted files, links, and folders that hold no listed file."""
     listed = _listed(out, protect_edits)
-    return [rel for rel in _entries(out) if rel not in listed and not ((out / rel).is_dir() and listed)]
+    holders = {parent.as_posix() for rel in listed for parent in PurePosixPath(rel).parents}
+    return [rel for rel in _entries(out) if rel not in listed
+            and not (rel in holders and (out / rel).is_dir() and not (out / rel).is_symlink())]
 
 
 def _what(protect_edits: bool) -> str:
@@ -102,8 +105,10 @@ def _check(out: Path, *, force: bool, protect_edits: bool, option: str, planned:
     if foreign and not force:
         raise OutputError(f"{_what(protect_edits)} {out} holds {kind} (e.g. {foreign[0]}); move them out, choose an "
                           f"empty {option}, or pass --force to write beside them")
-    clash = sorted(set(foreign) & set(planned))
-    if clash:  # --force writes beside such files, never over them: say so before generating
+    # --force writes beside such files, never over them (nor where a folder of them goes): say so before generating
+    folders = {parent.as_posix() for rel in planned for parent in PurePosixPath(rel).parents} - {"."}
+    clash = sorted(rel for rel in foreign if rel in planned or (rel in folders and not (out / rel).is_dir()))
+    if clash:
         raise OutputError(f"{out / clash[0]} is not fastgen's and would be overwritten; move it out of {out}")
 
 
@@ -143,7 +148,8 @@ def open_staging(out: Path, *, force: bool = False, protect_edits: bool = False,
     """Check that out may be written (refusing foreign files unless force, and with force a foreign file among the
     `planned` relative paths) and make its staging folder, so a run that cannot write fails before it generates
     anything. `option` names the flag in messages."""
-    out = Path(os.path.abspath(out))  # "." or ".." has no name to put a staging folder beside
+    # "." or ".." has no name to put a staging folder beside; a symlink is written through, to the folder it names
+    out = Path(os.path.realpath(out))
     _check(out, force=force, protect_edits=protect_edits, option=option, planned=planned)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -178,7 +184,8 @@ class _Journal:
         os.replace(src, dst)
         self.moves.append((src, dst))
 
-    def undo(self) -> None:
+    def undo(self) -> bool:
+        """Put everything back; False if some rename could not be undone."""
         failed = False
         for src, dst in reversed(self.moves):
             try:
@@ -190,8 +197,12 @@ class _Journal:
                 folder.rmdir()
             except OSError:
                 pass
-        if not failed:  # else a trash folder may still hold a previous file: keep it (it is marked, not listed)
+        if failed:  # a trash folder may still hold a previous file: keep it, unmarked, so no later run removes it
+            for folder in self.temporary:
+                (folder / STAGING_MARK).unlink(missing_ok=True)
+        else:
             self._remove_temporary()
+        return not failed
 
     def finish(self) -> None:
         for step in self.after:
@@ -211,9 +222,12 @@ def place_all(stagings: list[Staging]) -> None:
             for staging in stagings:
                 _place(staging, journal)
         except OSError as exc:
-            journal.undo()
-            raise OutputError(f"putting the new files in place failed ({_why(exc)}); every output was left as it "
-                              f"was") from exc
+            if journal.undo():
+                raise OutputError(f"putting the new files in place failed ({_why(exc)}); every output was left as "
+                                  f"it was") from exc
+            kept = ", ".join(str(f) for f in journal.temporary if f.exists())
+            raise OutputError(f"putting the new files in place failed ({_why(exc)}) and could not be undone; the "
+                              f"previous files that are not back in place are in {kept}") from exc
         except BaseException:
             journal.undo()
             raise
@@ -256,7 +270,7 @@ def _merge(staging: Staging, journal: _Journal) -> None:
     listed = _listed(out, staging.protect_edits)
     new = sorted(rel for rel in _entries(folder) if (folder / rel).is_file() and rel not in (STAGING_MARK,
                                                                                           MANIFEST_NAME))
-    clash = [rel for rel in new if (out / rel).exists() and rel not in listed
+    clash = [rel for rel in [*new, MANIFEST_NAME] if (out / rel).exists() and rel not in listed
              and not _same_bytes(out / rel, folder / rel)]
     if clash:
         raise OutputError(f"{out / clash[0]} is not fastgen's and would be overwritten; move it out of {out}")

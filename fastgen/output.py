@@ -15,12 +15,13 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .compression import compress_chunks, make_compressor
+from .compression import ZSTD_SUFFIX, compress_chunks, make_compressor
 from .configs import ConfigOptions, render_configs, write_configs
-from .dataset import DatasetBuilder, Task, check_fits, directories, files_per_task, tasks
+from .dataset import DatasetBuilder, Task, check_fits, directories, file_name, files_per_task, tasks
 from .errors import OutputError
 from .manifest import MANIFEST_NAME, FileRecord, manifest_bytes, record
 from .outdir import Staging, discard, open_staging, place_all
+from .scenarios import scenario_by_id
 from .spec import Spec
 from .tokenizer import Tokenizer
 from .workers import build_pieces, run_tasks
@@ -109,10 +110,18 @@ def _generate_into(staging: Staging, options: RunOptions, tokenizer: Tokenizer) 
     return records
 
 
+def _planned_traces(options: RunOptions, tokenizer: Tokenizer) -> tuple[str, ...]:
+    """Every path the run will write under the output folder: what --force must find free before generating."""
+    suffix = ZSTD_SUFFIX if options.zstd_level is not None else ""
+    sessions = [f"{layout}/{file_name(task.index)}{suffix}" for task in tasks(options.spec)
+                for layout in scenario_by_id(task.scenario_id).layouts]
+    return (*sessions, *(f"{TOKENIZER_FOLDER}/{name}" for name in tokenizer.folder_files), MANIFEST_NAME)
+
+
 def _check_separate(output_dir: Path, config_dir: Path | None) -> None:
     if config_dir is None:
         return
-    out, conf = Path(os.path.abspath(output_dir)), Path(os.path.abspath(config_dir))
+    out, conf = Path(os.path.realpath(output_dir)), Path(os.path.realpath(config_dir))
     if out == conf or out in conf.parents or conf in out.parents:
         raise OutputError(f"--output-dir {output_dir} and --config-dir {config_dir} overlap; give them separate "
                           f"folders, e.g. --output-dir traces --config-dir configs")
@@ -148,10 +157,11 @@ def generate(options: RunOptions, tokenizer: Tokenizer) -> list[FileRecord]:
     rendered = _render(options)  # before anything is written: it refuses unknown server or metrics types
     stagings: list[Staging] = []
     try:
-        stagings.append(open_staging(options.output_dir, force=options.force))
+        stagings.append(open_staging(options.output_dir, force=options.force,
+                                     planned=_planned_traces(options, tokenizer)))
         if rendered is not None:
             stagings.append(open_staging(options.config_dir, force=options.force, protect_edits=True,
-                                         option="--config-dir", planned=tuple(rendered)))
+                                         option="--config-dir", planned=(*rendered, MANIFEST_NAME)))
         traces = stagings[0]
         records = _generate_into(traces, options, tokenizer)
         exported = tokenizer.export(traces.folder / TOKENIZER_FOLDER)

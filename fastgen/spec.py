@@ -110,6 +110,13 @@ class ScenarioSpec:
     count_field: ClassVar[str] = "sessions"
     not_tokens: ClassVar[frozenset[str]] = frozenset()
 
+    def require(self, ok: bool, field: str, rule: str) -> None:
+        """A spec's own check, for __post_init__: a ValueError, so a workload file names the scenario."""
+        if not ok:
+            value = getattr(self, field)
+            shown = f"{{lo: {value.lo}, hi: {value.hi}}}" if isinstance(value, Range) else repr(value)
+            raise SpecError(f"{field} {rule}, got {shown}")
+
     @property
     def count(self) -> int:
         return getattr(self, self.count_field)

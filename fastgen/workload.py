@@ -117,7 +117,8 @@ def spec_from_document(doc: Any, *, source: str = "workload") -> Spec:
         errors = exc.errors()
         first = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        got = f", got {json.dumps(first['input'])}" if first["type"] not in ("missing",) else ""
+        # a spec's own check (value_error) says what it got itself
+        got = f", got {json.dumps(first['input'])}" if first["type"] not in ("missing", "value_error") else ""
         raise WorkloadError(f"{source}: {_where(first['loc'])}: {_problem(first)}{got}{more}") from None
     except (TypeError, ValueError) as exc:  # json.dumps of a YAML date or set
         raise WorkloadError(f"{source}: holds a value that is not a number, string, list or mapping ({exc})") from None
@@ -197,7 +198,7 @@ def default_workload() -> Spec:
 def resolve_workload(name: str) -> Spec:
     """--workload NAME: a YAML file, or the name of a shipped workload (default, 32k, smoke) when no file has it."""
     path = Path(name)
-    if not path.exists() and "/" not in name and not name.endswith((".yaml", ".yml")):
+    if not path.is_file() and "/" not in name and not name.endswith((".yaml", ".yml")):
         return default_workload() if name == "default" else load_workload(shipped_workload(name))
     return load_workload(path)
 

@@ -195,3 +195,39 @@ def test_generate_unedited_configs_are_replaced_and_listed_in_their_manifest(tmp
     assert len(trace_files(traces)) > 0
     os.remove(mine)
     assert run_fastgen("verify", str(configs)).returncode == 0
+
+
+def test_force_never_replaces_a_manifest_json_fastgen_did_not_write(tmp_path):
+    out = tmp_path / "t"
+    out.mkdir()
+    (out / "manifest.json").write_text('{"mine": true}')
+
+    result = _generate(out, tmp_path / "configs", "--force")
+
+    assert result.returncode == 1 and "manifest.json is not fastgen's" in _one_error_line(result)
+    assert (out / "manifest.json").read_text() == '{"mine": true}'
+    assert not (tmp_path / "configs").exists()
+
+
+def test_an_output_folder_that_is_a_symlink_is_written_through_and_stays_a_link(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "traces").symlink_to("real")
+    for seed in ("1", "2"):
+        assert _generate(tmp_path / "traces", tmp_path / "configs", "--seed", seed).returncode == 0
+
+    assert (tmp_path / "traces").is_symlink()
+    assert json.loads((tmp_path / "real" / "manifest.json").read_bytes())["arguments"]["seed"] == 2
+    assert run_fastgen("verify", str(tmp_path / "real")).returncode == 0
+
+
+def test_a_folder_or_link_of_the_users_inside_a_previous_output_is_refused(tmp_path):
+    out = tmp_path / "t"
+    assert _generate(out, tmp_path / "configs").returncode == 0
+    (tmp_path / "keep").mkdir()
+    (out / "my-notes").mkdir()
+    (out / "link-to-keep").symlink_to(tmp_path / "keep")
+
+    result = _generate(out, tmp_path / "configs", "--seed", "3")
+
+    assert result.returncode == 1 and "link-to-keep" in _one_error_line(result)
+    assert (out / "my-notes").is_dir() and (out / "link-to-keep").is_symlink()

@@ -124,7 +124,7 @@ def test_a_scenario_with_the_name_or_id_of_another_is_refused(toy):
 
 def test_twelve_branches_give_thirteen_events_in_the_files_the_configs_and_validate(tmp_path, builtin):
     base = _small(default_spec())
-    names = tuple(f"idea {k}" for k in range(12))
+    names = tuple(f"idea {{{k}}}" for k in range(12))  # braces of the user's own: written as they are
     spec = Spec({"scenario2": dataclasses.replace(base.scenario2, branches=names)}, base.timing, base.max_model_len)
 
     generate(_options(tmp_path, spec), builtin)
@@ -134,6 +134,8 @@ def test_twelve_branches_give_thirteen_events_in_the_files_the_configs_and_valid
     letters = [json.loads(s["attributes"]["gen_ai.input.messages"])[-1]["content"].split(" ")[1]
                for s in doc["spans"][1:]]
     assert letters == list("ABCDEFGHIJKL")
+    assert json.loads(doc["spans"][3]["attributes"]["gen_ai.input.messages"])[-1]["content"] == \
+        "Candidate C (idea {2}): idea {2}\n"
     config = read_config(str(tmp_path / "configs" / "scenario2" / "c10_sync.yml"))
     assert config.load.worker_max_concurrency == 10 * 13
     reports = validate_tree(tmp_path / "traces", workers=1)

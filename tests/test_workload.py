@@ -92,7 +92,9 @@ def test_from_manifest_regenerates_the_same_bytes(tmp_path):
 
     again = run_fastgen("--tokenizer", "builtin", "--seed", "9", "--from-manifest", str(manifest),
                         *_paths(tmp_path / "b"))
-    regenerated = run_fastgen("--quiet", "--from-manifest", str(manifest), *_paths(tmp_path / "b"))
+    # --tokenizer may name the same tokenizer elsewhere: it is checked by its hash
+    regenerated = run_fastgen("--quiet", "--tokenizer", "builtin", "--from-manifest", str(manifest),
+                              *_paths(tmp_path / "b"))
 
     assert again.returncode == 2 and "drop --seed" in again.stderr
     assert regenerated.returncode == 0, regenerated.stderr
@@ -128,6 +130,14 @@ def test_the_32k_workload_fits_every_request_in_32768_tokens(tmp_path):
     ("a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\nscenarios: {scenario2: {}}", "anchors and aliases are not allowed"),
     ("max_model_len: 20000\nscenarios: {scenario1: {}}", "scenario 1 turn 5 can need"),
     ("- just\n- a list\n", "a workload is a mapping"),
+    ("scenarios: {scenario3: {shared_workspace_percent: {lo: 0, hi: 40}}}",
+     "scenarios.scenario3: shared_workspace_percent must lie within 1..100, got {lo: 0, hi: 40}"),
+    ("scenarios: {scenario3: {turns: {lo: 0, hi: 0}}}", "scenarios.scenario3: turns must be at least 1"),
+    ("scenarios: {scenario2: {branch_output: {lo: 0, hi: 5}}}", "branch_output must be at least 1 token"),
+    ("scenario: {}\nscenarios: {scenario2: {}}", "scenario: unknown key"),
+    # the root's fixed blocks alone are larger than its budget: the window check counts them
+    ("max_model_len: 100000\nscenarios: {scenario2: {sets: 2, repo_map: 90000, root_prompt: {lo: 50000, hi: 60000}}}",
+     "scenario 2 branch can need"),
 ])
 def test_bad_workload_is_one_line_exit_2_and_nothing_written(tmp_path, text, says):
     workload = tmp_path / "bad.yaml"
@@ -148,3 +158,12 @@ def test_huge_workload_is_refused_before_parsing(tmp_path):
     result = run_fastgen(*QUIET, "--workload", str(workload), *_paths(tmp_path))
 
     assert result.returncode == 2 and "is not a workload (at most" in result.stderr
+
+
+def test_a_folder_named_like_a_shipped_workload_does_not_hide_it(tmp_path):
+    (tmp_path / "smoke").mkdir()  # e.g. the output of an earlier `--output-dir smoke/traces`
+
+    result = run_fastgen(*QUIET, "--workload", "smoke", *_paths(tmp_path / "smoke"), cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert len(list((tmp_path / "smoke" / "traces" / "scenario1").glob("*.json"))) == 4

@@ -58,6 +58,10 @@ class Scenario1Spec(ScenarioSpec):
     concurrency: Levels = (1, 10, 25, 50, 100)
     session_spacing_ms: Millis = 120_000
 
+    def __post_init__(self) -> None:
+        for name in ("analysis", "inspection_plan", "patch", "explanation", "summary"):  # answers are never empty
+            self.require(getattr(self, name).lo >= 1, name, "must be at least 1 token")
+
 
 def _patch_call(composer: Composer, rng, path: str, budget: int):
     head = composer.line(f"--- a/{path}\n")

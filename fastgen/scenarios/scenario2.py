@@ -58,6 +58,10 @@ class Scenario2Spec(ScenarioSpec):
     sync_window_ms: Millis = 500
     stagger_ms: Range = Range(1000, 5000)
     set_spacing_ms: Millis = 60_000
+
+    def __post_init__(self) -> None:
+        for name in ("root_output", "branch_output"):  # answers are never empty
+            self.require(getattr(self, name).lo >= 1, name, "must be at least 1 token")
 _INSTRUCTIONS = {
     "smallest patch": "Produce the smallest patch that fixes {ticket}; touch as few lines as you can.",
     "refactor first": "Refactor the code around {ticket} first so the fix becomes obvious, then fix it.",
@@ -101,7 +105,8 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
     branches = []
     for k, name in enumerate(s.branches):
         letter = letters(k)
-        instruction = composer.line(f"Candidate {letter} ({name}): {_INSTRUCTIONS.get(name, name).format(ticket=ticket)}\n")
+        text = _INSTRUCTIONS[name].format(ticket=ticket) if name in _INSTRUCTIONS else name  # a user's name as is
+        instruction = composer.line(f"Candidate {letter} ({name}): {text}\n")
         messages = root + (root_output.as_history(), user(instruction))
         branches.append((messages, Output(_branch_output(composer, rng, s.branch_output.draw(rng)))))
     return [_timed(spec, blocks, seed, index, layout, root, root_output, branches) for layout in LAYOUTS]
@@ -130,8 +135,11 @@ def _timed(spec: Spec, blocks: ScenarioBlocks, seed: int, index: int, layout: st
 
 def largest_requests(spec: Spec) -> list[Request]:
     s: Scenario2Spec = spec.scenarios[NAME]
-    return [Request("scenario 2 branch", s.root_prompt.hi + s.root_output.hi + CALL_TOKENS_BOUND,
-                    s.branch_output.hi, 6)]
+    # The root is its budget, or more when its fixed blocks alone are larger; the branch adds the root's answer and
+    # an instruction line (a token is at least a byte, so a name's bytes bound its tokens).
+    root = max(s.root_prompt.hi, s.tools + s.system + s.repo_map + s.bug_report.hi + CALL_TOKENS_BOUND)
+    instruction = CALL_TOKENS_BOUND + max(len(name.encode()) for name in s.branches)
+    return [Request("scenario 2 branch", root + s.root_output.hi + instruction, s.branch_output.hi, 6)]
 
 
 def config_entries(spec: Spec) -> list[ConfigEntry]:

@@ -57,6 +57,12 @@ class Scenario3Spec(ScenarioSpec):
     concurrency: Levels = (100, 250, 500)
     arrival_window_s: Seconds = 1200
 
+    def __post_init__(self) -> None:
+        p = self.shared_workspace_percent
+        self.require(1 <= p.lo and p.hi <= 100, "shared_workspace_percent", "must lie within 1..100")
+        self.require(self.turns.lo >= 1, "turns", "must be at least 1")
+        self.require(self.final_output.lo >= 1, "final_output", "must be at least 1 token")
+
     def scaled(self, *, sessions: float, budgets: float) -> "Scenario3Spec":
         scaled = super().scaled(sessions=sessions, budgets=budgets)
         return dataclasses.replace(scaled, modules=max(1, min(self.modules, scaled.sessions)))  # a module a session
