@@ -91,8 +91,11 @@ def _generate_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=argparse.SUPPRESS,
                    help=f"model name in the spans and server.model_name in the configs: the name your server serves "
                    f"(default: {DEFAULT_MODEL})")
-    p.add_argument("--tokenizer", help="tokenizer.json, a model folder, a hub id in the local HF cache, or 'builtin' "
+    p.add_argument("--tokenizer", help="tokenizer.json, a model folder, a hub id (the local HF cache first, then a "
+                   "download of its tokenizer files; HF_TOKEN, HF_ENDPOINT, HF_HUB_OFFLINE apply), or 'builtin' "
                    "(default: --model's tokenizer)")
+    p.add_argument("--tokenizer-revision", metavar="REV",
+                   help="with a hub id: the branch, tag or commit to use (the manifest records the commit)")
     p.add_argument("--seed", type=_int_in(0, _MAX_SEED, "--seed"), default=argparse.SUPPRESS,
                    help=f"seed of every RNG stream (default: {DEFAULT_SEED})")
     _add_workload_options(p)
@@ -180,7 +183,8 @@ def _given(args, option: str) -> bool:
 
 
 def _run_plan(args):
-    """(workload, model, tokenizer name, seed, zstd level, manifest arguments, the sha256 the tokenizer must have)."""
+    """(workload, model, tokenizer name, its revision, seed, zstd level, manifest arguments, the sha256 the tokenizer
+    must have)."""
     if args.from_manifest is None:
         if args.level is not None and not args.compress:
             raise _UsageError("--level needs --compress zstd")
@@ -191,7 +195,9 @@ def _run_plan(args):
                      "scale": args.scale, "budget_scale": args.budget_scale,
                      "max_model_len": getattr(args, "max_model_len", None), "zstd_level": zstd_level,
                      "arrival_window": getattr(args, "arrival_window", None)}
-        return _effective_workload(args), model, tokenizer, seed, zstd_level, arguments, None
+        if args.tokenizer_revision:
+            arguments["tokenizer_revision"] = args.tokenizer_revision
+        return _effective_workload(args), model, tokenizer, args.tokenizer_revision, seed, zstd_level, arguments, None
     taken = [option for option in _FROM_MANIFEST_TAKES if _given(args, option)]
     if taken:
         raise _UsageError(f"--from-manifest takes the workload, seed, model and compression from the manifest; "
@@ -205,11 +211,13 @@ def _run_plan(args):
         spec = spec_from_document(doc["workload"], source=f"{args.from_manifest} (workload)")
         values = (arguments["model"], arguments["tokenizer"], arguments["seed"], arguments.get("zstd_level"))
         sha = doc["tokenizer"]["sha256"]
+        commit = doc["tokenizer"].get("commit")  # a hub tokenizer: the very commit it was made with
     except (KeyError, TypeError):
         raise _UsageError(f"{args.from_manifest} records no workload, arguments or tokenizer (written by fastgen "
                           f"before 0.3?); regenerate with the options it was made with") from None
     model, tokenizer, seed, zstd_level = values
-    return spec, model, args.tokenizer or tokenizer, seed, zstd_level, arguments, sha
+    revision = None if args.tokenizer else (args.tokenizer_revision or commit)
+    return spec, model, args.tokenizer or tokenizer, revision, seed, zstd_level, arguments, sha
 
 
 def _validate_parser() -> argparse.ArgumentParser:
@@ -249,11 +257,11 @@ def _config_options(args):
 
 
 def _run_generate(args) -> int:
-    spec, model, tokenizer_name, seed, zstd_level, arguments, sha = _run_plan(args)
+    spec, model, tokenizer_name, revision, seed, zstd_level, arguments, sha = _run_plan(args)
     from .output import TOKENIZER_FOLDER, RunOptions, generate
     from .tokenizer import BUILTIN_NAME, load_tokenizer
 
-    tokenizer = load_tokenizer(tokenizer_name)
+    tokenizer = load_tokenizer(tokenizer_name, revision)
     if sha is not None and tokenizer.identity.sha256 != sha:
         raise _UsageError(f"tokenizer {tokenizer_name} is not the one {args.from_manifest} was made with (sha256 "
                           f"{tokenizer.identity.sha256[:12]}, not {sha[:12]}); the bytes would differ")

@@ -1,8 +1,8 @@
 """One small interface over a Hugging Face `tokenizers` tokenizer: resolve, count, encode, decode, export.
 
-`--tokenizer` takes a tokenizer.json, a local model folder, a hub id found in the local Hugging Face cache, or
-`builtin` (the byte-level BPE that ships with fastgen). It never falls back silently: a tokenizer that cannot be
-found is an error that says how to point at one.
+`--tokenizer` takes a tokenizer.json, a local model folder, a hub id (the local Hugging Face cache first, then a
+download of only its tokenizer files, through huggingface_hub), or `builtin` (the byte-level BPE that ships with
+fastgen). It never falls back silently: a tokenizer that cannot be found is an error that says how to point at one.
 """
 
 from __future__ import annotations
@@ -35,19 +35,21 @@ class TokenizerIdentity:
     source: str  # "builtin", a path, or a hub id
     sha256: str  # of tokenizer.json's bytes
     vocab_size: int
+    commit: str | None = None  # a hub id's resolved commit
 
     def to_dict(self) -> dict:
-        return {"source": self.source, "sha256": self.sha256, "vocab_size": self.vocab_size}
+        doc = {"source": self.source, "sha256": self.sha256, "vocab_size": self.vocab_size}
+        return doc if self.commit is None else {**doc, "commit": self.commit}
 
 
 class Tokenizer:
     """A loaded tokenizer. Counts exclude special tokens: they are the tokens of the text itself."""
 
-    def __init__(self, hf, *, source: str, folder_files: dict[str, bytes]):
+    def __init__(self, hf, *, source: str, folder_files: dict[str, bytes], commit: str | None = None):
         self._hf = hf
         self.folder_files = folder_files
         self.identity = TokenizerIdentity(source, hashlib.sha256(folder_files["tokenizer.json"]).hexdigest(),
-                                          hf.get_vocab_size(with_added_tokens=True))
+                                          hf.get_vocab_size(with_added_tokens=True), commit)
         self.additive = self._probe_additive()
 
     def encode(self, text: str) -> list[int]:
@@ -100,23 +102,58 @@ def hub_cache_dir() -> Path:
     return home / "hub"
 
 
-def _find_in_hub_cache(repo_id: str) -> Path | None:
-    repo = hub_cache_dir() / ("models--" + repo_id.replace("/", "--"))
-    snapshots = repo / "snapshots"
-    ref = repo / "refs" / "main"
-    if ref.is_file():
-        candidate = snapshots / ref.read_text().strip()
-        if (candidate / "tokenizer.json").is_file():
-            return candidate
-    if snapshots.is_dir():
-        for snap in sorted(snapshots.iterdir()):
-            if (snap / "tokenizer.json").is_file():
-                return snap
-    return None
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _resolve_folder(name: str) -> tuple[Path, Path]:
+def _download_hint(repo_id: str) -> str:
+    return (f"download it where the hub is reachable (`huggingface-cli download {repo_id} tokenizer.json "
+            f"tokenizer_config.json`), pass --tokenizer PATH (a tokenizer.json or a model folder), or use "
+            f"--tokenizer builtin")
+
+
+def _from_hub(repo_id: str, revision: str | None) -> Path:
+    """The snapshot folder of repo_id's tokenizer files: the local cache first, then a download of only those files.
+
+    huggingface_hub does the work (cache layout, refs, revisions, HF_TOKEN, gated repos); the environment is read
+    here on every call (HF_HUB_CACHE/HF_HOME, HF_ENDPOINT, HF_HUB_OFFLINE), not once at import.
+    """
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError,
+                                        RevisionNotFoundError)
+
+    kwargs = dict(repo_id=repo_id, revision=revision, allow_patterns=list(_TOKENIZER_FILES) + ["tokenizer.model"],
+                  cache_dir=str(hub_cache_dir()), endpoint=os.environ.get("HF_ENDPOINT") or None,
+                  token=os.environ.get("HF_TOKEN") or None)
+    at = f" at revision {revision}" if revision else ""
+    try:
+        try:
+            return Path(snapshot_download(**kwargs, local_files_only=True))
+        except LocalEntryNotFoundError:
+            if _offline():
+                raise TokenizerError(f"hub id '{repo_id}'{at} is not in the local Hugging Face cache "
+                                     f"({hub_cache_dir()}) and HF_HUB_OFFLINE is set; {_download_hint(repo_id)}") \
+                    from None
+            return Path(snapshot_download(**kwargs))
+    except GatedRepoError:
+        raise TokenizerError(f"hub repo '{repo_id}' is gated: accept its terms on the hub, then set HF_TOKEN to a token "
+                             f"that may read it") from None
+    except RepositoryNotFoundError:
+        raise TokenizerError(f"no hub repo '{repo_id}' (or it is private: set HF_TOKEN), and no such path on disk; "
+                             f"check the id, or pass --tokenizer PATH or --tokenizer builtin") from None
+    except RevisionNotFoundError:
+        raise TokenizerError(f"hub repo '{repo_id}' has no revision {revision!r}; give a branch, tag or commit it "
+                             f"has (--tokenizer-revision)") from None
+    except LocalEntryNotFoundError:  # the download failed: the hub could not be reached
+        raise TokenizerError(f"hub id '{repo_id}'{at} is not in the local Hugging Face cache ({hub_cache_dir()}) "
+                             f"and the hub ({os.environ.get('HF_ENDPOINT') or 'huggingface.co'}) could not be "
+                             f"reached; {_download_hint(repo_id)}") from None
+
+
+def _resolve_folder(name: str, revision: str | None = None) -> tuple[Path, Path]:
     """(folder, tokenizer.json) for a name; raises TokenizerError naming the fix."""
+    if revision is not None and (name == BUILTIN_NAME or Path(name).expanduser().exists()):
+        raise TokenizerError(f"--tokenizer-revision is for hub ids; {name} is not one")
     if name == BUILTIN_NAME:
         return BUILTIN_DIR, BUILTIN_DIR / "tokenizer.json"
     path = Path(name).expanduser()
@@ -130,20 +167,20 @@ def _resolve_folder(name: str) -> tuple[Path, Path]:
     if not _HUB_ID.fullmatch(name):
         raise TokenizerError(f"tokenizer path {name} does not exist; point --tokenizer at a tokenizer.json or a model "
                              f"folder that has one, or use --tokenizer builtin")
-    cached = _find_in_hub_cache(name)
-    if cached is None:
-        raise TokenizerError(f"hub id '{name}' is not in the local Hugging Face cache ({hub_cache_dir()}) nor a path "
-                             f"on disk; download "
-                             f"it with `huggingface-cli download {name} tokenizer.json tokenizer_config.json`, pass "
-                             f"--tokenizer PATH (a tokenizer.json or a model folder), or use --tokenizer builtin")
-    return cached, cached / "tokenizer.json"
+    snapshot = _from_hub(name, revision)
+    if not (snapshot / "tokenizer.json").is_file():
+        only = " (only tokenizer.model, a sentencepiece model)" if (snapshot / "tokenizer.model").is_file() else ""
+        raise TokenizerError(f"hub repo '{name}' has no tokenizer.json{only}; convert it with transformers "
+                             f"(AutoTokenizer.from_pretrained('{name}').save_pretrained(DIR)) and pass --tokenizer DIR")
+    return snapshot, snapshot / "tokenizer.json"
 
 
-def load_tokenizer(name: str) -> Tokenizer:
-    """Load `builtin`, a tokenizer.json, a model folder, or a hub id from the local HF cache."""
+def load_tokenizer(name: str, revision: str | None = None) -> Tokenizer:
+    """Load `builtin`, a tokenizer.json, a model folder, or a hub id (the local HF cache, else the hub; `revision`
+    pins a branch, tag or commit)."""
     from tokenizers import Tokenizer as HFTokenizer
 
-    folder, json_path = _resolve_folder(name)
+    folder, json_path = _resolve_folder(name, revision)
     raw = json_path.read_bytes()
     try:
         parsed = json.loads(raw)
@@ -164,4 +201,6 @@ def load_tokenizer(name: str) -> Tokenizer:
             files[extra] = (folder / extra).read_bytes()
     if "tokenizer_config.json" not in files:
         files["tokenizer_config.json"] = json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}, indent=2).encode() + b"\n"
-    return Tokenizer(hf, source=name if name == BUILTIN_NAME else str(name), folder_files=files)
+    hub = _HUB_ID.fullmatch(name) and not Path(name).expanduser().exists() and name != BUILTIN_NAME
+    commit = folder.name if hub else None  # huggingface_hub's cache names a snapshot by its commit
+    return Tokenizer(hf, source=name if name == BUILTIN_NAME else str(name), folder_files=files, commit=commit)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,10 @@ from pathlib import Path
 import pytest
 
 from fastgen.tokenizer import load_tokenizer
+
+# No test reaches beyond loopback: a hub id that is not cached is looked for at a closed local port (refused at once).
+os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
 # Few sessions and small budgets, same structure: the whole suite stays within minutes on 2 cores.
 SMALL = ["--scale", "0.04", "--budget-scale", "0.05", "--tokenizer", "builtin", "--quiet"]

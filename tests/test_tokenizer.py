@@ -103,3 +103,99 @@ def test_export_loads_in_transformers_with_a_chat_template(builtin, tmp_path):
     rendered = auto.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
     assert "read_file" in rendered and "print(1)" in rendered and rendered.endswith("<|im_start|>assistant\n")
     assert auto.encode("def f(x): pass", add_special_tokens=False) == builtin.encode("def f(x): pass")
+
+
+# --- hub ids, against a stand-in hub on loopback (tests/hub_stub.py) -------------------------------------------------
+
+def _tokenizer_files(indent: int | None = None) -> dict[str, bytes]:
+    raw = (BUILTIN_DIR / "tokenizer.json").read_bytes()
+    if indent is not None:  # the same tokenizer, other bytes: another commit of the same repo
+        raw = json.dumps(json.loads(raw), indent=indent).encode()
+    return {"tokenizer.json": raw, "tokenizer_config.json": (BUILTIN_DIR / "tokenizer_config.json").read_bytes(),
+            "README.md": b"# not a tokenizer file\n", "model-00001-of-00030.safetensors": b"weights"}
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch):
+    from hub_stub import HubStub, StubRepo, commit_sha
+
+    old, new = commit_sha("v1"), commit_sha("v2")
+    repos = {
+        "org/tok": StubRepo(revisions={old: _tokenizer_files(indent=1), new: _tokenizer_files()},
+                            refs={"main": new, "v1": old}),
+        "org/gated": StubRepo(revisions={new: _tokenizer_files()}, refs={"main": new}, gated_token="hf_secret"),
+        "org/spm": StubRepo(revisions={new: {"tokenizer.model": b"sentencepiece", "README.md": b"x"}},
+                            refs={"main": new}),
+    }
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with HubStub(repos) as stub:
+        monkeypatch.setenv("HF_ENDPOINT", stub.endpoint)
+        stub.old, stub.new = old, new
+        yield stub
+
+
+def test_hub_id_downloads_only_the_tokenizer_files_then_works_offline(hub, monkeypatch):
+    tok = load_tokenizer("org/tok")
+
+    assert tok.identity.source == "org/tok" and tok.identity.commit == hub.new
+    assert tok.identity.to_dict()["commit"] == hub.new
+    fetched = {path.rsplit("/", 1)[-1] for method, path in hub.requests if method == "GET" and "/resolve/" in path}
+    assert fetched == {"tokenizer.json", "tokenizer_config.json"}  # no README, no weights
+    served = len(hub.requests)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert load_tokenizer("org/tok").identity == tok.identity
+    assert len(hub.requests) == served  # the cache, not the hub
+
+
+@pytest.mark.parametrize("revision", ["v1", "old-sha"])
+def test_hub_revision_pins_the_tokenizer_and_is_recorded(hub, revision):
+    rev = hub.old if revision == "old-sha" else revision
+
+    old = load_tokenizer("org/tok", rev)
+
+    assert old.identity.commit == hub.old
+    assert old.identity.sha256 != load_tokenizer("org/tok").identity.sha256
+
+
+def test_hub_gated_repo_needs_hf_token(hub, monkeypatch):
+    with pytest.raises(TokenizerError, match="is gated: accept its terms on the hub, then set HF_TOKEN"):
+        load_tokenizer("org/gated")
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    assert load_tokenizer("org/gated").identity.commit == hub.new
+
+
+@pytest.mark.parametrize("name, revision, says", [
+    ("org/nope", None, "no hub repo 'org/nope'"),
+    ("org/tok", "v9", "hub repo 'org/tok' has no revision 'v9'"),
+    ("org/spm", None, "hub repo 'org/spm' has no tokenizer.json (only tokenizer.model, a sentencepiece model)"),
+])
+def test_hub_errors_are_one_line_naming_the_fix(hub, name, revision, says):
+    with pytest.raises(TokenizerError) as info:
+        load_tokenizer(name, revision)
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_hub_offline_and_not_cached_says_so(hub, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(TokenizerError, match="not in the local Hugging Face cache .* HF_HUB_OFFLINE is set"):
+        load_tokenizer("org/tok")
+    assert hub.requests == []
+
+
+def test_hub_tokenizer_through_the_command_records_repo_and_commit(hub, tmp_path):
+    from conftest import SMALL, run_fastgen
+
+    args = [a for a in SMALL if a not in ("--tokenizer", "builtin")]
+    result = run_fastgen(*args, "--model", "org/tok", "--tokenizer-revision", "v1", "--workers", "1",
+                         "--output-dir", str(tmp_path / "traces"), "--config-dir", str(tmp_path / "configs"))
+
+    assert result.returncode == 0, result.stderr
+    recorded = json.loads((tmp_path / "traces" / "manifest.json").read_bytes())
+    assert recorded["tokenizer"]["source"] == "org/tok" and recorded["tokenizer"]["commit"] == hub.old
+    assert recorded["arguments"]["tokenizer_revision"] == "v1"
+    again = run_fastgen("--quiet", "--from-manifest", str(tmp_path / "traces" / "manifest.json"),
+                        "--output-dir", str(tmp_path / "t2"), "--config-dir", str(tmp_path / "c2"))
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "t2" / "manifest.json").read_bytes() == (tmp_path / "traces" / "manifest.json").read_bytes()
