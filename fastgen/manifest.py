@@ -20,7 +20,7 @@ from .compression import ZSTD_SUFFIX
 from .errors import OutputError
 
 __all__ = ["MANIFEST_NAME", "HASH_NAME", "FileRecord", "record", "listed_record", "manifest_bytes", "read_manifest",
-           "read_manifest_file", "rewrite_files"]
+           "read_manifest_file", "rewrite_files", "human_size"]
 
 MANIFEST_NAME = "manifest.json"
 GENERATOR = "fastgen"
@@ -46,6 +46,11 @@ class FileRecord:
         if self.content is None:
             return None
         return FileRecord(self.path[: -len(ZSTD_SUFFIX)], *self.content)
+
+
+def human_size(n: int) -> str:
+    """A byte count for messages: GB from 0.1 GB up, MB below (decimal units, as disks are sold)."""
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
 def record(path: str, *chunks: bytes) -> FileRecord:

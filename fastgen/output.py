@@ -19,7 +19,7 @@ from .compression import ZSTD_SUFFIX, compress_chunks, make_compressor
 from .configs import ConfigOptions, render_configs, write_configs
 from .dataset import DatasetBuilder, Task, check_fits, directories, file_name, files_per_task, tasks
 from .errors import OutputError
-from .manifest import MANIFEST_NAME, FileRecord, manifest_bytes, record
+from .manifest import MANIFEST_NAME, FileRecord, human_size, manifest_bytes, record
 from .outdir import Staging, discard, open_staging, place_all
 from .scenarios import scenario_by_id
 from .spec import Spec
@@ -55,13 +55,6 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, unit="file", desc="fastgen", disable=not enabled, dynamic_ncols=True)
 
 
-def _human(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} bytes"
-
-
 def _estimated_bytes(builder: DatasetBuilder, todo: list[Task], zstd_level: int | None) -> int:
     """About how many bytes the tasks' files take: a few sessions of each scenario composed, scaled up; compressed,
     by the ratio of one of them. Within about 10% on the default set, at about 2% of its composing time."""
@@ -83,7 +76,7 @@ def _check_space(staging: Staging, needed: int, compressed: bool) -> None:
     free = shutil.disk_usage(staging.folder).free
     if needed > free:
         hint = "" if compressed else ", or add --compress zstd (about 20x smaller)"
-        raise OutputError(f"{staging.out} needs about {_human(needed)} and its filesystem has {_human(free)} free; "
+        raise OutputError(f"{staging.out} needs about {human_size(needed)} and its filesystem has {human_size(free)} free; "
                           f"free some space, choose another --output-dir{hint}")
 
 

@@ -108,6 +108,11 @@ class ScenarioSpec:
 
     __pydantic_config__: ClassVar[dict] = _STRICT_KEYS
     count_field: ClassVar[str] = "sessions"
+    answers: ClassVar[tuple[str, ...]] = ()  # Range fields of recorded outputs: never empty
+
+    def __post_init__(self) -> None:
+        for name in self.answers:
+            self.require(getattr(self, name).lo >= 1, name, "must be at least 1 token")
     not_tokens: ClassVar[frozenset[str]] = frozenset()
 
     def require(self, ok: bool, field: str, rule: str) -> None:

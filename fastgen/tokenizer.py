@@ -150,20 +150,20 @@ def _from_hub(repo_id: str, revision: str | None) -> Path:
                              f"reached; {_download_hint(repo_id)}") from None
 
 
-def _resolve_folder(name: str, revision: str | None = None) -> tuple[Path, Path]:
-    """(folder, tokenizer.json) for a name; raises TokenizerError naming the fix."""
+def _resolve_folder(name: str, revision: str | None = None) -> tuple[Path, Path, str | None]:
+    """(folder, tokenizer.json, the hub commit or None) for a name; raises TokenizerError naming the fix."""
     if revision is not None and (name == BUILTIN_NAME or Path(name).expanduser().exists()):
         raise TokenizerError(f"--tokenizer-revision is for hub ids; {name} is not one")
     if name == BUILTIN_NAME:
-        return BUILTIN_DIR, BUILTIN_DIR / "tokenizer.json"
+        return BUILTIN_DIR, BUILTIN_DIR / "tokenizer.json", None
     path = Path(name).expanduser()
     if path.is_file():
-        return path.parent, path
+        return path.parent, path, None
     if path.is_dir():
         if not (path / "tokenizer.json").is_file():
             raise TokenizerError(f"folder {name} has no tokenizer.json; point --tokenizer at a tokenizer.json, "
                                  f"a model folder that has one, or use --tokenizer builtin")
-        return path, path / "tokenizer.json"
+        return path, path / "tokenizer.json", None
     if not _HUB_ID.fullmatch(name):
         raise TokenizerError(f"tokenizer path {name} does not exist; point --tokenizer at a tokenizer.json or a model "
                              f"folder that has one, or use --tokenizer builtin")
@@ -172,7 +172,7 @@ def _resolve_folder(name: str, revision: str | None = None) -> tuple[Path, Path]
         only = " (only tokenizer.model, a sentencepiece model)" if (snapshot / "tokenizer.model").is_file() else ""
         raise TokenizerError(f"hub repo '{name}' has no tokenizer.json{only}; convert it with transformers "
                              f"(AutoTokenizer.from_pretrained('{name}').save_pretrained(DIR)) and pass --tokenizer DIR")
-    return snapshot, snapshot / "tokenizer.json"
+    return snapshot, snapshot / "tokenizer.json", snapshot.name  # huggingface_hub names a snapshot by its commit
 
 
 def load_tokenizer(name: str, revision: str | None = None) -> Tokenizer:
@@ -180,7 +180,7 @@ def load_tokenizer(name: str, revision: str | None = None) -> Tokenizer:
     pins a branch, tag or commit)."""
     from tokenizers import Tokenizer as HFTokenizer
 
-    folder, json_path = _resolve_folder(name, revision)
+    folder, json_path, commit = _resolve_folder(name, revision)
     raw = json_path.read_bytes()
     try:
         parsed = json.loads(raw)
@@ -201,6 +201,4 @@ def load_tokenizer(name: str, revision: str | None = None) -> Tokenizer:
             files[extra] = (folder / extra).read_bytes()
     if "tokenizer_config.json" not in files:
         files["tokenizer_config.json"] = json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}, indent=2).encode() + b"\n"
-    hub = _HUB_ID.fullmatch(name) and not Path(name).expanduser().exists() and name != BUILTIN_NAME
-    commit = folder.name if hub else None  # huggingface_hub's cache names a snapshot by its commit
     return Tokenizer(hf, source=name if name == BUILTIN_NAME else str(name), folder_files=files, commit=commit)

@@ -23,6 +23,7 @@ from .interrupts import signals_held
 from .manifest import (
     MANIFEST_NAME,
     FileRecord,
+    human_size,
     listed_record,
     read_manifest,
     read_manifest_file,
@@ -163,10 +164,6 @@ class _Restore:
     present: bool  # that .json is already in place with these bytes (a killed unpack renamed it in)
 
 
-def _size(n: int) -> str:
-    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
-
-
 def _check_space(root: Path, packed: list[FileRecord]) -> None:
     """Refuse before writing when the restored files cannot fit beside the `.json.zst` (kept until the end).
     Sizes from the manifest's content records, else from the frame headers; a file already restored (same size)
@@ -180,7 +177,7 @@ def _check_space(root: Path, packed: list[FileRecord]) -> None:
             need += -(-size // _BLOCK) * _BLOCK
     free = shutil.disk_usage(root).free
     if need > free:
-        raise OutputError(f"unpack needs about {_size(need)}, {_size(free)} free in {root}; free space, or copy the "
+        raise OutputError(f"unpack needs about {human_size(need)}, {human_size(free)} free in {root}; free space, or copy the "
                           f"dataset to a disk with room and unpack it there ({_UNCHANGED})")
 
 

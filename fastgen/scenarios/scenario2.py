@@ -38,6 +38,7 @@ class Scenario2Spec(ScenarioSpec):
 
     count_field = "sets"
     not_tokens = frozenset({"sync_window_ms", "stagger_ms", "set_spacing_ms"})
+    answers = ("root_output", "branch_output")
 
     sets: Count = 50
     system: Tokens = 2000
@@ -59,9 +60,7 @@ class Scenario2Spec(ScenarioSpec):
     stagger_ms: Range = Range(1000, 5000)
     set_spacing_ms: Millis = 60_000
 
-    def __post_init__(self) -> None:
-        for name in ("root_output", "branch_output"):  # answers are never empty
-            self.require(getattr(self, name).lo >= 1, name, "must be at least 1 token")
+
 _INSTRUCTIONS = {
     "smallest patch": "Produce the smallest patch that fixes {ticket}; touch as few lines as you can.",
     "refactor first": "Refactor the code around {ticket} first so the fix becomes obvious, then fix it.",

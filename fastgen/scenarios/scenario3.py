@@ -39,6 +39,7 @@ class Scenario3Spec(ScenarioSpec):
     """Monorepo swarm: a ~90K global prefix, module-shared workspaces, 2-6 tool-loop turns, Poisson arrivals."""
 
     not_tokens = frozenset({"modules", "turns", "shared_workspace_percent", "arrival_window_s"})
+    answers = ("final_output",)
 
     sessions: Count = 500
     system: Tokens = 2000
@@ -58,10 +59,10 @@ class Scenario3Spec(ScenarioSpec):
     arrival_window_s: Seconds = 1200
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         p = self.shared_workspace_percent
         self.require(1 <= p.lo and p.hi <= 100, "shared_workspace_percent", "must lie within 1..100")
         self.require(self.turns.lo >= 1, "turns", "must be at least 1")
-        self.require(self.final_output.lo >= 1, "final_output", "must be at least 1 token")
 
     def scaled(self, *, sessions: float, budgets: float) -> "Scenario3Spec":
         scaled = super().scaled(sessions=sessions, budgets=budgets)
