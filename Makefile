@@ -17,7 +17,7 @@ env: $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 
 env-all: $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[validate,dev]'
+	$(BIN)/python -m pip install -q -e '.[validate,bakeoff,plots,dev]'
 
 traces: env
 	$(BIN)/fastgen --tokenizer builtin --workers $(WORKERS) --output-dir traces --config-dir configs $(FASTGEN_ARGS)
@@ -48,9 +48,12 @@ check-golden: env-all
 bench: env-all
 	$(BIN)/python -m native_bench $(BENCH_ARGS)
 
-# All 17 configs, replayed by the real inference-perf against a local fake server, then checked (e2e/README.md).
+# All 17 configs, replayed by the real inference-perf against a local fake server, then checked; then fastgen bakeoff
+# against two fake engines that differ in KV capacity, and fastgen compare, checked against the engines' logs
+# (e2e/README.md).
 e2e: env-all
 	$(BIN)/python -m e2e.run $(E2E_ARGS)
+	$(BIN)/python -m e2e.bakeoff
 
 clean:
-	rm -rf traces build *.egg-info .e2e
+	rm -rf traces build *.egg-info .e2e .e2e-bakeoff

@@ -47,10 +47,10 @@ class Answer:
 
 
 class FakeModel:
-    def __init__(self, tokenizer, *, output_cap: int = OUTPUT_CAP) -> None:
+    def __init__(self, tokenizer, *, output_cap: int = OUTPUT_CAP, cache: Optional[PrefixCache] = None) -> None:
         self.tokenizer = tokenizer
         self.output_cap = output_cap
-        self.cache = PrefixCache()
+        self.cache = cache if cache is not None else PrefixCache()
         self.words = _single_token_words(tokenizer)
         # Each word is one token; joined, they stay one token each under a Llama-3/Qwen-style pre-tokenizer. Where
         # not (another tokenizer), completion_tokens counts the joined text instead.

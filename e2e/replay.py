@@ -1,7 +1,6 @@
 """Run the real inference-perf on one config, the way a user would: from the config's folder, with a time limit.
 
-The console script sits next to the interpreter running this (the venv's bin/); `python -m inference_perf` is the
-fallback. Its output goes to a log file, not the console: a run prints several screens of tables.
+Its output goes to a log file, not the console: a run prints several screens of tables.
 """
 
 from __future__ import annotations
@@ -9,15 +8,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
-__all__ = ["inference_perf_command", "run_inference_perf"]
+from fastgen.bakeoff import inference_perf_command
 
-
-def inference_perf_command() -> list[str]:
-    script = Path(sys.executable).with_name("inference-perf")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "inference_perf"]
+__all__ = ["run_inference_perf"]
 
 
 def run_inference_perf(config: Path, *, log: Path, timeout_s: float) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import socket
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from typing import Callable, Optional
 
 import yaml
 
-from fastgen.manifest import read_manifest
+from fastgen.bakeoff.plan import select_configs
 
 from .checks import Outcome, check_run
 from .replay import run_inference_perf
@@ -83,19 +82,7 @@ def generate(workdir: Path, base_url: str, dataset: Dataset) -> None:
 
 def config_files(config_root: Path, only: Optional[list[str]] = None) -> list[Path]:
     """The configs in the design's order (scenario, then concurrency), or just the named ones (`scenario1/c10`)."""
-    def order(path: Path):
-        level = re.match(r"c(\d+)", path.stem)
-        return path.parent.name, int(level.group(1)) if level else 0, path.stem
-
-    listed = read_manifest(config_root)["files"]  # the configs fastgen wrote there, whatever the scenarios are
-    paths = sorted((config_root / rel for rel in listed if rel.endswith(".yml")), key=order)
-    if only:
-        names = {name.removesuffix(".yml") for name in only}
-        unknown = names - {f"{p.parent.name}/{p.stem}" for p in paths}
-        if unknown:
-            raise ValueError(f"no such config: {', '.join(sorted(unknown))}")
-        paths = [p for p in paths if f"{p.parent.name}/{p.stem}" in names]
-    return paths
+    return [run.path for run in select_configs(config_root, only)]
 
 
 def replay_one(server: ServerThread, path: Path, workdir: Path, *, timeout_s: float) -> Outcome:

@@ -1,14 +1,17 @@
 """A small OpenAI-compatible chat-completions server for the e2e replay, on loopback only.
 
-    python -m e2e.server --port 0 --tokenizer DIR [--record FILE] [--model NAME]
+    python -m e2e.server --port 0 --tokenizer DIR [--record FILE] [--model NAME] [--flavour vllm|sglang]
+        [--kv-capacity TOKENS] [--prefill-us-per-token US] [--no-reset-endpoint] [--die-after N]
 
-prints the port it bound on stdout, then serves `GET /v1/models` and `POST /v1/chat/completions` (streaming SSE
-with `stream_options.include_usage`, or one JSON response) until interrupted. In-process, `ServerThread` runs the
-same app on a background thread: `start()` returns the port, `records` holds what it saw, `reset()` empties the
-records and the prefix cache between runs, `stop()` ends it.
+prints the port it bound on stdout, then serves `GET /v1/models`, `POST /v1/chat/completions` (streaming SSE
+with `stream_options.include_usage`, or one JSON response), `GET /metrics` and the flavour's reset endpoint
+(fake_engine.py) until interrupted. In-process, `ServerThread` runs the same app on a background thread: `start()`
+returns the port, `records` holds what it saw, `reset()` empties the records and the prefix cache between runs,
+`stop()` ends it.
 
 Every chat request is recorded with its receive time (`time.time()`), its body and the answer it got, in memory
 and, with --record, as one JSON line each: the checks compare what inference-perf sent with what it was answered.
+Resets through the endpoint are recorded too (`{"event": "reset", ...}`), in `events` and in the file.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import threading
 import time
 import uuid
@@ -24,6 +28,7 @@ from typing import Optional
 
 from aiohttp import web
 
+from .fake_engine import FLAVOURS, EngineProfile, EngineState
 from .model import Answer, FakeModel, load_tokenizer
 
 __all__ = ["DEFAULT_MODEL", "Recorder", "ServerThread", "make_app", "main"]
@@ -38,10 +43,11 @@ class Recorder:
 
     def __init__(self, path: Optional[Path] = None) -> None:
         self.records: list[dict] = []
+        self.events: list[dict] = []  # resets
         self._file = open(path, "a", encoding="utf-8") if path else None
 
     def add(self, record: dict) -> None:
-        self.records.append(record)
+        (self.events if "event" in record else self.records).append(record)
         if self._file:
             self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
             self._file.flush()
@@ -51,10 +57,12 @@ class Recorder:
             self._file.close()
 
 
-def make_app(model: FakeModel, *, model_name: str, recorder: Recorder) -> web.Application:
+def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: EngineState) -> web.Application:
+    profile = state.profile
+
     async def models(_request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
-            {"id": model_name, "object": "model", "created": 0, "owned_by": "e2e"}]})
+            {"id": model_name, "object": "model", "created": 0, "owned_by": profile.flavour}]})
 
     async def chat(request: web.Request) -> web.StreamResponse:
         received = time.time()
@@ -71,15 +79,48 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder) -> web.Ap
             status = 404 if isinstance(exc, LookupError) else 400
             recorder.add({**record, "status": status, "error": str(exc)})
             return _error(status, str(exc))
+        prompt, cached = answer.usage["prompt_tokens"], answer.usage["prompt_tokens_details"]["cached_tokens"]
+        if (profile.null_zero_details and cached == 0) or not profile.cache_report:
+            answer.usage["prompt_tokens_details"] = None
         recorder.add({**record, "status": 200, "response": {
             "message": answer.message, "finish_reason": answer.finish_reason, "usage": answer.usage}})
-        if body.get("stream"):
-            return await _stream(request, body, answer, model_name)
-        return web.json_response(_completion(answer, model_name))
+        await state.prefill(prompt - cached)
+        try:
+            if body.get("stream"):
+                return await _stream(request, body, answer, model_name)
+            return web.json_response(_completion(answer, model_name))
+        finally:
+            state.finished(prompt, answer.usage["completion_tokens"])
+            if profile.die_after is not None and state.answered >= profile.die_after:
+                asyncio.get_running_loop().call_later(0.05, os._exit, 3)  # as a crashed engine: no goodbye
+
+    async def metrics(_request: web.Request) -> web.Response:
+        return web.Response(body=state.metrics_text(), content_type="text/plain", charset="utf-8")
+
+    async def reset(_request: web.Request) -> web.Response:
+        # As the engines answer while requests run: SGLang refuses with 400; vLLM says 200 {"success": false} and
+        # resets nothing. `done` in the record says whether the cache was emptied.
+        event = {"event": "reset", "t": time.time(), "path": profile.reset_path}
+        if state.busy:
+            status = 400 if profile.flavour == "sglang" else 200
+            recorder.add({**event, "status": status, "done": False})
+            if profile.flavour == "sglang":
+                return web.Response(status=400, text="Cache not flushed because there are pending requests.\n")
+            return web.json_response({"success": False})
+        state.cache.clear()
+        recorder.add({**event, "status": 200, "done": True})
+        if profile.flavour == "sglang":
+            return web.Response(text="Cache flushed.\nPlease check backend logs for more details.\n")
+        return web.json_response({"success": True})
 
     app = web.Application(client_max_size=256 * 1024 * 1024)  # scenario 3 prompts run to ~0.5 MB unscaled
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/metrics", metrics)
+    if profile.reset_endpoint:
+        app.router.add_post(profile.reset_path, reset)
+        if profile.flavour == "sglang":
+            app.router.add_get(profile.reset_path, reset)
     return app
 
 
@@ -132,8 +173,9 @@ class ServerThread:
     """The app on a background thread with its own event loop, for tests and the e2e runner."""
 
     def __init__(self, tokenizer_dir: str | Path, *, model_name: str = DEFAULT_MODEL, port: int = 0,
-                 record: Optional[Path] = None) -> None:
-        self.model = FakeModel(load_tokenizer(str(tokenizer_dir)))
+                 record: Optional[Path] = None, profile: EngineProfile = EngineProfile()) -> None:
+        self.state = EngineState(profile, model_name)
+        self.model = FakeModel(load_tokenizer(str(tokenizer_dir)), cache=self.state.cache)
         self.recorder = Recorder(record)
         self.model_name, self.port = model_name, port
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -172,7 +214,7 @@ class ServerThread:
         return self.port
 
     async def _listen(self) -> web.AppRunner:
-        app = make_app(self.model, model_name=self.model_name, recorder=self.recorder)
+        app = make_app(self.model, model_name=self.model_name, recorder=self.recorder, state=self.state)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, HOST, self.port)
@@ -208,8 +250,21 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--tokenizer", required=True, help="tokenizer folder, e.g. the dataset's traces/tokenizer")
     p.add_argument("--model", default=DEFAULT_MODEL, help="the model name to serve (fastgen's --model)")
     p.add_argument("--record", type=Path, help="append every chat request, and its answer, to this JSON-lines file")
+    p.add_argument("--flavour", choices=FLAVOURS, default="vllm", help="the engine to imitate: /metrics, reset")
+    p.add_argument("--kv-capacity", type=int, help="KV cache size in tokens, LRU past it (unset: never evicts)")
+    p.add_argument("--prefill-us-per-token", type=float, default=0.0,
+                   help="microseconds of prefill per uncached prompt token, one prefill at a time")
+    p.add_argument("--no-reset-endpoint", action="store_true", help="serve no reset endpoint (vLLM without dev mode)")
+    p.add_argument("--die-after", type=int, help="exit after answering this many chat requests")
+    p.add_argument("--no-cache-report", action="store_true", help="send no cached-token counts at all")
+    p.add_argument("--null-zero-details", action="store_true",
+                   help="prompt_tokens_details null when nothing was cached, as vLLM and SGLang answer")
     args = p.parse_args(argv)
-    server = ServerThread(args.tokenizer, model_name=args.model, port=args.port, record=args.record)
+    profile = EngineProfile(flavour=args.flavour, kv_capacity_tokens=args.kv_capacity,
+                            prefill_s_per_token=args.prefill_us_per_token / 1e6,
+                            reset_endpoint=not args.no_reset_endpoint, die_after=args.die_after,
+                            null_zero_details=args.null_zero_details, cache_report=not args.no_cache_report)
+    server = ServerThread(args.tokenizer, model_name=args.model, port=args.port, record=args.record, profile=profile)
     print(server.start(), flush=True)
     try:
         threading.Event().wait()

@@ -1,7 +1,8 @@
 """fastgen: token-exact, graph-exact, reproducible KV-cache benchmark traces for inference-perf.
 
 This module is the one door: everything a program needs is imported from here; the modules behind it are the
-pipeline's stages (workload -> scenarios -> tokenizer -> content -> blocks -> plans -> spans -> files -> manifest).
+pipeline's stages (workload -> scenarios -> tokenizer -> content -> blocks -> plans -> spans -> files -> manifest),
+then the runs against a live server (bakeoff) and their comparison (results).
 
 The names are loaded on first use (PEP 562), so `import fastgen` and the command's start-up stay cheap: the command
 imports numpy, tokenizers and the generator only inside its error handling, where Ctrl-C is one line, not a traceback.
@@ -19,6 +20,7 @@ _EXPORTS = {
     "TokenizerError": "errors",
     "ValidationError": "errors",
     "WorkloadError": "errors",
+    "ServerError": "errors",
     "Scenario": "scenarios",
     "default_spec": "scenarios",
     "register": "scenarios",
@@ -34,6 +36,9 @@ _EXPORTS = {
     "validate_tree": "validate",
     "unpack_tree": "verify",
     "verify_tree": "verify",
+    "BakeoffOptions": "bakeoff",
+    "run_bakeoff": "bakeoff",
+    "compare_runs": "results",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

@@ -5,12 +5,14 @@
     │   └── WorkloadError  a workload file that does not load: YAML, keys, types, ranges, format version
     ├── TokenizerError     a tokenizer that cannot be found or loaded
     ├── OutputError        an output folder that fastgen may not write into, or a failed write
-    └── ValidationError    inference-perf's graph (or a config) deviates from the scenario's shape
+    ├── ValidationError    inference-perf's graph (or a config) deviates from the scenario's shape
+    └── ServerError        a live server that cannot be reached, serves another model, or refuses a reset
 """
 
 from __future__ import annotations
 
-__all__ = ["FastgenError", "SpecError", "WorkloadError", "TokenizerError", "OutputError", "ValidationError"]
+__all__ = ["FastgenError", "SpecError", "WorkloadError", "TokenizerError", "OutputError", "ValidationError",
+           "ServerError"]
 
 
 class FastgenError(Exception):
@@ -34,4 +36,8 @@ class OutputError(FastgenError):
 
 
 class ValidationError(FastgenError):
+    pass
+
+
+class ServerError(FastgenError):
     pass

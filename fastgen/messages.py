@@ -101,6 +101,12 @@ class Turn:
     output: Output
     start_ms: int
     end_ms: int
+    role: str = ""  # what the turn is in its scenario's graph ("root", "branch"); empty for a turn of a chain
+
+    @property
+    def kind(self) -> str:
+        """The turn's kind in reports: its graph role where the scenario names one, else text or tool call."""
+        return self.role or ("tool_call" if self.output.is_tool_call else "text")
 
 
 @dataclass(frozen=True)

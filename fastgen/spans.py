@@ -17,9 +17,18 @@ import orjson
 
 from .messages import Output, SessionPlan, Turn
 
-__all__ = ["EPOCH", "iso_time", "output_parts", "span_dict", "session_dict", "session_chunks", "session_bytes"]
+__all__ = ["EPOCH", "REPORT_LABELS", "iso_time", "output_parts", "span_dict", "session_dict", "session_chunks", "session_bytes"]
 
 EPOCH = datetime(2026, 6, 15, 10, 0, 0, tzinfo=timezone.utc)
+
+# Span attribute -> the label inference-perf copies onto each per-request record (attribute_to_label_map): what
+# `fastgen compare` groups requests by.
+REPORT_LABELS = {
+    "gen_ai.conversation.id": "session",
+    "fastgen.scenario": "trace_dir",
+    "fastgen.turn": "turn",
+    "fastgen.turn_kind": "turn_kind",
+}
 
 
 def iso_time(ms: int) -> str:
@@ -50,6 +59,7 @@ def span_dict(plan: SessionPlan, turn: Turn, *, model: str, input_messages, outp
         "gen_ai.response.finish_reasons": ["tool_calls" if turn.output.is_tool_call else "stop"],
         "fastgen.scenario": plan.scenario,
         "fastgen.turn": turn.turn,
+        "fastgen.turn_kind": turn.kind,
     }
     return {
         "span_id": turn.span_id,

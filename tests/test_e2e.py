@@ -133,3 +133,21 @@ def test_check_run_sessions_arriving_together_fail_the_session_rate(slice_run):
             r["t"] = 1000.0
     failures = rerun_checks(workdir, "scenario3/c100_noisy", tamper)
     assert any("median 0.000 s apart, session_rate says 0.500 s" in f for f in failures)
+
+
+def test_compare_reads_reports_of_configs_run_by_hand(slice_run):
+    """No bakeoff: inference-perf's own reports, where the configs send them (reports/<label>/...), are runs too."""
+    from fastgen.results import read_runs
+    from fastgen.results.stats import hit_percent
+
+    workdir, outcomes = slice_run
+    runs, problems = read_runs(workdir / "reports" / "vllm")
+    assert sorted(runs) == sorted(SLICE)
+    # no run.json or metrics.jsonl there: nothing is missing that a hand run would have
+    assert problems == []
+    for name, run in runs.items():
+        stage = yaml.safe_load((workdir / "configs" / f"{name}.yml").read_text())["load"]["stages"][0]
+        assert run.status == "reports" and run.concurrency == stage["concurrent_sessions"]
+        assert len(run.requests) == outcomes[name].requests
+        assert hit_percent(run.requests) == pytest.approx(outcomes[name].server_hit)
+        assert {r.kind for r in run.requests} <= {"text", "tool_call", "root", "branch"}

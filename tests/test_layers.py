@@ -11,7 +11,7 @@ ROOT = Path(fastgen.__file__).parent
 
 # Bottom to top; a module may import modules of its own layer and the layers below. A new module gets a row here.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "version", "interrupts", "processes"),
+    ("errors", "version", "interrupts", "processes", "engines"),
     ("spec", "streams"),
     ("tokenizer",),
     ("content", "content.vocab", "content.kinds", "content.compose", "content.budget"),
@@ -28,6 +28,15 @@ LAYERS: list[tuple[str, ...]] = [
     ("writer",),
     ("workers", "outdir"),
     ("output", "verify", "validate"),
+    # bakeoff: runs against a live server; results reads the run folders it writes
+    ("bakeoff.server", "bakeoff.sampler", "bakeoff.runs", "bakeoff.plan"),
+    ("bakeoff.runner", "bakeoff"),
+    ("results.runs",),
+    ("results.stats", "results.report"),
+    ("results.sections.common", "results.sections.scenario1", "results.sections.scenario2",
+     "results.sections.scenario3", "results.sections.throughput", "results.sections.overview", "results.sections"),
+    ("results.render", "results.plots", "results.compare", "results"),
+    ("cli.options", "cli.generate", "cli.datasets", "cli.runs"),
     ("cli", "__main__", ""),  # "" is the package door, fastgen/__init__.py
 ]
 LAYER = {name: depth for depth, names in enumerate(LAYERS) for name in names}

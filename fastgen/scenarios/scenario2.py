@@ -118,7 +118,7 @@ def _timed(spec: Spec, blocks: ScenarioBlocks, seed: int, index: int, layout: st
     start = index * s.set_spacing_ms
     root_end = start + duration_ms(spec.timing, blocks.catalog.tokens + sum(m.tokens for m in root), root_output.tokens)
     session_id = f"{layout}-{index:04d}"
-    turns = [Turn(f"{session_id}-root", 0, root, root_output, start, root_end)]
+    turns = [Turn(f"{session_id}-root", 0, root, root_output, start, root_end, role="root")]
     if layout == "scenario2_sync":
         offsets = sorted(int(rng.integers(0, s.sync_window_ms + 1)) for _ in branches)
     else:
@@ -128,7 +128,8 @@ def _timed(spec: Spec, blocks: ScenarioBlocks, seed: int, index: int, layout: st
         b_start = root_end + offset
         natural_end = b_start + duration_ms(spec.timing, blocks.catalog.tokens + sum(m.tokens for m in messages),
                                             output.tokens)
-        turns.append(Turn(f"{session_id}-b{k}", k, messages, output, b_start, max(natural_end, last_start + 1000)))
+        turns.append(Turn(f"{session_id}-b{k}", k, messages, output, b_start, max(natural_end, last_start + 1000),
+                          role="branch"))
     return SessionPlan(layout, session_id, index, blocks.catalog, tuple(turns))
 
 

@@ -1,0 +1,247 @@
+"""`fastgen bakeoff` against two fake engines that differ in a known way, then `fastgen compare`, then checks that
+the report says what the engines' own logs say.
+
+    python -m e2e.bakeoff [--workdir .e2e-bakeoff] [--configs PATTERN ...]
+
+Engine A imitates vLLM with an unbounded KV cache; engine B imitates SGLang with a KV cache of a few prompts (LRU
+eviction). Both charge the same prefill time per uncached prompt token, one prefill at a time, and log every request
+and every reset (fake_engine.py). Both commands run as a user runs them, in their own processes. The checks:
+
+- every config completed on both, and the engine saw one reset before each config (its log);
+- request for request, the (prompt, cached) tokens compare read from each run equal the engine's log between that
+  config's reset and the next; the report's hit % of each config is 100 x cached / prompt from the log;
+- the smaller cache never has the higher hit ratio, has the lower one over all configs (one session at a time fits
+  either cache, so those configs hit the same), and, in each scenario-1 config on every text turn where it hits 5
+  points less, the higher median TTFT (there must be one);
+- the sampled /metrics cover each run: a sample at or before its first request and one at or after its last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from fastgen.bakeoff.plan import select_configs
+from fastgen.bakeoff.runs import METRICS_FILE
+from fastgen.results import read_runs
+
+from .run import Dataset, generate
+
+__all__ = ["DEFAULT_CONFIGS", "FakeEngineProcess", "check_bakeoff", "main", "run_fake_bakeoff"]
+
+DEFAULT_CONFIGS = ("scenario1/c1", "scenario1/c10", "scenario2/c10_sync", "scenario2/c10_stagger",
+                   "scenario3/c100_stable", "scenario3/c100_noisy")
+PREFILL_US_PER_TOKEN = 40.0  # a 2 K-token miss costs 80 ms: well above the loopback's noise
+SMALL_CACHE_TOKENS = 4096  # about two of the e2e dataset's prompts
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    label: str
+    flavour: str
+    kv_capacity: Optional[int]
+    extra: tuple[str, ...] = ()
+
+
+BIG_CACHE_TOKENS = 1_000_000  # never fills on the e2e dataset
+ENGINES = (EngineSpec("big-vllm", "vllm", BIG_CACHE_TOKENS), EngineSpec("small-sglang", "sglang", SMALL_CACHE_TOKENS))
+
+
+class FakeEngineProcess:
+    """`python -m e2e.server` in its own process, logging to `record`; the port it printed is `port`."""
+
+    def __init__(self, tokenizer: Path, record: Path, flavour: str, *, kv_capacity: Optional[int] = None,
+                 prefill_us: float = PREFILL_US_PER_TOKEN, extra: tuple[str, ...] = ()) -> None:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.unlink(missing_ok=True)
+        self.record = record
+        command = [sys.executable, "-m", "e2e.server", "--port", "0", "--tokenizer", str(tokenizer), "--record",
+                   str(record), "--flavour", flavour, "--prefill-us-per-token", str(prefill_us),
+                   "--null-zero-details", *extra]
+        if kv_capacity is not None:
+            command += ["--kv-capacity", str(kv_capacity)]
+        self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
+        line = self._proc.stdout.readline().strip()
+        if not line.isdigit():
+            self.stop()
+            raise RuntimeError(f"the fake engine did not start (printed {line!r})")
+        self.port = int(line)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> list[dict]:
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+
+    def stop(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+    def __enter__(self) -> "FakeEngineProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def fastgen_command(*args: str, timeout_s: float = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fastgen", *args], capture_output=True, text=True,
+                          timeout=timeout_s, cwd=Path(__file__).parent.parent)
+
+
+def segments(log: list[dict]) -> list[list[dict]]:
+    """The engine's chat requests between one reset that emptied the cache and the next (the first segment is
+    before any)."""
+    parts: list[list[dict]] = [[]]
+    for entry in log:
+        if entry.get("event") == "reset":
+            if entry.get("done"):
+                parts.append([])
+        else:
+            parts[-1].append(entry)
+    return parts
+
+
+def _usage_pairs(entries: list[dict]) -> Counter:
+    pairs = Counter()
+    for e in entries:
+        if e.get("status") == 200:
+            usage = e["response"]["usage"]
+            pairs[(usage["prompt_tokens"], (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0))] += 1
+    return pairs
+
+
+def check_bakeoff(workdir: Path, configs: list[str], logs: dict[str, list[dict]]) -> list[str]:
+    """The failures (empty: every check held)."""
+    failures = []
+    report = json.loads((workdir / "report" / "report.json").read_text())
+    runs_table = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
+    report_hits = {row[0]: (row[5], row[6]) for row in runs_table["rows"]}
+    measured: dict[str, list[float]] = {}
+    for side, spec in enumerate(ENGINES):
+        runs, problems = read_runs(workdir / "reports" / spec.label)
+        failures += [f"{spec.label}: {p}" for p in problems]
+        parts = segments(logs[spec.label])
+        if parts[0]:
+            failures.append(f"{spec.label}: {len(parts[0])} requests before the first reset")
+        if len(parts) - 1 != len(configs):
+            failures.append(f"{spec.label}: {len(parts) - 1} resets for {len(configs)} configs")
+        for name, part in zip(configs, parts[1:]):
+            run = runs.get(name)
+            if run is None or run.status != "completed":
+                failures.append(f"{spec.label} {name}: not completed ({run.status if run else 'missing'})")
+                continue
+            logged = _usage_pairs(part)
+            read = Counter((r.prompt_tokens, r.cached_tokens) for r in run.requests)
+            if logged != read:
+                failures.append(f"{spec.label} {name}: the run's (prompt, cached) tokens differ from the engine log "
+                                f"({sum(read.values())} against {sum(logged.values())} requests)")
+            prompt = sum(p * n for (p, _), n in logged.items())
+            cached = sum(c * n for (_, c), n in logged.items())
+            hit = 100.0 * cached / prompt if prompt else None
+            measured.setdefault(name, [None, None])[side] = hit
+            shown = report_hits.get(name, (None, None))[side]
+            if hit is None or shown is None or abs(shown - hit) > 1e-4:
+                failures.append(f"{spec.label} {name}: report hit % {shown}, the engine's log {hit}")
+            failures += _coverage(spec.label, name, run, workdir / "reports" / spec.label / name / METRICS_FILE)
+    # One session at a time fits either cache, so some configs hit the same on both; none may hit more on the small
+    # one, and together the small one must hit less.
+    for name, (big, small) in measured.items():
+        if big is not None and small is not None and small > big + 1e-9:
+            failures.append(f"{name}: the small cache's hit % {small:.1f} is above the big one's {big:.1f}")
+    pooled = [sum(v[side] or 0 for v in measured.values()) for side in (0, 1)]
+    if not pooled[1] < pooled[0]:
+        failures.append(f"the small cache's hit ratios ({pooled[1]:.1f} summed) are not below the big one's "
+                        f"({pooled[0]:.1f})")
+    failures += _later_turns_slower(report)
+    return failures
+
+
+def _coverage(label: str, name: str, run, metrics: Path) -> list[str]:
+    times = [json.loads(line)["t"] for line in metrics.read_text().splitlines() if line.strip()]
+    sessions = run.sessions
+    if len(times) < 2 or not sessions:
+        return [f"{label} {name}: {len(times)} metric samples"]
+    first, last = min(s.start for s in sessions), max(s.end for s in sessions)
+    if not (times[0] <= first and times[-1] >= last):
+        return [f"{label} {name}: metric samples {times[0]:.2f}-{times[-1]:.2f} do not cover the sessions "
+                f"{first:.2f}-{last:.2f}"]
+    return []
+
+
+def _later_turns_slower(report: dict) -> list[str]:
+    """Misses cost time: in every scenario-1 config, on every text turn where the small cache hits at least 5 points
+    less, its median TTFT is the higher; and there is at least one such turn."""
+    section = next((s for s in report["sections"] if s["id"] == "scenario1"), None)
+    if section is None:
+        return []
+    grid = next(t for t in section["tables"] if t["title"] == "By load level and turn")
+    failures, compared = [], 0
+    for row in grid["rows"]:
+        cells = dict(zip(grid["columns"], row))
+        big, small = cells["hit % A"], cells["hit % B"]
+        if cells["kind"] != "text" or big is None or small is None or big - small < 5:
+            continue
+        compared += 1
+        a, b = cells["TTFT p50 ms A"], cells["TTFT p50 ms B"]
+        if not (a is not None and b is not None and b > a):
+            failures.append(f"{cells['config']} turn {cells['turn']}: the small cache hits {small:.1f} % against "
+                            f"{big:.1f} %, but its median TTFT {b} ms is not above the big one's {a} ms")
+    if not compared:
+        failures.append("scenario 1: no text turn where the small cache hits 5 points less; the pair shows nothing")
+    return failures
+
+
+def run_fake_bakeoff(workdir: Path, configs: list[str], dataset: Dataset = Dataset()) -> list[str]:
+    workdir = Path(workdir).resolve()
+    generate(workdir, "http://127.0.0.1:9", dataset)  # the bakeoff points the runs at each engine
+    configs = [c.name for c in select_configs(workdir / "configs", configs)]  # in the order the bakeoff runs them
+    logs = {}
+    for spec in ENGINES:
+        record = workdir / "engines" / f"{spec.label}.jsonl"
+        with FakeEngineProcess(workdir / "traces" / "tokenizer", record, spec.flavour,
+                               kv_capacity=spec.kv_capacity) as engine:
+            started = time.monotonic()
+            result = fastgen_command("bakeoff", "--url", engine.url, "--label", spec.label, "--config-dir",
+                                     str(workdir / "configs"), "--out", str(workdir / "reports"), "--rerun",
+                                     "--scrape-interval", "0.5", "--configs", *configs)
+            print(f"bakeoff against {spec.label} ({spec.flavour}): exit {result.returncode}, "
+                  f"{time.monotonic() - started:.0f} s")
+            if result.returncode != 0:
+                return [f"fastgen bakeoff against {spec.label} exited {result.returncode}: {result.stdout[-800:]}"
+                        f"{result.stderr[-800:]}"]
+            logs[spec.label] = engine.log()
+    result = fastgen_command("compare", *(str(workdir / "reports" / s.label) for s in ENGINES), "--out",
+                             str(workdir / "report"))
+    if result.returncode != 0:
+        return [f"fastgen compare exited {result.returncode}: {result.stderr[-800:]}"]
+    print(result.stdout.strip())
+    return check_bakeoff(workdir, configs, logs)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff", description=__doc__.split("\n\n")[0])
+    p.add_argument("--workdir", type=Path, default=Path(".e2e-bakeoff"))
+    p.add_argument("--configs", nargs="+", default=list(DEFAULT_CONFIGS), help="configs to run on both engines")
+    args = p.parse_args(argv)
+    started = time.monotonic()
+    failures = run_fake_bakeoff(args.workdir, args.configs)
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    print(f"bakeoff e2e: {len(args.configs)} configs on 2 engines, {len(failures)} failures, "
+          f"{time.monotonic() - started:.0f} s; report in {args.workdir / 'report'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,130 @@
+"""What makes the fake server look like one engine or another, and behave like a server with a finite KV cache.
+
+A profile says which engine it imitates (vLLM or SGLang: the `/metrics` names, the reset endpoint and its answers,
+`owned_by`), how large its KV cache is (LRU eviction past it), and what a prompt token it did not have cached costs
+(one prefill at a time, so misses cost time and queue under load). Two profiles that differ only in capacity are a
+pair of engines whose difference is known: the smaller one has the lower hit ratio and, on later turns, the higher
+TTFT. The metrics are built with prometheus_client from the live state at each scrape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Optional
+
+from .prefix_cache import PrefixCache
+
+__all__ = ["EngineProfile", "EngineState", "FLAVOURS"]
+
+FLAVOURS = ("vllm", "sglang")
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    flavour: str = "vllm"
+    kv_capacity_tokens: Optional[int] = None  # None: nothing is ever evicted
+    prefill_s_per_token: float = 0.0  # seconds per uncached prompt token
+    reset_endpoint: bool = True  # False: vLLM without VLLM_SERVER_DEV_MODE (no /reset_prefix_cache)
+    die_after: Optional[int] = None  # exit the process when this many chat requests have been answered
+    null_zero_details: bool = False  # as both real engines do: no prompt_tokens_details when nothing was cached
+    cache_report: bool = True  # False: like vLLM without --enable-prompt-tokens-details (no cached-token counts)
+
+    def __post_init__(self) -> None:
+        if self.flavour not in FLAVOURS:
+            raise ValueError(f"unknown flavour {self.flavour!r}; use one of {FLAVOURS}")
+
+    @property
+    def reset_path(self) -> str:
+        return "/reset_prefix_cache" if self.flavour == "vllm" else "/flush_cache"
+
+
+class EngineState:
+    """Requests running and waiting, counters, and the one prefill lane; lives on the server's event loop."""
+
+    def __init__(self, profile: EngineProfile, model_name: str) -> None:
+        self.profile, self.model_name = profile, model_name
+        self.cache = PrefixCache(capacity_tokens=profile.kv_capacity_tokens)
+        self.running = self.waiting = 0
+        self.prompt_tokens = self.generation_tokens = self.answered = 0
+        self._prefill: Optional[asyncio.Lock] = None
+
+    async def prefill(self, uncached_tokens: int) -> None:
+        """Wait for the prefill lane, then spend the uncached tokens' cost on it."""
+        if self._prefill is None:
+            self._prefill = asyncio.Lock()
+        self.waiting += 1
+        acquired = False
+        try:
+            async with self._prefill:
+                self.waiting -= 1
+                acquired = True
+                self.running += 1
+                if self.profile.prefill_s_per_token:
+                    await asyncio.sleep(uncached_tokens * self.profile.prefill_s_per_token)
+        except BaseException:
+            if acquired:
+                self.running -= 1
+            else:
+                self.waiting -= 1
+            raise
+
+    def finished(self, prompt_tokens: int, completion_tokens: int) -> None:
+        """A request that got through prefill has ended (answered, or its client went away)."""
+        self.running -= 1
+        self.prompt_tokens += prompt_tokens
+        self.generation_tokens += completion_tokens
+        self.answered += 1
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    def kv_usage(self) -> float:
+        capacity = self.profile.kv_capacity_tokens
+        return 0.0 if not capacity else min(1.0, self.cache.used_tokens / capacity)
+
+    def metrics_text(self) -> bytes:
+        from prometheus_client import CollectorRegistry, generate_latest
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        state = self
+        labels = {"model_name": self.model_name, **({"engine": "0"} if self.profile.flavour == "vllm" else {})}
+
+        def gauge(name: str, doc: str, value: float):
+            family = GaugeMetricFamily(name, doc, labels=list(labels))
+            family.add_metric(list(labels.values()), value)
+            return family
+
+        def counter(name: str, doc: str, value: float, extra: Optional[dict] = None):
+            names = {**labels, **(extra or {})}
+            family = CounterMetricFamily(name, doc, labels=list(names))
+            family.add_metric(list(names.values()), value)
+            return family
+
+        class Collector:
+            def collect(self):
+                cache = state.cache
+                if state.profile.flavour == "vllm":
+                    yield gauge("vllm:num_requests_running", "Running requests.", state.running)
+                    yield gauge("vllm:num_requests_waiting", "Waiting requests.", state.waiting)
+                    yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage, 1 is full.", state.kv_usage())
+                    yield counter("vllm:prefix_cache_queries", "Prefix cache queries (tokens).", cache.queries)
+                    yield counter("vllm:prefix_cache_hits", "Prefix cache hits (tokens).", cache.hits)
+                    yield counter("vllm:num_preemptions", "Preemptions.", 0)
+                    yield counter("vllm:prompt_tokens", "Prefill tokens.", state.prompt_tokens)
+                    yield counter("vllm:generation_tokens", "Generation tokens.", state.generation_tokens)
+                else:
+                    yield gauge("sglang:num_running_reqs", "Running requests.", state.running)
+                    yield gauge("sglang:num_queue_reqs", "Queued requests.", state.waiting)
+                    yield gauge("sglang:token_usage", "The token usage.", state.kv_usage())
+                    yield counter("sglang:prompt_tokens", "Prompt tokens.", cache.queries)
+                    yield counter("sglang:cached_tokens", "Prefix-cache hit tokens.", cache.hits)
+                    yield counter("sglang:generation_tokens", "Generation tokens.", state.generation_tokens)
+                    yield counter("sglang:num_retracted_requests", "Retracted requests.", 0)
+                    yield counter("sglang:evicted_tokens", "Evicted tokens.", cache.evicted_blocks * cache.block_size,
+                                  {"cache_type": "device"})
+
+        registry = CollectorRegistry()
+        registry.register(Collector())
+        return generate_latest(registry)

@@ -1,0 +1,93 @@
+"""Which configs a bakeoff runs, in which order, and the config each run really uses.
+
+A run's config is the generated one with only what the bakeoff decides changed: the server's URL and type, the
+report folder (the run's own), absolute paths (so it runs from anywhere), and the report and label sections that
+`fastgen compare` needs, in case the configs came from an older fastgen. Pure: YAML text in, YAML text out.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import yaml
+
+from ..configs import report_section
+from ..errors import OutputError
+from ..manifest import read_manifest
+from ..spans import REPORT_LABELS
+
+__all__ = ["ConfigRun", "select_configs", "run_config_text"]
+
+
+@dataclass(frozen=True)
+class ConfigRun:
+    name: str  # "scenario1/c10": the config's path in its folder, without .yml
+    path: Path  # the config file
+
+    @property
+    def scenario(self) -> str:
+        return PurePosixPath(self.name).parent.as_posix()
+
+    @property
+    def short_name(self) -> str:
+        return PurePosixPath(self.name).name
+
+
+def _order(name: str):
+    # the design's order: scenario by scenario, then by load level (c10 before c100)
+    scenario, _, config = name.rpartition("/")
+    level = re.match(r"c(\d+)", config)
+    return scenario, int(level.group(1)) if level else 0, config
+
+
+def select_configs(config_dir: Path, patterns: list[str] | None = None) -> list[ConfigRun]:
+    """The configs fastgen wrote into config_dir (its manifest lists them), in the design's order; with patterns,
+    those matching any of them (`scenario1/c10`, `scenario3/*_noisy`, or a whole scenario: `scenario2`)."""
+    config_dir = Path(config_dir)
+    try:
+        listed = read_manifest(config_dir)["files"]
+    except (OSError, KeyError, ValueError) as exc:
+        raise OutputError(f"{config_dir} is not a config folder written by fastgen ({exc}); pass --config-dir with "
+                          f"the folder fastgen --config-dir wrote") from None
+    names = sorted((rel.removesuffix(".yml") for rel in listed if rel.endswith(".yml")), key=_order)
+    if patterns:
+        wanted = [p.removesuffix(".yml").rstrip("/") for p in patterns]
+        unmatched = [p for p in wanted if not any(_matches(n, p) for n in names)]
+        if unmatched:
+            raise OutputError(f"no config in {config_dir} matches {unmatched[0]!r}; the configs are "
+                              f"{', '.join(names[:6])}{', ...' if len(names) > 6 else ''}")
+        names = [n for n in names if any(_matches(n, p) for p in wanted)]
+    return [ConfigRun(name, config_dir / f"{name}.yml") for name in names]
+
+
+def _matches(name: str, pattern: str) -> bool:
+    return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name, pattern + "/*")
+
+
+def run_config_text(text: str, *, config_dir: Path, url: str, engine: str, report_dir: Path) -> str:
+    """The YAML of one run: `text` (a generated config) pointed at `url` and reporting into `report_dir`."""
+    document = yaml.safe_load(text)
+    try:
+        server = document["server"]
+        replay = document["data"]["otel_trace_replay"]
+        tokenizer = document["tokenizer"]
+    except (KeyError, TypeError):
+        raise OutputError(f"{config_dir} has a config without server, data.otel_trace_replay or tokenizer sections; "
+                          f"regenerate the configs with fastgen") from None
+    server["base_url"] = url
+    server["type"] = engine
+    replay["trace_directory"] = _absolute(replay["trace_directory"], config_dir)
+    replay["attribute_to_label_map"] = {**dict(REPORT_LABELS), **(replay.get("attribute_to_label_map") or {})}
+    name = tokenizer.get("pretrained_model_name_or_path")
+    if name and (config_dir / name).exists():  # a folder beside the traces; a hub id stays as it is
+        tokenizer["pretrained_model_name_or_path"] = _absolute(name, config_dir)
+    document["report"] = report_section()
+    document["storage"] = {"local_storage": {"path": Path(report_dir).resolve().as_posix()}}
+    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def _absolute(path: str, base: Path) -> str:
+    return (Path(base) / path).resolve().as_posix()

@@ -1,0 +1,65 @@
+"""The run folder of one config against one server: what the bakeoff writes there, and how it is placed.
+
+    <out>/<label>/<scenario>/<config>/     inference-perf's reports, and beside them:
+        run.json                           what ran, against what, how it ended (RUN_FILE)
+        metrics.jsonl                      the server's /metrics, sampled while it ran (METRICS_FILE)
+        inference-perf.log                 inference-perf's output (LOG_FILE)
+        run-config.yml                     the config as run (RUN_CONFIG_FILE)
+
+A run is written into `<config>.partial/` and renamed over `<config>/` when it has ended, so an interrupted run never
+replaces a finished one and a reader never sees half a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Optional
+
+from ..interrupts import signals_held
+
+__all__ = ["LOG_FILE", "METRICS_FILE", "RUN_CONFIG_FILE", "RUN_FILE", "RUN_FORMAT", "discard_partial",
+           "partial_folder", "place_run", "read_run", "write_run"]
+
+RUN_FILE = "run.json"
+METRICS_FILE = "metrics.jsonl"
+LOG_FILE = "inference-perf.log"
+RUN_CONFIG_FILE = "run-config.yml"
+RUN_FORMAT = 1
+_PARTIAL = ".partial"
+
+
+def partial_folder(final: Path) -> Path:
+    return final.with_name(final.name + _PARTIAL)
+
+
+def read_run(folder: Path) -> Optional[dict]:
+    """The run record of a run folder, or None when there is none (or it is not readable JSON)."""
+    try:
+        record = json.loads((Path(folder) / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def write_run(folder: Path, record: dict) -> None:
+    path = Path(folder) / RUN_FILE
+    path.write_text(json.dumps({"format": RUN_FORMAT, **record}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def discard_partial(final: Path) -> None:
+    """Remove what an unfinished run left (a .partial folder is the bakeoff's own, never a user's)."""
+    shutil.rmtree(partial_folder(final), ignore_errors=True)
+
+
+def place_run(final: Path) -> None:
+    """Move `<final>.partial` to `final`, replacing an earlier run of the same config only once the new one is whole."""
+    partial = partial_folder(final)
+    old = final.with_name(f"{final.name}.old-{os.getpid()}")
+    with signals_held():
+        if final.exists():
+            os.replace(final, old)
+        os.replace(partial, final)
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,133 @@
+"""The live server, over plain HTTP: does it answer, which engine and model does it serve, empty its prefix cache,
+read its `/metrics`. The standard library's urllib is enough for these few short calls.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Optional
+
+from ..engines import ENGINES, Engine, engine_named
+from ..errors import ServerError
+
+__all__ = ["LiveServer", "fetch", "probe_server"]
+
+TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: bytes
+
+
+def fetch(url: str, *, method: str = "GET", timeout_s: float = TIMEOUT_S) -> Response:
+    """One HTTP request; an HTTP error status is a Response, a connection failure is an OSError."""
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+            return Response(answer.status, answer.read())
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return Response(exc.code, exc.read())
+
+
+@dataclass(frozen=True)
+class LiveServer:
+    url: str  # base URL, no trailing slash
+    engine: Engine
+    models: tuple[str, ...]
+
+    def answers(self) -> bool:
+        """Whether the server still answers /v1/models (after a config: did it die meanwhile?)."""
+        try:
+            return fetch(self.url + "/v1/models", timeout_s=5).status == 200
+        except OSError:
+            return False
+
+    def metrics_text(self, timeout_s: float = TIMEOUT_S) -> str:
+        answer = fetch(self.url + "/metrics", timeout_s=timeout_s)
+        if answer.status != 200:
+            raise ServerError(f"GET {self.url}/metrics answered HTTP {answer.status}")
+        return answer.body.decode("utf-8", "replace")
+
+    def reset_prefix_cache(self, *, wait_s: float = 120.0, poll_s: float = 0.5) -> str:
+        """Empty the prefix cache; returns what was done (for the run record). A server still busy with requests
+        (SGLang answers 400, vLLM {"success": false}) is asked again until it is idle or wait_s has passed."""
+        what = f"POST {self.engine.reset_path}"
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                answer = fetch(self.url + self.engine.reset_path, method="POST")
+            except OSError as exc:
+                raise ServerError(f"{what} at {self.url} failed: {_reason(exc)}") from None
+            if 200 <= answer.status < 300 and not _refused(answer.body):
+                return what
+            if answer.status in (404, 405):
+                raise ServerError(f"{self.url} has no {what} (HTTP {answer.status}): {self.engine.reset_hint}")
+            busy = answer.status == self.engine.busy_status or 200 <= answer.status < 300
+            if busy and time.monotonic() < deadline:
+                time.sleep(poll_s)
+                continue
+            detail = answer.body.decode("utf-8", "replace").strip().splitlines()[:1]
+            raise ServerError(f"{what} at {self.url} answered HTTP {answer.status}"
+                              + (f" ({detail[0][:200]})" if detail else "")
+                              + "; is a request still running? pass --no-reset to go on without it")
+
+
+def _refused(body: bytes) -> bool:
+    """vLLM answers 200 with {"success": false} when running requests still hold blocks, and resets nothing."""
+    try:
+        return json.loads(body).get("success") is False
+    except (ValueError, AttributeError):
+        return False
+
+
+def _reason(exc: OSError) -> str:
+    reason = getattr(exc, "reason", None) or exc
+    return str(getattr(reason, "strerror", None) or reason)
+
+
+def probe_server(url: str, model: str, engine: Optional[str] = None) -> LiveServer:
+    """Check that `url` answers and serves `model`, and tell which engine it is (unless `engine` names it)."""
+    url = url.rstrip("/")
+    try:
+        answer = fetch(url + "/v1/models")
+    except OSError as exc:
+        raise ServerError(f"cannot reach {url}: {_reason(exc)}; start the server, or fix --url") from None
+    if answer.status != 200:
+        raise ServerError(f"GET {url}/v1/models answered HTTP {answer.status}; is --url the server's base URL "
+                          f"(without /v1)?")
+    try:
+        entries = json.loads(answer.body)["data"]
+        models = tuple(str(e["id"]) for e in entries)
+        owners = {str(e.get("owned_by", "")) for e in entries}
+    except (ValueError, KeyError, TypeError):
+        raise ServerError(f"GET {url}/v1/models did not answer an OpenAI model list; is --url an OpenAI-compatible "
+                          f"server?") from None
+    if model not in models:
+        served = ", ".join(models) or "no model"
+        raise ServerError(f"{url} serves {served}, the configs ask for {model}; start the server with "
+                          f"--served-model-name {model}, or regenerate the configs with --model {models[0] if models else 'NAME'}")
+    if engine is not None:
+        return LiveServer(url, engine_named(engine), models)
+    return LiveServer(url, _detect(url, owners), models)
+
+
+def _detect(url: str, owners: set[str]) -> Engine:
+    for candidate in ENGINES.values():
+        if candidate.model_owner in owners:
+            return candidate
+    try:  # an owner we do not know: the metric names tell
+        text = fetch(url + "/metrics").body.decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    for candidate in ENGINES.values():
+        if f"\n{candidate.name}:" in "\n" + text:
+            return candidate
+    raise ServerError(f"cannot tell which engine serves {url} (owned_by {', '.join(sorted(owners)) or 'empty'}, no "
+                      f"known /metrics names); pass --engine {' or --engine '.join(ENGINES)}")

@@ -1,0 +1,71 @@
+"""What every command's parser shares: one-line errors, typed options, and the defaults fastgen is known by."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from urllib.parse import urlsplit
+
+__all__ = ["DEFAULT_MODEL", "DEFAULT_PROMETHEUS_URL", "DEFAULT_SEED", "MAX_SEED", "Parser", "QUIET", "UsageError",
+           "int_in", "positive_float", "url_option", "warn"]
+
+DEFAULT_MODEL = "meta-llama/Llama-3.3-70B-Instruct"
+DEFAULT_SEED = 42
+DEFAULT_PROMETHEUS_URL = "http://localhost:9090"
+MAX_SEED = 2**63 - 1
+QUIET = ("--quiet", "-q")
+
+
+class Parser(argparse.ArgumentParser):
+    def __init__(self, **kwargs):
+        super().__init__(allow_abbrev=False, formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kwargs)
+        self.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary on stderr")
+
+    def error(self, message: str):  # one line, no usage dump
+        self.exit(2, f"fastgen: error: {message} (see {self.prog} --help)\n")
+
+
+def int_in(lo: int, hi: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{what} must be between {lo} and {hi}, got {value}")
+        return value
+    return parse
+
+
+def positive_float(what: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a number, got {text!r}") from None
+        if not (0 < value <= 1000):
+            raise argparse.ArgumentTypeError(f"{what} must be > 0 and <= 1000, got {text}")
+        return value
+    return parse
+
+
+def url_option(what: str):
+    def parse(text: str) -> str:
+        try:
+            parts = urlsplit(text)
+            parts.port  # noqa: B018 - raises on a port that is not a number
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise argparse.ArgumentTypeError(f"{what} must be an http(s) URL such as http://gpu-host:8000, "
+                                             f"got {text!r}")
+        return text
+    return parse
+
+
+def warn(message: str) -> None:
+    print(f"fastgen: warning: {message}", file=sys.stderr)
+
+
+class UsageError(Exception):
+    """Arguments that parse one by one but not together: exit 2, like argparse's own errors."""

@@ -1,0 +1,91 @@
+"""What fastgen knows about each inference engine it runs the bakeoff against: how to empty its prefix cache, and
+what its Prometheus `/metrics` calls the quantities the benchmark asks about.
+
+One entry per engine: `bakeoff` resets through it and samples `/metrics` whole; `results` reads the samples back
+through `Engine.metrics`. A third engine is one more `Engine(...)` in ENGINES.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+__all__ = ["ENGINES", "Engine", "METRIC_MEANINGS", "engine_named"]
+
+# The quantities a report shows from the sampled metrics, and what each means.
+METRIC_MEANINGS = {
+    "kv_usage": "fraction of the KV cache in use (0-1)",
+    "cache_queries": "prompt tokens looked up in the prefix cache (counter)",
+    "cache_hits": "prompt tokens found in the prefix cache (counter)",
+    "running": "requests running",
+    "waiting": "requests waiting for a slot",
+    "preemptions": "requests preempted (vLLM) or retracted (SGLang) to free KV blocks (counter)",
+    "evictions": "KV blocks evicted from the prefix cache (counter)",
+}
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    reset_path: str  # POST here empties the prefix cache
+    reset_hint: str  # what to do when the server does not offer reset_path
+    busy_status: Optional[int]  # the status the reset answers while requests run (then: wait and retry)
+    cache_report_flag: str  # without it the server sends no cached-token counts
+    # quantity of METRIC_MEANINGS -> sample names (as prometheus_client's parser names samples), first found wins
+    metrics: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    model_owner: str = ""  # `owned_by` of its /v1/models entries, which tells the engine apart
+
+    def metric(self, sample: dict[str, float], quantity: str) -> Optional[float]:
+        """The value of `quantity` in one sample of /metrics (sums over label sets), or None if not exported."""
+        for name in self.metrics.get(quantity, ()):
+            if name in sample:
+                return sample[name]
+        return None
+
+
+VLLM = Engine(
+    name="vllm",
+    reset_path="/reset_prefix_cache",
+    reset_hint="vLLM serves POST /reset_prefix_cache only with VLLM_SERVER_DEV_MODE=1 in its environment; restart it "
+               "so, or pass --no-reset to run without emptying the cache between configs",
+    busy_status=None,  # always 200; with blocks still held it silently resets nothing, so reset when idle
+    cache_report_flag="--enable-prompt-tokens-details",
+    metrics={
+        "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),  # the second before late 2025
+        "cache_queries": ("vllm:prefix_cache_queries_total",),
+        "cache_hits": ("vllm:prefix_cache_hits_total",),
+        "running": ("vllm:num_requests_running",),
+        "waiting": ("vllm:num_requests_waiting",),
+        "preemptions": ("vllm:num_preemptions_total",),
+    },
+    model_owner="vllm",
+)
+
+SGLANG = Engine(
+    name="sglang",
+    reset_path="/flush_cache",
+    reset_hint="SGLang serves POST /flush_cache on its HTTP server; check --url points at it (not at a router), or "
+               "pass --no-reset to run without emptying the cache between configs",
+    busy_status=400,  # "Cache not flushed. Please check the server log ..." while requests run
+    cache_report_flag="--enable-cache-report",
+    metrics={
+        "kv_usage": ("sglang:token_usage",),
+        "cache_queries": ("sglang:prompt_tokens_total",),
+        "cache_hits": ("sglang:cached_tokens_total",),
+        "running": ("sglang:num_running_reqs",),
+        "waiting": ("sglang:num_queue_reqs",),
+        # (sglang:num_retracted_reqs is a gauge reset at every stats log: not a count over the run)
+        "preemptions": ("sglang:num_retracted_requests_total",),
+        "evictions": ("sglang:evicted_tokens_total",),
+    },
+    model_owner="sglang",
+)
+
+ENGINES: dict[str, Engine] = {engine.name: engine for engine in (VLLM, SGLANG)}
+
+
+def engine_named(name: str) -> Engine:
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise ValueError(f"unknown engine {name!r}; use one of: {', '.join(ENGINES)}") from None

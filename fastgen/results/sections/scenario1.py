@@ -1,0 +1,72 @@
+"""Scenario 1, long-context tool-call loops: does prefill cost drop as the prefix is reused, turn by turn, and how
+does TTFT grow with concurrency? Tool-call turns against text turns."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..report import Pair, Plot, Section, Table
+from ..stats import hit_percent, percentile, side_by_side, ttft_ms, values_ms
+from .common import abr, kind_of, ttft_columns, ttft_triples
+
+SCENARIO = "scenario1"
+
+TOOL_TTFT_NOTE = ("Tool-call turns have no TTFT, TPOT or ITL: their answer streams as tool_calls deltas, not content, "
+                  "and inference-perf times only content tokens. They are compared by request latency and normalized "
+                  "time per output token (latency / output tokens) instead.")
+
+
+def build(pair: Pair) -> Optional[Section]:
+    names = pair.configs(SCENARIO)
+    if not names:
+        return None
+    section = Section(SCENARIO, "Scenario 1: long-context tool-call loops",
+                      intro="Six turns per session over a large stable prefix; turns 3 and 5 are forced tool calls.")
+    turns = sorted({r.turn for n in names for r in pair.a.runs[n].requests + pair.b.runs[n].requests})
+
+    by_turn = Table("TTFT by turn (all load levels pooled)", ["turn", "kind", *ttft_columns()], note=TOOL_TTFT_NOTE)
+    hits = Table("Prefix-cache hit ratio by turn (server-reported cached / prompt tokens)", ["turn", *abr("hit %")])
+    for turn in turns:
+        a, b = pair.requests(names, lambda r, t=turn: r.turn == t)
+        by_turn.rows.append([turn, kind_of(a + b), *ttft_triples(a, b)])
+        hits.rows.append([turn, *side_by_side(hit_percent, a, b)])
+
+    grid = Table("By load level and turn", ["config", "concurrency", "turn", "kind", *abr("hit %"),
+                                            *abr("TTFT p50 ms")],
+                 note="A turn whose hit ratio drops shows what a miss costs at that load: its TTFT rises with it.")
+    for name in names:
+        for turn in turns:
+            a, b = pair.requests([name], lambda r, t=turn: r.turn == t)
+            grid.rows.append([name, pair.a.runs[name].concurrency, turn, kind_of(a + b),
+                              *side_by_side(hit_percent, a, b), *side_by_side(lambda rs: ttft_ms(rs, 50), a, b)])
+
+    by_level = Table("TTFT by concurrency (text turns)", ["config", "concurrency", *ttft_columns()])
+    for name in names:
+        a, b = pair.requests([name], lambda r: r.kind == "text")
+        by_level.rows.append([name, pair.a.runs[name].concurrency, *ttft_triples(a, b)])
+
+    kinds = Table("Tool-call turns against text turns (all load levels pooled)",
+                  ["kind", *abr("latency p50 ms"), *abr("latency p95 ms"), *abr("NTPOT p50 ms")], note=TOOL_TTFT_NOTE)
+    for kind in ("text", "tool_call"):
+        a, b = pair.requests(names, lambda r, k=kind: r.kind == k)
+        kinds.rows.append([kind, *side_by_side(lambda rs: percentile(values_ms(rs, "latency"), 50), a, b),
+                           *side_by_side(lambda rs: percentile(values_ms(rs, "latency"), 95), a, b),
+                           *side_by_side(lambda rs: percentile(values_ms(rs, "ntpot"), 50), a, b)])
+    section.tables += [by_turn, hits, by_level, grid, kinds]
+
+    levels = [pair.a.runs[n].concurrency for n in names]
+    section.plots.append(Plot("scenario1_ttft_p95_by_concurrency", "Scenario 1: p95 TTFT against concurrency",
+                              "concurrent sessions", "TTFT p95 (ms)", levels, {
+                                  side.label: [ttft_ms([r for r in side.runs[n].requests if r.kind == "text"], 95)
+                                               for n in names] for side in (pair.a, pair.b)}))
+    text_turns = [row[0] for row in by_turn.rows if row[1] == "text"]
+    section.plots.append(Plot("scenario1_ttft_by_turn", "Scenario 1: median TTFT by turn (text turns)", "turn",
+                              "TTFT p50 (ms)", text_turns, {
+                                  side.label: [ttft_ms([r for n in names for r in side.runs[n].requests
+                                                        if r.turn == t], 50) for t in text_turns]
+                                  for side in (pair.a, pair.b)}))
+    section.plots.append(Plot("scenario1_hit_by_turn", "Scenario 1: prefix-cache hit ratio by turn", "turn", "hit %",
+                              turns, {side.label: [hit_percent([r for n in names for r in side.runs[n].requests
+                                                                if r.turn == t]) for t in turns]
+                                      for side in (pair.a, pair.b)}))
+    return section
