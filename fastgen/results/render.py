@@ -68,7 +68,8 @@ def report_markdown(pair: Pair, sections: list[Section], problems: list[str], pl
         if section.intro:
             lines += [section.intro, ""]
         for table in section.tables:
-            lines += _table(table)
+            if table.rows:  # a table with nothing to show (e.g. stable against noisy with one layout run) is left out
+                lines += _table(table)
         if section.findings:
             lines += [f"- {finding}" for finding in section.findings] + [""]
         for plot in section.plots:

