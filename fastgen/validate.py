@@ -9,26 +9,22 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
-import importlib.metadata
 import importlib.util
-import json
-import logging
-import logging.handlers
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .compression import read_trace_bytes
 from .errors import OutputError, SpecError, ValidationError
 from .processes import context
+from .traces.graph import MISSING as _MISSING
+from .traces.graph import build_graph, graph_api
+from .traces.graph import read_trace as _read_trace
 
 __all__ = ["FileReport", "check_file", "validate_tree", "summary_table", "describe_file", "expected_shapes"]
 
 _CAUSAL = frozenset({"full_match", "tool_call_ids_matched"})
 _TRACE_PATTERNS = ("session_*.json", "session_*.json.zst")
-_MISSING = "inference-perf 0.7.0 is not installed; install fastgen[validate] (Python 3.12)"
 _FILES_PER_WORKER = 100  # a worker pays a ~5 s import; at ~50 ms a file it needs ~100 files to earn it back
 
 
@@ -40,25 +36,6 @@ class FileReport:
     deviations: tuple[str, ...]  # one short human line each; empty means the file is fine
 
 
-def _graph_api():
-    # Imported here, not at module level: the import takes seconds and `fastgen` without [validate] must still work.
-    # The contract (docs/inference-perf-contract.md) was read off 0.7.0; other versions build graphs differently.
-    try:
-        api = importlib.import_module("inference_perf.datagen.replay.otel_trace_to_replay_graph")
-        if not importlib.metadata.version("inference-perf").startswith("0.7."):
-            raise ImportError("wrong inference-perf version")
-    except ImportError as err:  # PackageNotFoundError is one too
-        raise ValidationError(_MISSING) from err
-    return api
-
-
-def _read_trace(path: Path) -> dict:
-    doc = json.loads(read_trace_bytes(path))
-    if not isinstance(doc, dict) or not isinstance(doc.get("spans"), list):
-        raise ValueError("top level is not an object with a 'spans' list")
-    return doc
-
-
 def _scenario_of(doc: dict, path: Path) -> str:
     spans = doc["spans"]
     name = (spans[0].get("attributes") or {}).get("fastgen.scenario") if spans else None
@@ -66,23 +43,8 @@ def _scenario_of(doc: dict, path: Path) -> str:
 
 
 def _build_graph(doc: dict, path: Path) -> tuple[dict, list[str]]:
-    """The replay's own sequence (`_process_trace_data`); its warnings come back as lines instead of log noise."""
-    api = _graph_api()
-    spans = doc["spans"]
-    collect, logger = logging.handlers.BufferingHandler(capacity=1 << 30), api.logger  # never flushes: a plain list
-    collect.setLevel(logging.WARNING)
-    logger.addHandler(collect)
-    # Captured even when the caller's logging is quieter than WARNING, and kept off the console either way.
-    saved = logger.propagate, logger.level
-    logger.propagate, logger.level = False, logging.WARNING
-    try:
-        calls, _ = api.build_raw_calls(spans, include_errors=True)  # the config default, not the function's
-        graph = api.build_graph(calls, source_file=str(path))
-        api.tag_user_facing_events(graph, all_spans=spans)
-    finally:
-        logger.removeHandler(collect)
-        logger.propagate, logger.level = saved
-    return api.graph_to_dict(graph), [record.getMessage() for record in collect.buffer]
+    graph, warned = build_graph(doc, path)
+    return graph_api().graph_to_dict(graph), warned
 
 
 def expected_shapes(manifest_folder: Path | None = None) -> dict:

@@ -27,6 +27,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("compression", "manifest"),
     ("writer",),
     ("workers", "outdir"),
+    # the read side: trace files as inference-perf reads them (validate uses it too)
+    ("traces.graph",),
+    ("traces.requests",),
+    ("traces.blocks", "traces"),
     ("output", "verify", "validate"),
     # bakeoff: runs against a live server; results reads the run folders it writes
     ("bakeoff.server", "bakeoff.sampler", "bakeoff.runs", "bakeoff.plan"),
@@ -36,7 +40,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("results.sections.common", "results.sections.scenario1", "results.sections.scenario2",
      "results.sections.scenario3", "results.sections.throughput", "results.sections.overview", "results.sections"),
     ("results.render", "results.plots", "results.compare", "results"),
-    ("cli.options", "cli.generate", "cli.datasets", "cli.runs"),
+    ("analysis.cache",),
+    ("analysis.schedule",),
+    ("analysis.analyze", "analysis.report", "analysis"),
+    ("cli.options", "cli.generate", "cli.datasets", "cli.runs", "cli.analysis"),
     ("cli", "__main__", ""),  # "" is the package door, fastgen/__init__.py
 ]
 LAYER = {name: depth for depth, names in enumerate(LAYERS) for name in names}

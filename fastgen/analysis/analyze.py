@@ -1,0 +1,208 @@
+"""`fastgen analyze`: what an ideal prefix cache could hit on each config, before any GPU runs.
+
+For every trace directory the configs replay, each session's requests are rebuilt as inference-perf sends them
+(traces.requests), tokenized once (traces.blocks) and kept as block hashes; each config's replay is then simulated
+(schedule) against an infinite cache and, with a capacity, a finite one (cache). Definitions, each named in the
+output:
+- infinite: 100 x cached / prompt tokens, pooled, in replay order, vLLM's rules (full blocks, chained hashes, the
+  last prompt token always computed);
+- at capacity: the same with LRU eviction of blocks no running request holds;
+- aiperf: AIPerf's analyze-trace cache_hit_rate (aiperf_definition.py): file order, infinite cache.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from ..errors import OutputError, SpecError
+from ..traces.blocks import PromptReading, block_hashes, load_reading
+from ..traces.graph import trace_files
+from ..traces.requests import read_session
+from .cache import BlockCache
+from .schedule import Load, PlannedRequest, ServiceModel, replay_slots, simulate
+
+__all__ = ["AnalysisOptions", "ConfigTarget", "TargetResult", "analyze", "config_targets", "kv_bytes_per_token"]
+
+
+@dataclass(frozen=True)
+class ConfigTarget:
+    name: str  # scenario1/c10, or the trace directory's name without configs
+    trace_dir: Path
+    load: Load
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    block_size: int = 16
+    capacity_tokens: Optional[int] = None
+    reading: str = "auto"  # template when the tokenizer has a chat template, else content
+    service: ServiceModel = ServiceModel()
+
+
+@dataclass
+class TargetResult:
+    name: str
+    trace_dir: str
+    sessions: int
+    requests: int = 0
+    prompt_tokens: int = 0
+    cached_infinite: int = 0
+    cached_capacity: Optional[int] = None
+    by_label: dict[str, list[int]] = field(default_factory=dict)  # label -> [prompt, cached inf, cached cap]
+    evicted_blocks: Optional[int] = None
+
+    def percent(self, cached: Optional[int], prompt: Optional[int] = None) -> Optional[float]:
+        prompt = self.prompt_tokens if prompt is None else prompt
+        return None if cached is None or not prompt else 100.0 * cached / prompt
+
+    def to_dict(self) -> dict:
+        return {"config": self.name, "trace_dir": self.trace_dir, "sessions": self.sessions,
+                "requests": self.requests, "prompt_tokens": self.prompt_tokens,
+                "hit_percent_infinite": self.percent(self.cached_infinite),
+                "hit_percent_capacity": self.percent(self.cached_capacity),
+                "evicted_blocks": self.evicted_blocks,
+                "by_turn": {label: {"prompt_tokens": v[0], "hit_percent_infinite": self.percent(v[1], v[0]),
+                                    "hit_percent_capacity": self.percent(v[2], v[0]) if v[2] is not None else None}
+                            for label, v in self.by_label.items()}}
+
+
+def kv_bytes_per_token(model_config: Path) -> int:
+    """KV bytes per token from a Hugging Face config.json: 2 (K and V) x layers x KV heads x head size x dtype."""
+    try:
+        doc = json.loads(Path(model_config).read_text(encoding="utf-8"))
+        doc = doc.get("text_config", doc)
+        layers, heads = int(doc["num_hidden_layers"]), int(doc["num_attention_heads"])
+        kv_heads = int(doc.get("num_key_value_heads") or heads)
+        head_dim = int(doc.get("head_dim") or int(doc["hidden_size"]) // heads)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SpecError(f"--model-config {model_config} is not a model config.json with num_hidden_layers, "
+                        f"num_attention_heads and hidden_size ({exc})") from None
+    dtype = str(doc.get("torch_dtype") or doc.get("dtype") or "bfloat16")
+    size = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "fp8": 1}.get(dtype, 2)
+    return 2 * layers * kv_heads * head_dim * size
+
+
+def _stage(path: Path) -> tuple[Path, Load]:
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        replay = doc["data"]["otel_trace_replay"]
+        stage = doc["load"]["stages"][0]
+        load = Load(concurrent_sessions=int(stage["concurrent_sessions"]), num_sessions=int(stage["num_sessions"]),
+                    session_rate=stage.get("session_rate"), base_seed=int(doc["load"].get("base_seed", 42)),
+                    max_wait_ms=int(replay.get("max_wait_ms", 15000)))
+        trace_dir = (path.parent / replay["trace_directory"]).resolve()
+    except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError, ValueError) as exc:
+        raise OutputError(f"{path} is not an inference-perf otel_trace_replay config ({exc}); pass --configs with "
+                          f"the folder fastgen wrote") from None
+    return trace_dir, load
+
+
+def config_targets(config_dir: Path, trace_root: Path) -> list[ConfigTarget]:
+    """Every config under config_dir, with the trace directory it replays (looked up under trace_root by name when
+    the config's own path is not there, e.g. configs generated on another machine)."""
+    from ..bakeoff.plan import select_configs
+
+    targets = []
+    for run in select_configs(config_dir):
+        trace_dir, load = _stage(run.path)
+        if not trace_dir.is_dir():
+            trace_dir = Path(trace_root) / trace_dir.name
+        if not trace_dir.is_dir():
+            raise OutputError(f"{run.path} replays {trace_dir.name}, which is not in {trace_root}; analyze the "
+                              f"dataset those configs were generated for")
+        targets.append(ConfigTarget(run.name, trace_dir, load))
+    return targets
+
+
+def directory_targets(root: Path) -> list[ConfigTarget]:
+    """Without configs: each trace directory under root (or root itself), every session, one at a time, in file
+    order (no shuffle)."""
+    root = Path(root)
+    folders = [root] + sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    targets = []
+    for folder in folders:
+        files = trace_files(folder)
+        if files:
+            targets.append(ConfigTarget(folder.name, folder, Load(1, len(files), base_seed=-1)))
+    if not targets:
+        raise OutputError(f"no trace files (*.json, *.json.zst) in {root} or its folders; give a trace directory")
+    return targets
+
+
+class _Corpus:
+    """One trace directory's sessions as planned requests, each file read and tokenized once."""
+
+    def __init__(self, folder: Path, reading: PromptReading, block_size: int) -> None:
+        self.files = trace_files(folder)
+        if not self.files:
+            raise OutputError(f"{folder} holds no trace files (*.json, *.json.zst)")
+        self._reading, self._block_size = reading, block_size
+        self._sessions: dict[int, list[PlannedRequest]] = {}
+
+    def session(self, index: int) -> list[PlannedRequest]:
+        if index not in self._sessions:
+            path = self.files[index]
+            try:
+                session = read_session(path)
+            except OutputError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - whatever makes the replay skip the file
+                raise OutputError(f"{path} cannot be read as inference-perf reads it ({type(exc).__name__}: "
+                                  f"{str(exc)[:160]}); regenerate or remove it") from None
+            planned = []
+            for number, request in enumerate(session.requests, start=1):
+                ids = self._reading.ids(request)
+                label = str(request.attributes.get("fastgen.turn", number))
+                planned.append(PlannedRequest(request.event_id, request.predecessors, request.wait_ms,
+                                              block_hashes(ids, self._block_size), len(ids), request.output_tokens,
+                                              label))
+            self._sessions[index] = planned
+        return self._sessions[index]
+
+
+def analyze(targets: list[ConfigTarget], tokenizer_dir: Path, options: AnalysisOptions = AnalysisOptions()
+            ) -> tuple[str, list[TargetResult]]:
+    """(the prompt reading used, one result per target)."""
+    reading = load_reading(tokenizer_dir, options.reading)
+    corpora: dict[Path, _Corpus] = {}
+    results = []
+    for target in targets:
+        corpus = corpora.get(target.trace_dir)
+        if corpus is None:
+            corpus = corpora[target.trace_dir] = _Corpus(target.trace_dir, reading, options.block_size)
+        if target.load.base_seed < 0:
+            slots = list(range(min(target.load.num_sessions, len(corpus.files))))
+        else:
+            slots = replay_slots(len(corpus.files), target.load.base_seed, target.load.num_sessions)
+        result = TargetResult(target.name, target.trace_dir.name, len(slots))
+        infinite = simulate(corpus.session, slots, target.load, BlockCache(options.block_size), options.service)
+        labels: dict[str, list] = defaultdict(lambda: [0, 0, None])
+        for outcome in infinite:
+            result.requests += 1
+            result.prompt_tokens += outcome.prompt_tokens
+            result.cached_infinite += outcome.cached_tokens
+            labels[outcome.label][0] += outcome.prompt_tokens
+            labels[outcome.label][1] += outcome.cached_tokens
+        if options.capacity_tokens is not None:
+            cache = BlockCache(options.block_size, options.capacity_tokens)
+            for index in slots:
+                for request in corpus.session(index):
+                    cache.check_fits(request.prompt_tokens, f"{target.name}, {request.event_id}")
+            finite = simulate(corpus.session, slots, target.load, cache, options.service)
+            result.cached_capacity = sum(o.cached_tokens for o in finite)
+            result.evicted_blocks = cache.evicted
+            for outcome in finite:
+                labels[outcome.label][2] = (labels[outcome.label][2] or 0) + outcome.cached_tokens
+        result.by_label = {label: labels[label] for label in sorted(labels, key=_label_order)}
+        results.append(result)
+    return reading.name, results
+
+
+def _label_order(label: str):
+    return (0, int(label), "") if label.isdigit() else (1, 0, label)

@@ -1,0 +1,54 @@
+"""An analysis as a terminal table (one row per config, then per turn or branch index) and as JSON."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .analyze import AnalysisOptions, TargetResult
+
+__all__ = ["analysis_document", "analysis_table"]
+
+ANALYSIS_FORMAT = 1
+
+
+def _pct(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _table(rows: list[tuple]) -> list[str]:
+    widths = [max(len(str(r[c])) for r in rows) for c in range(len(rows[0]))]
+    return ["  ".join(str(v).ljust(w) if c == 0 else str(v).rjust(w) for c, (v, w) in enumerate(zip(r, widths)))
+            for r in rows]
+
+
+def analysis_table(reading: str, options: AnalysisOptions, results: list[TargetResult], *, by_turn: bool = True) -> str:
+    capacity = (f"{options.capacity_tokens:,} tokens" if options.capacity_tokens is not None else "none given")
+    lines = [f"prompts read as: {reading} ({'the chat template with tools and the generation prompt' if reading == 'template' else 'content tokens, no chat template'}); "
+             f"block size {options.block_size}; KV capacity {capacity}",
+             "hit % infinite: cached / prompt tokens in replay order with an unbounded cache (vLLM's rules); "
+             "hit % capacity: the same with LRU eviction at the capacity", ""]
+    rows = [("config", "sessions", "requests", "prompt tokens", "hit % infinite", "hit % capacity")]
+    rows += [(r.name, r.sessions, r.requests, f"{r.prompt_tokens:,}", _pct(r.percent(r.cached_infinite)),
+              _pct(r.percent(r.cached_capacity))) for r in results]
+    lines += _table(rows)
+    if by_turn:
+        lines += ["", "by turn (scenario 2: 0 is the root, 1-5 the branches)"]
+        rows = [("config", "turn", "prompt tokens", "hit % infinite", "hit % capacity")]
+        for r in results:
+            for label, (prompt, cached, cached_cap) in r.by_label.items():
+                rows.append((r.name, label, f"{prompt:,}", _pct(r.percent(cached, prompt)),
+                             _pct(r.percent(cached_cap, prompt))))
+        lines += _table(rows)
+    return "\n".join(lines)
+
+
+def analysis_document(reading: str, options: AnalysisOptions, results: list[TargetResult]) -> dict:
+    return {"format": ANALYSIS_FORMAT, "reading": reading, "block_size": options.block_size,
+            "capacity_tokens": options.capacity_tokens,
+            "service_model": {"prefill_tokens_per_s": options.service.prefill_tokens_per_s,
+                              "decode_tokens_per_s": options.service.decode_tokens_per_s},
+            "definitions": {
+                "hit_percent_infinite": "100 x cached / prompt tokens, pooled, in replay order, unbounded cache: full "
+                                        "blocks, chained hashes, the last prompt token always computed",
+                "hit_percent_capacity": "the same with LRU eviction of blocks no running request holds"},
+            "configs": [r.to_dict() for r in results]}

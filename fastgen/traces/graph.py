@@ -1,0 +1,70 @@
+"""inference-perf 0.7.0's own reading of a trace file: its graph builder, run the way the replay runs it.
+
+Everything that reads traces as the replay will (validate, analyze, export) goes through here, so they agree with
+inference-perf and with each other, on any OTel corpus it reads, not only fastgen's. The import is deferred: it
+takes seconds, and `fastgen` without the [validate] extra must still work.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+import logging
+import logging.handlers
+from pathlib import Path
+
+from ..compression import read_trace_bytes
+from ..errors import ValidationError
+
+__all__ = ["MISSING", "build_graph", "graph_api", "read_trace", "trace_files"]
+
+MISSING = "inference-perf 0.7.0 is not installed; install fastgen[validate] (Python 3.12)"
+TRACE_SUFFIXES = (".json", ".json.zst")
+
+
+def graph_api():
+    # The contract (docs/inference-perf-contract.md) was read off 0.7.0; other versions build graphs differently.
+    try:
+        api = importlib.import_module("inference_perf.datagen.replay.otel_trace_to_replay_graph")
+        if not importlib.metadata.version("inference-perf").startswith("0.7."):
+            raise ImportError("wrong inference-perf version")
+    except ImportError as err:  # PackageNotFoundError is one too
+        raise ValidationError(MISSING) from err
+    return api
+
+
+def read_trace(path: Path) -> dict:
+    """A trace file (.json or .json.zst) as inference-perf's loader needs it: an object with a `spans` list."""
+    doc = json.loads(read_trace_bytes(path))
+    if not isinstance(doc, dict) or not isinstance(doc.get("spans"), list):
+        raise ValueError("top level is not an object with a 'spans' list")
+    return doc
+
+
+def trace_files(folder: Path) -> list[Path]:
+    """The files of one trace directory in inference-perf's order (sorted names, not recursive); a .json.zst stands
+    for the .json it unpacks to."""
+    return sorted((p for p in Path(folder).iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES)),
+                  key=lambda p: p.name.removesuffix(".zst"))
+
+
+def build_graph(doc: dict, path: Path):
+    """(the ReplayGraph, inference-perf's warnings): the replay's own sequence (`_process_trace_data`); the
+    warnings come back as lines instead of log noise."""
+    api = graph_api()
+    spans = doc["spans"]
+    collect, logger = logging.handlers.BufferingHandler(capacity=1 << 30), api.logger  # never flushes: a plain list
+    collect.setLevel(logging.WARNING)
+    logger.addHandler(collect)
+    # Captured even when the caller's logging is quieter than WARNING, and kept off the console either way.
+    saved = logger.propagate, logger.level
+    logger.propagate, logger.level = False, logging.WARNING
+    try:
+        calls, _ = api.build_raw_calls(spans, include_errors=True)  # the config default, not the function's
+        graph = api.build_graph(calls, source_file=str(path))
+        api.tag_user_facing_events(graph, all_spans=spans)
+    finally:
+        logger.removeHandler(collect)
+        logger.propagate, logger.level = saved
+    return graph, [record.getMessage() for record in collect.buffer]

@@ -1,0 +1,180 @@
+"""fastgen.analysis: the cache and the schedule on hand-made requests with hand-computed answers, then `fastgen
+analyze` on a real generated dataset and on bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fastgen.analysis.cache import BlockCache
+from fastgen.analysis.schedule import Load, PlannedRequest, replay_slots, simulate
+from fastgen.errors import SpecError
+from fastgen.traces.blocks import block_hashes
+
+ROOT = Path(__file__).resolve().parent.parent
+BS = 16
+
+
+def hashes(*keys: int) -> np.ndarray:
+    return np.asarray(keys, dtype=np.uint64)
+
+
+def request(event, blocks, *, preds=(), wait_ms=0, extra=5, output=10, label="1") -> PlannedRequest:
+    return PlannedRequest(event, tuple(preds), wait_ms, hashes(*blocks), len(blocks) * BS + extra, output, label)
+
+
+def test_two_sessions_sharing_exactly_k_blocks_hit_k_blocks():
+    cache = BlockCache(BS)
+    first, held = cache.admit(hashes(*range(1, 11)), 10 * BS + 5)
+    cache.publish(held)
+    second, _ = cache.admit(hashes(1, 2, 3, 4, 101, 102), 6 * BS + 5)
+    assert (first, second) == (0, 4 * BS)
+
+
+def test_the_last_prompt_token_is_always_computed():
+    cache = BlockCache(BS)
+    _, held = cache.admit(hashes(1, 2, 3, 4), 4 * BS)
+    cache.publish(held)
+    again, _ = cache.admit(hashes(1, 2, 3, 4), 4 * BS)  # exactly 4 full blocks: the 4th holds the last token
+    assert again == 3 * BS
+
+
+def test_block_hashes_chain_over_the_whole_prefix():
+    a = block_hashes(np.arange(40, dtype=np.uint32), BS)
+    b = block_hashes(np.concatenate([np.arange(16), np.arange(100, 124)]).astype(np.uint32), BS)
+    c = block_hashes(np.concatenate([np.arange(100, 116), np.arange(16, 32)]).astype(np.uint32), BS)
+    assert len(a) == 2 and a[0] == b[0] and a[1] != b[1]
+    assert c[1] != a[1]  # the same tokens after a different prefix are a different block
+
+
+def test_replay_slots_are_inference_perfs_shuffle():
+    order = list(range(50))
+    random.seed(42)
+    random.shuffle(order)
+    assert replay_slots(50, 42, 10) == order[:10]
+    assert replay_slots(3, 7, 10) == replay_slots(3, 7, 3)  # never more slots than files
+
+
+def test_fan_out_branches_run_together_and_share_the_root():
+    root = request("root", [1, 2, 3, 4], label="0")
+    branches = [request(f"b{k}", [1, 2, 3, 4, 5, 10 + k], preds=("root",), wait_ms=100, label=str(k))
+                for k in range(1, 4)]
+    cache = BlockCache(BS)
+    outcomes = simulate(lambda i: [root, *branches], [0], Load(1, 1), cache)
+    cached = {o.event_id: o.cached_tokens for o in outcomes}
+    # the root's 4 blocks for every branch; block 5 is new to the first branch to start, then the siblings hit it
+    assert cached == {"root": 0, "b1": 4 * BS, "b2": 5 * BS, "b3": 5 * BS}
+    starts = {o.event_id: o.start_s for o in outcomes}
+    assert starts["b1"] == starts["b2"] == starts["b3"] > starts["root"]
+
+
+def test_a_capacity_of_one_request_evicts_the_other_sessions_prefix():
+    a1, a2 = request("a1", [1, 2, 3]), request("a2", [1, 2, 3, 4], preds=("a1",), wait_ms=60_000, label="2")
+    b1 = request("b1", [7, 8, 9])
+    sessions = {0: [a1, a2], 1: [b1]}
+    load = Load(2, 2, session_rate=0.5)  # b's session starts at 2 s, after a1 ended and before a2 (15 s later)
+    unbounded = simulate(sessions.__getitem__, [0, 1], load, BlockCache(BS))
+    assert {o.event_id: o.cached_tokens for o in unbounded}["a2"] == 3 * BS
+    # room for one request: b1 evicted a1's free blocks, so a2 starts cold
+    one = simulate(sessions.__getitem__, [0, 1], load, BlockCache(BS, capacity_tokens=3 * BS))
+    assert {o.event_id: o.cached_tokens for o in one}["a2"] == 0
+    # room for four blocks: b1 evicted two of a1's, tail first, so a2 still finds a1's first block
+    four = simulate(sessions.__getitem__, [0, 1], load, BlockCache(BS, capacity_tokens=4 * BS))
+    assert {o.event_id: o.cached_tokens for o in four}["a2"] == 1 * BS
+
+
+def test_blocks_a_running_request_holds_are_not_evicted():
+    cache = BlockCache(BS, capacity_tokens=4 * BS)
+    _, running = cache.admit(hashes(1, 2, 3), 3 * BS + 1)
+    cache.publish(running)
+    _, other = cache.admit(hashes(7, 8, 9), 3 * BS + 1)  # needs 3 blocks, 1 free: the running request's stay
+    cache.publish(other)
+    assert cache.overflowed == 2 and cache.evicted == 0
+    again, _ = cache.admit(hashes(1, 2, 3, 4), 4 * BS + 1)
+    assert again == 3 * BS
+
+
+def test_a_capacity_smaller_than_one_request_is_refused():
+    with pytest.raises(SpecError, match="smaller than one request"):
+        BlockCache(BS, capacity_tokens=2 * BS).check_fits(3 * BS, "x")
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> Path:
+    from e2e.run import Dataset, generate
+
+    workdir = tmp_path_factory.mktemp("analyze")
+    generate(workdir, "http://127.0.0.1:9", Dataset())
+    return workdir
+
+
+def analyze_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fastgen", "analyze", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600)
+
+
+def test_analyze_every_config_and_stable_beats_noisy(small, tmp_path):
+    out = tmp_path / "analysis.json"
+    result = analyze_cli(str(small / "traces"), "--configs", str(small / "configs"), "--kv-cache-tokens", "4096",
+                         "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("prompts read as: template")
+    doc = json.loads(out.read_text())
+    configs = {c["config"]: c for c in doc["configs"]}
+    assert len(configs) == 17 and doc["reading"] == "template" and doc["capacity_tokens"] == 4096
+    stable, noisy = configs["scenario3/c100_stable"], configs["scenario3/c100_noisy"]
+    assert stable["hit_percent_infinite"] > noisy["hit_percent_infinite"] + 5
+    for c in configs.values():
+        assert 0 < c["hit_percent_capacity"] <= c["hit_percent_infinite"] < 100
+        assert sum(t["prompt_tokens"] for t in c["by_turn"].values()) == c["prompt_tokens"]
+    # one session at a time: the capacity holds a whole session, so nothing is lost to it
+    assert configs["scenario1/c1"]["hit_percent_capacity"] == configs["scenario1/c1"]["hit_percent_infinite"]
+
+
+def test_analyze_capacity_smaller_than_a_request_is_one_line(small):
+    result = analyze_cli(str(small / "traces"), "--kv-cache-tokens", "64")
+    assert result.returncode == 2
+    assert result.stderr.startswith("fastgen: error: a KV capacity of 64 tokens is smaller than one request")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_analyze_a_corrupt_trace_names_the_file(small, tmp_path):
+    import shutil
+
+    traces = tmp_path / "traces"
+    shutil.copytree(small / "traces" / "scenario2_sync", traces / "scenario2_sync")
+    shutil.copytree(small / "traces" / "tokenizer", traces / "tokenizer")
+    victim = sorted((traces / "scenario2_sync").glob("*.json"))[0]
+    victim.write_bytes(victim.read_bytes()[:500])
+    result = analyze_cli(str(traces))
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"fastgen: error: {victim} cannot be read as inference-perf reads it")
+
+
+@pytest.mark.parametrize("case", ["no traces", "missing config dir", "no tokenizer", "gib without model"])
+def test_analyze_bad_input_is_one_line(small, tmp_path, case):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "tokenizer").mkdir()
+    args = {"no traces": [str(empty), "--tokenizer", str(small / "traces" / "tokenizer")],
+            "missing config dir": [str(small / "traces"), "--configs", str(tmp_path / "nope")],
+            "no tokenizer": [str(small / "traces"), "--tokenizer", str(tmp_path / "missing")],
+            "gib without model": [str(small / "traces"), "--kv-cache-gib", "1"]}[case]
+    result = analyze_cli(*args)
+    assert result.returncode in (1, 2) and result.stderr.startswith("fastgen: error: ")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_kv_bytes_per_token_of_llama_70b_is_320_kib(tmp_path):
+    from fastgen.analysis import kv_bytes_per_token
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+                                  "hidden_size": 8192, "torch_dtype": "bfloat16"}))
+    assert kv_bytes_per_token(config) == 320 * 1024
