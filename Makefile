@@ -7,7 +7,7 @@ FASTGEN_ARGS ?=
 BENCH_ARGS ?=
 E2E_ARGS ?=
 
-.PHONY: traces test validate golden check-golden bench e2e e2e-vllm env env-all clean
+.PHONY: traces test validate golden check-golden bench e2e e2e-vllm e2e-aiperf env env-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,5 +61,11 @@ e2e: env-all
 e2e-vllm: env-all
 	$(BIN)/python -m e2e.bakeoff_vllm
 
+# fastgen analyze --definition aiperf against AIPerf 0.13.0's own analyze-trace on fastgen's Mooncake export
+# (tests/test_e2e_aiperf.py). Installs aiperf into .e2e-aiperf/venv on first use: about 100 s, 1.2 GB.
+e2e-aiperf: env-all
+	$(BIN)/python -m e2e.aiperf --venv .e2e-aiperf/venv
+	FASTGEN_AIPERF_VENV=.e2e-aiperf/venv $(BIN)/python -m pytest -q tests/test_e2e_aiperf.py
+
 clean:
-	rm -rf traces build *.egg-info .e2e .e2e-bakeoff .e2e-vllm
+	rm -rf traces build *.egg-info .e2e .e2e-bakeoff .e2e-vllm .e2e-aiperf

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .prefix_cache import PrefixCache
+from .traces import request_key
 
 __all__ = ["Answer", "FakeModel", "OUTPUT_CAP", "load_tokenizer"]
 
@@ -44,11 +45,16 @@ class Answer:
     finish_reason: str
     usage: dict
     pieces: list[str] = field(default_factory=list)  # the text, one token per piece, for streaming
+    hold: Any = None  # the request's hold on its cache blocks, released when the response has been sent
 
 
 class FakeModel:
-    def __init__(self, tokenizer, *, output_cap: int = OUTPUT_CAP, cache: Optional[PrefixCache] = None) -> None:
+    def __init__(self, tokenizer, *, output_cap: int = OUTPUT_CAP, cache: Optional[PrefixCache] = None,
+                 recorded: Optional[dict[tuple, dict]] = None) -> None:
         self.tokenizer = tokenizer
+        # request key (traces.request_key) -> the span's recorded output: answered as is, so the replay sends the
+        # recorded prompts byte for byte (what `fastgen analyze` predicts from)
+        self.recorded = recorded or {}
         self.output_cap = output_cap
         self.cache = cache if cache is not None else PrefixCache()
         self.words = _single_token_words(tokenizer)
@@ -72,8 +78,19 @@ class FakeModel:
             raise ValueError("'messages' must be a non-empty list")
         tool = _forced_tool(body.get("tool_choice"), tools)  # first: a refused request must not fill the cache
         ids = self.prompt_ids(messages, tools)
-        cached = self.cache.lookup_and_insert(ids)
-        if tool is not None:
+        cached, hold = self.cache.lookup_and_insert(ids)
+        recorded = self.recorded.get(request_key(body))
+        if recorded is not None:
+            message = recorded
+            if message.get("tool_calls"):
+                reason, pieces = "tool_calls", []
+                completion = sum(self.count(c["function"]["name"]) + self.count(c["function"]["arguments"])
+                                 for c in message["tool_calls"])
+            else:
+                text = message["content"]
+                pieces = [text[i:i + 16] for i in range(0, len(text), 16)]
+                completion, reason = self.count(text), "stop"
+        elif tool is not None:
             message, reason, pieces = self._tool_call(tool), "tool_calls", []
             call = message["tool_calls"][0]["function"]
             completion = self.count(call["name"]) + self.count(call["arguments"])
@@ -89,7 +106,7 @@ class FakeModel:
             "total_tokens": len(ids) + completion,
             "prompt_tokens_details": {"cached_tokens": cached},
         }
-        return Answer(message=message, finish_reason=reason, usage=usage, pieces=pieces)
+        return Answer(message=message, finish_reason=reason, usage=usage, pieces=pieces, hold=hold)
 
     def _text(self, messages: list[dict], max_tokens: int) -> list[str]:
         # Seeded by the prompt's tail, so different requests answer differently: a live output substituted into

@@ -30,6 +30,7 @@ from aiohttp import web
 
 from .fake_engine import FLAVOURS, EngineProfile, EngineState
 from .model import Answer, FakeModel, load_tokenizer
+from .traces import recorded_answers
 
 __all__ = ["DEFAULT_MODEL", "Recorder", "ServerThread", "make_app", "main"]
 
@@ -84,12 +85,17 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
             answer.usage["prompt_tokens_details"] = None
         recorder.add({**record, "status": 200, "response": {
             "message": answer.message, "finish_reason": answer.finish_reason, "usage": answer.usage}})
-        await state.prefill(prompt - cached)
+        try:
+            await state.prefill(prompt - cached)
+        except BaseException:  # the client went away while it waited
+            state.cache.release(answer.hold)
+            raise
         try:
             if body.get("stream"):
                 return await _stream(request, body, answer, model_name)
             return web.json_response(_completion(answer, model_name))
         finally:
+            state.cache.release(answer.hold)
             state.finished(prompt, answer.usage["completion_tokens"])
             if profile.die_after is not None and state.answered >= profile.die_after:
                 asyncio.get_running_loop().call_later(0.05, os._exit, 3)  # as a crashed engine: no goodbye
@@ -173,9 +179,11 @@ class ServerThread:
     """The app on a background thread with its own event loop, for tests and the e2e runner."""
 
     def __init__(self, tokenizer_dir: str | Path, *, model_name: str = DEFAULT_MODEL, port: int = 0,
-                 record: Optional[Path] = None, profile: EngineProfile = EngineProfile()) -> None:
+                 record: Optional[Path] = None, profile: EngineProfile = EngineProfile(),
+                 answers_from: Optional[Path] = None) -> None:
         self.state = EngineState(profile, model_name)
-        self.model = FakeModel(load_tokenizer(str(tokenizer_dir)), cache=self.state.cache)
+        recorded = recorded_answers(answers_from) if answers_from else None
+        self.model = FakeModel(load_tokenizer(str(tokenizer_dir)), cache=self.state.cache, recorded=recorded)
         self.recorder = Recorder(record)
         self.model_name, self.port = model_name, port
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -257,6 +265,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--no-reset-endpoint", action="store_true", help="serve no reset endpoint (vLLM without dev mode)")
     p.add_argument("--die-after", type=int, help="exit after answering this many chat requests")
     p.add_argument("--no-cache-report", action="store_true", help="send no cached-token counts at all")
+    p.add_argument("--answers-from", type=Path, metavar="TRACES",
+                   help="answer each request with its span's recorded output (a dataset folder), so the replay "
+                   "sends the recorded prompts byte for byte")
     p.add_argument("--null-zero-details", action="store_true",
                    help="prompt_tokens_details null when nothing was cached, as vLLM and SGLang answer")
     args = p.parse_args(argv)
@@ -264,7 +275,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                             prefill_s_per_token=args.prefill_us_per_token / 1e6,
                             reset_endpoint=not args.no_reset_endpoint, die_after=args.die_after,
                             null_zero_details=args.null_zero_details, cache_report=not args.no_cache_report)
-    server = ServerThread(args.tokenizer, model_name=args.model, port=args.port, record=args.record, profile=profile)
+    server = ServerThread(args.tokenizer, model_name=args.model, port=args.port, record=args.record, profile=profile,
+                          answers_from=args.answers_from)
     print(server.start(), flush=True)
     try:
         threading.Event().wait()

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["Span", "index_spans", "load_session", "message_key", "request_key"]
+__all__ = ["Span", "index_spans", "load_session", "message_key", "recorded_answers", "request_key"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class Span:
     messages: tuple  # the recorded input messages (dicts)
     tool_names: tuple[str, ...]  # names of the recorded output's tool calls; empty for a text turn
     has_tools: bool  # the span carries a tool catalog (inference-perf forces a tool only then)
+    output: dict  # the recorded output as the assistant message a server would answer (OpenAI form)
 
 
 def load_session(path: Path) -> list[Span]:
@@ -53,7 +54,35 @@ def _span(file: str, index: int, attrs: dict) -> Span:
     names = tuple(p["name"] for p in output.get("parts") or [] if p.get("type") == "tool_call")
     names += tuple(c["function"]["name"] for c in output.get("tool_calls") or [])
     return Span(file=file, index=index, messages=tuple(_json(attrs["gen_ai.input.messages"])), tool_names=names,
-                has_tools=bool(_json(attrs.get("gen_ai.tool.definitions"))))
+                has_tools=bool(_json(attrs.get("gen_ai.tool.definitions"))), output=_answer(output))
+
+
+def _answer(output: dict) -> dict:
+    """An OTel output message (text parts keyed `content`, tool_call parts) as an OpenAI assistant message, with the
+    tool calls' recorded ids and their arguments as compact JSON, as the next turn's history carries them."""
+    parts = output.get("parts") or []
+    calls = [{"id": p["id"], "type": "function", "function": {
+        "name": p["name"], "arguments": p["arguments"] if isinstance(p["arguments"], str)
+        else json.dumps(p["arguments"], separators=(",", ":"), ensure_ascii=False)}}
+        for p in parts if p.get("type") == "tool_call"]
+    calls += output.get("tool_calls") or []
+    if calls:
+        return {"role": "assistant", "content": None, "tool_calls": calls}
+    text = "".join(p.get("content", "") for p in parts if p.get("type") == "text") or output.get("content") or ""
+    return {"role": "assistant", "content": text}
+
+
+def recorded_answers(trace_root: Path) -> dict[tuple, dict]:
+    """request key -> recorded output, over every trace folder under trace_root. Keys are unique within a folder;
+    across folders two layouts of one scenario may share a request (scenario 2's roots), with the same output."""
+    answers: dict[tuple, dict] = {}
+    ambiguous: set[tuple] = set()
+    for folder in sorted(p for p in Path(trace_root).iterdir() if p.is_dir() and p.name != "tokenizer"):
+        sessions = {str(p): load_session(p) for p in sorted(folder.glob("*.json"))}
+        for key, span in index_spans(sessions).items():
+            if answers.setdefault(key, span.output) != span.output:
+                ambiguous.add(key)
+    return {key: output for key, output in answers.items() if key not in ambiguous}
 
 
 def message_key(messages) -> tuple:

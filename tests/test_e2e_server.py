@@ -48,23 +48,23 @@ def sse_events(raw: bytes) -> list:
 
 def test_prefix_cache_same_prompt_twice_hits_whole_blocks_below_the_last_token():
     cache, ids = PrefixCache(), list(range(40))
-    assert cache.lookup_and_insert(ids) == 0
-    assert cache.lookup_and_insert(ids) == 32
-    assert cache.lookup_and_insert(ids[:32]) == 16  # the last token is always computed, so its block is not a hit
+    assert cache.lookup_and_insert(ids)[0] == 0
+    assert cache.lookup_and_insert(ids)[0] == 32
+    assert cache.lookup_and_insert(ids[:32])[0] == 16  # the last token is always computed, so its block is not a hit
 
 
 def test_prefix_cache_divergent_prompt_hits_only_the_shared_blocks():
     cache = PrefixCache()
     cache.lookup_and_insert(list(range(64)))
-    assert cache.lookup_and_insert(list(range(20)) + [999] * 44) == 16
-    assert cache.lookup_and_insert([999] + list(range(1, 64))) == 0  # a block's key covers the whole prefix
+    assert cache.lookup_and_insert(list(range(20)) + [999] * 44)[0] == 16
+    assert cache.lookup_and_insert([999] + list(range(1, 64)))[0] == 0  # a block's key covers the whole prefix
 
 
 def test_prefix_cache_clear_forgets_every_prompt():
     cache, ids = PrefixCache(), list(range(64))
     cache.lookup_and_insert(ids)
     cache.clear()
-    assert cache.lookup_and_insert(ids) == 0
+    assert cache.lookup_and_insert(ids)[0] == 0
 
 
 def test_server_models_lists_the_served_model(server):
@@ -137,7 +137,7 @@ def test_server_wrong_model_returns_404_and_records_it(server):
 def test_server_reset_empties_records_and_cache(server):
     post(server, chat(max_tokens=2))
     server.reset()
-    assert server.records == [] and server.model.cache.lookup_and_insert(list(range(40))) == 0
+    assert server.records == [] and server.model.cache.lookup_and_insert(list(range(40)))[0] == 0
 
 
 def test_server_cli_prints_the_port_and_records_requests_to_the_file(tmp_path):

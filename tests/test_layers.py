@@ -40,9 +40,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("results.sections.common", "results.sections.scenario1", "results.sections.scenario2",
      "results.sections.scenario3", "results.sections.throughput", "results.sections.overview", "results.sections"),
     ("results.render", "results.plots", "results.compare", "results"),
-    ("analysis.cache",),
+    ("analysis.cache", "analysis.aiperf"),
     ("analysis.schedule",),
     ("analysis.analyze", "analysis.report", "analysis"),
+    ("export.mooncake", "export"),
     ("cli.options", "cli.generate", "cli.datasets", "cli.runs", "cli.analysis"),
     ("cli", "__main__", ""),  # "" is the package door, fastgen/__init__.py
 ]

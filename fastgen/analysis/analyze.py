@@ -21,13 +21,15 @@ from typing import Optional
 import yaml
 
 from ..errors import OutputError, SpecError
-from ..traces.blocks import PromptReading, block_hashes, load_reading
+from ..traces.blocks import PromptReading, block_hashes, load_reading, tail_hash
 from ..traces.graph import trace_files
 from ..traces.requests import read_session
+from .aiperf import aiperf_cache_hit_rate, dense_hash_ids
 from .cache import BlockCache
-from .schedule import Load, PlannedRequest, ServiceModel, replay_slots, simulate
+from .schedule import Load, PlannedRequest, RequestOutcome, ServiceModel, replay_slots, simulate
 
-__all__ = ["AnalysisOptions", "ConfigTarget", "TargetResult", "analyze", "config_targets", "kv_bytes_per_token"]
+__all__ = ["AnalysisOptions", "ConfigTarget", "Corpus", "TargetResult", "analyze", "config_targets",
+           "directory_targets", "kv_bytes_per_token", "predict", "target_slots"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class AnalysisOptions:
     block_size: int = 16
     capacity_tokens: Optional[int] = None
     reading: str = "auto"  # template when the tokenizer has a chat template, else content
+    definition: str = "vllm"  # or "aiperf": AIPerf's analyze-trace cache_hit_rate
     service: ServiceModel = ServiceModel()
 
 
@@ -56,6 +59,7 @@ class TargetResult:
     cached_capacity: Optional[int] = None
     by_label: dict[str, list[int]] = field(default_factory=dict)  # label -> [prompt, cached inf, cached cap]
     evicted_blocks: Optional[int] = None
+    aiperf_cache_hit_rate: Optional[float] = None  # --definition aiperf
 
     def percent(self, cached: Optional[int], prompt: Optional[int] = None) -> Optional[float]:
         prompt = self.prompt_tokens if prompt is None else prompt
@@ -66,7 +70,7 @@ class TargetResult:
                 "requests": self.requests, "prompt_tokens": self.prompt_tokens,
                 "hit_percent_infinite": self.percent(self.cached_infinite),
                 "hit_percent_capacity": self.percent(self.cached_capacity),
-                "evicted_blocks": self.evicted_blocks,
+                "evicted_blocks": self.evicted_blocks, "aiperf_cache_hit_rate": self.aiperf_cache_hit_rate,
                 "by_turn": {label: {"prompt_tokens": v[0], "hit_percent_infinite": self.percent(v[1], v[0]),
                                     "hit_percent_capacity": self.percent(v[2], v[0]) if v[2] is not None else None}
                             for label, v in self.by_label.items()}}
@@ -135,15 +139,24 @@ def directory_targets(root: Path) -> list[ConfigTarget]:
     return targets
 
 
-class _Corpus:
+class Corpus:
     """One trace directory's sessions as planned requests, each file read and tokenized once."""
 
     def __init__(self, folder: Path, reading: PromptReading, block_size: int) -> None:
         self.files = trace_files(folder)
         if not self.files:
             raise OutputError(f"{folder} holds no trace files (*.json, *.json.zst)")
-        self._reading, self._block_size = reading, block_size
+        self._reading, self.block_size = reading, block_size
         self._sessions: dict[int, list[PlannedRequest]] = {}
+        self._ids: dict[int, str] = {}
+
+    def session_id(self, index: int) -> str:
+        """The file's session_id, as inference-perf names it before its trace<slot>_ prefix."""
+        self.session(index)
+        return self._ids[index]
+
+    def request(self, file_index: int, event_id: str) -> PlannedRequest:
+        return next(r for r in self.session(file_index) if r.event_id == event_id)
 
     def session(self, index: int) -> list[PlannedRequest]:
         if index not in self._sessions:
@@ -155,15 +168,36 @@ class _Corpus:
             except Exception as exc:  # noqa: BLE001 - whatever makes the replay skip the file
                 raise OutputError(f"{path} cannot be read as inference-perf reads it ({type(exc).__name__}: "
                                   f"{str(exc)[:160]}); regenerate or remove it") from None
+            self._ids[index] = session.session_id
             planned = []
             for number, request in enumerate(session.requests, start=1):
                 ids = self._reading.ids(request)
                 label = str(request.attributes.get("fastgen.turn", number))
-                planned.append(PlannedRequest(request.event_id, request.predecessors, request.wait_ms,
-                                              block_hashes(ids, self._block_size), len(ids), request.output_tokens,
-                                              label))
+                hashes = block_hashes(ids, self.block_size)
+                tail = tail_hash(ids, self.block_size, int(hashes[-1]) if len(hashes) else 0)
+                planned.append(PlannedRequest(request.event_id, request.predecessors, request.wait_ms, hashes,
+                                              len(ids), request.output_tokens, label, tail))
             self._sessions[index] = planned
         return self._sessions[index]
+
+
+def target_slots(target: ConfigTarget, corpus: Corpus) -> list[int]:
+    """The file index of each session the target replays, in slot order."""
+    if target.load.base_seed < 0:  # no config: file order
+        return list(range(min(target.load.num_sessions, len(corpus.files))))
+    return replay_slots(len(corpus.files), target.load.base_seed, target.load.num_sessions)
+
+
+def predict(target: ConfigTarget, corpus: Corpus, cache: BlockCache, service: ServiceModel = ServiceModel()
+            ) -> list[RequestOutcome]:
+    """Every request of the target's replay with the tokens `cache` would have had cached for it."""
+    return simulate(corpus.session, target_slots(target, corpus), target.load, cache, service)
+
+
+def replay_requests(target: ConfigTarget, corpus: Corpus, service: ServiceModel = ServiceModel()):
+    """(outcome, planned request) of every request of the target's replay, in the order they start."""
+    outcomes = predict(target, corpus, BlockCache(corpus.block_size), service)
+    return [(o, corpus.request(o.file_index, o.event_id)) for o in outcomes]
 
 
 def analyze(targets: list[ConfigTarget], tokenizer_dir: Path, options: AnalysisOptions = AnalysisOptions()
@@ -175,13 +209,17 @@ def analyze(targets: list[ConfigTarget], tokenizer_dir: Path, options: AnalysisO
     for target in targets:
         corpus = corpora.get(target.trace_dir)
         if corpus is None:
-            corpus = corpora[target.trace_dir] = _Corpus(target.trace_dir, reading, options.block_size)
-        if target.load.base_seed < 0:
-            slots = list(range(min(target.load.num_sessions, len(corpus.files))))
-        else:
-            slots = replay_slots(len(corpus.files), target.load.base_seed, target.load.num_sessions)
+            corpus = corpora[target.trace_dir] = Corpus(target.trace_dir, reading, options.block_size)
+        slots = target_slots(target, corpus)
         result = TargetResult(target.name, target.trace_dir.name, len(slots))
-        infinite = simulate(corpus.session, slots, target.load, BlockCache(options.block_size), options.service)
+        if options.definition == "aiperf":
+            replay = replay_requests(target, corpus, options.service)
+            result.requests = len(replay)
+            result.prompt_tokens = sum(r.prompt_tokens for _, r in replay)
+            result.aiperf_cache_hit_rate = aiperf_cache_hit_rate(dense_hash_ids(r for _, r in replay))
+            results.append(result)
+            continue
+        infinite = predict(target, corpus, BlockCache(options.block_size), options.service)
         labels: dict[str, list] = defaultdict(lambda: [0, 0, None])
         for outcome in infinite:
             result.requests += 1
@@ -194,7 +232,7 @@ def analyze(targets: list[ConfigTarget], tokenizer_dir: Path, options: AnalysisO
             for index in slots:
                 for request in corpus.session(index):
                     cache.check_fits(request.prompt_tokens, f"{target.name}, {request.event_id}")
-            finite = simulate(corpus.session, slots, target.load, cache, options.service)
+            finite = predict(target, corpus, cache, options.service)
             result.cached_capacity = sum(o.cached_tokens for o in finite)
             result.evicted_blocks = cache.evicted
             for outcome in finite:

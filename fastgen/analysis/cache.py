@@ -98,6 +98,12 @@ class BlockCache:
                 del self._held[key]
                 self._free[key] = None
 
+    def clear(self) -> None:
+        """Forget every cached block (a server's cache reset); holds of running requests are dropped too."""
+        self._cached.clear()
+        self._held.clear()
+        self._free.clear()
+
     @property
     def used_tokens(self) -> int:
         return len(self._cached) * self.block_size

@@ -22,6 +22,14 @@ def _table(rows: list[tuple]) -> list[str]:
 
 
 def analysis_table(reading: str, options: AnalysisOptions, results: list[TargetResult], *, by_turn: bool = True) -> str:
+    if options.definition == "aiperf":
+        lines = [f"prompts read as: {reading}; block size {options.block_size}; definition: AIPerf's analyze-trace "
+                 "cache_hit_rate (mean over requests of the leading run of hash ids seen before, over the request's "
+                 "ids; infinite cache; replay order, as fastgen export mooncake writes the lines)", ""]
+        rows = [("config", "sessions", "requests", "prompt tokens", "cache_hit_rate")]
+        rows += [(r.name, r.sessions, r.requests, f"{r.prompt_tokens:,}", f"{r.aiperf_cache_hit_rate:.6f}")
+                 for r in results]
+        return "\n".join(lines + _table(rows))
     capacity = (f"{options.capacity_tokens:,} tokens" if options.capacity_tokens is not None else "none given")
     lines = [f"prompts read as: {reading} ({'the chat template with tools and the generation prompt' if reading == 'template' else 'content tokens, no chat template'}); "
              f"block size {options.block_size}; KV capacity {capacity}",
@@ -43,7 +51,8 @@ def analysis_table(reading: str, options: AnalysisOptions, results: list[TargetR
 
 
 def analysis_document(reading: str, options: AnalysisOptions, results: list[TargetResult]) -> dict:
-    return {"format": ANALYSIS_FORMAT, "reading": reading, "block_size": options.block_size,
+    return {"format": ANALYSIS_FORMAT, "reading": reading, "definition": options.definition,
+            "block_size": options.block_size,
             "capacity_tokens": options.capacity_tokens,
             "service_model": {"prefill_tokens_per_s": options.service.prefill_tokens_per_s,
                               "decode_tokens_per_s": options.service.decode_tokens_per_s},

@@ -50,11 +50,13 @@ class PlannedRequest:
     prompt_tokens: int
     output_tokens: int
     label: str  # turn or branch index, for per-turn tables
+    tail: Optional[int] = None  # hash of a trailing partial block (chained after the full ones), for hash_ids exports
 
 
 @dataclass(frozen=True)
 class RequestOutcome:
     slot: int
+    file_index: int  # the session's trace file, in sorted order
     event_id: str
     label: str
     prompt_tokens: int
@@ -131,7 +133,7 @@ def simulate(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[in
             # vLLM registers a request's full blocks when it schedules them, before they are computed: a request
             # scheduled after it, even in the same step, hits them (measured: concurrent sessions share the prefix)
             cache.publish(admission)
-            outcomes.append(RequestOutcome(slot, event_id, request.label, request.prompt_tokens, cached, t))
+            outcomes.append(RequestOutcome(slot, slots[slot], event_id, request.label, request.prompt_tokens, cached, t))
             prefill = (request.prompt_tokens - cached) / model.prefill_tokens_per_s
             decode = request.output_tokens / model.decode_tokens_per_s
             push(t + prefill + decode, "end", (slot, event_id, admission))

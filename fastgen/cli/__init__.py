@@ -6,7 +6,8 @@
     fastgen verify DIR [--manifest FILE] | fastgen unpack DIR
     fastgen bakeoff --url URL --label NAME [--configs PATTERN ...]
     fastgen compare RUNS_A RUNS_B --out DIR
-    fastgen analyze DIR [--configs CONFIG_DIR] [--kv-cache-tokens N]
+    fastgen analyze DIR [--configs CONFIG_DIR] [--kv-cache-tokens N] [--definition vllm|aiperf]
+    fastgen export mooncake DIR --out FILE [--config NAME]
 
 One module per group of commands (generate, datasets, runs); this one picks the command and maps the errors.
 Only the standard library is imported at module level: numpy, tokenizers and the generator are imported inside
@@ -20,7 +21,7 @@ import signal
 import sys
 
 from ..errors import FastgenError, SpecError
-from .analysis import analyze_parser, run_analyze
+from .analysis import analyze_parser, export_parser, run_analyze, run_export
 from .datasets import run_unpack, run_validate, run_verify, unpack_parser, validate_parser, verify_parser
 from .generate import generate_parser, run_generate, run_workload, workload_parser
 from .options import DEFAULT_MODEL, QUIET, UsageError
@@ -31,7 +32,8 @@ __all__ = ["DEFAULT_MODEL", "main"]
 _COMMANDS = {"generate": (generate_parser, run_generate), "workload": (workload_parser, run_workload),
              "validate": (validate_parser, run_validate), "verify": (verify_parser, run_verify),
              "unpack": (unpack_parser, run_unpack), "bakeoff": (bakeoff_parser, run_bakeoff_command),
-             "compare": (compare_parser, run_compare), "analyze": (analyze_parser, run_analyze)}
+             "compare": (compare_parser, run_compare), "analyze": (analyze_parser, run_analyze),
+             "export": (export_parser, run_export)}
 class Terminated(BaseException):
     """SIGTERM, raised in the main thread so that the same cleanup as Ctrl-C runs."""
 

@@ -2,7 +2,8 @@
 
 Two readings of "the prompt":
 - `template`: the tokenizer's chat template over the wire messages and tools with the generation prompt, as vLLM
-  and SGLang render it (transformers' apply_chat_template, the tokenizer folder the dataset ships);
+  and SGLang render it (transformers' apply_chat_template, the tokenizer folder the dataset ships), tokenized as a
+  server does, piece by piece between special tokens so that each distinct piece is tokenized once;
 - `content`: the tools' JSON, then each message's text (tool calls: name and arguments), no role markers; for a
   tokenizer without a template. Each distinct message is tokenized once.
 
@@ -22,7 +23,7 @@ import xxhash
 
 from .requests import ReplayRequest
 
-__all__ = ["ContentReading", "PromptReading", "TemplateReading", "block_hashes", "load_reading"]
+__all__ = ["ContentReading", "PromptReading", "TemplateReading", "block_hashes", "load_reading", "tail_hash"]
 
 _MESSAGE_CACHE = 8192  # distinct messages kept tokenized (a session's, and the blocks shared across sessions)
 
@@ -44,6 +45,16 @@ def block_hashes(ids: np.ndarray, block_size: int) -> np.ndarray:
         previous = xxhash.xxh3_64_intdigest(data[k * step:(k + 1) * step].tobytes(), seed=previous)
         out[k] = previous
     return out
+
+
+def tail_hash(ids: np.ndarray, block_size: int, previous: int) -> int | None:
+    """The hash of ids' trailing partial block, chained after `previous` (the last full block's hash, or 0), and
+    told apart from any full block by its length; None when there is no partial block."""
+    full = len(ids) // block_size * block_size
+    if full == len(ids):
+        return None
+    data = np.ascontiguousarray(ids[full:], dtype=np.uint32).tobytes()
+    return xxhash.xxh3_64_intdigest(len(data).to_bytes(4, "little") + data, seed=previous)
 
 
 def _message_text(message: dict) -> str:
@@ -76,28 +87,76 @@ class ContentReading:
         parts = []
         if request.tools:
             text = json.dumps(list(request.tools), separators=(",", ":"))
-            parts.append(self._encode(xxhash.xxh3_128_digest(text), text))
+            parts.append(self._encode(xxhash.xxh3_128_digest(text.encode()), text))
         for message in request.messages:
-            key = xxhash.xxh3_128_digest(json.dumps(message, sort_keys=True))
+            key = xxhash.xxh3_128_digest(json.dumps(message, sort_keys=True).encode())
             parts.append(self._encode(key, _message_text(message)))
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
 
 
 class TemplateReading:
-    name = "template"
+    """The chat template's rendering, tokenized piece by piece: a tokenizer splits its input at added (special)
+    tokens before anything else, so the text between two of them tokenizes the same wherever it stands, and each
+    distinct piece (a message, the tools preamble) is tokenized once. The first requests are checked against the
+    whole rendering tokenized at once; a template or tokenizer for which the pieces differ (an added token that
+    strips its neighbours, say) is read whole from then on, and the name says so."""
+
+    VERIFY = 4  # requests checked against the whole rendering
 
     def __init__(self, folder: Path) -> None:
         import os
+        import re
 
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         from transformers import AutoTokenizer
 
         self._hf = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        self._fast = self._hf.backend_tokenizer
+        added = {token.content: token_id for token_id, token in self._hf.added_tokens_decoder.items()}
+        self._added = added
+        self._split = re.compile("(" + "|".join(re.escape(t) for t in sorted(added, key=len, reverse=True)) + ")") \
+            if added else None
+        self._pieces: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._checked = 0
+        self.name = "template"
+
+    def _render(self, request: ReplayRequest) -> str:
+        return self._hf.apply_chat_template(list(request.messages),
+                                            tools=list(request.tools) if request.tools else None,
+                                            add_generation_prompt=True, tokenize=False)
+
+    def _whole(self, text: str) -> np.ndarray:
+        return np.asarray(self._fast.encode(text, add_special_tokens=False).ids, dtype=np.uint32)
+
+    def _piece(self, text: str) -> np.ndarray:
+        key = xxhash.xxh3_128_digest(text.encode())
+        hit = self._pieces.get(key)
+        if hit is None:
+            hit = self._pieces[key] = self._whole(text)
+            if len(self._pieces) > _MESSAGE_CACHE:
+                self._pieces.popitem(last=False)
+        else:
+            self._pieces.move_to_end(key)
+        return hit
 
     def ids(self, request: ReplayRequest) -> np.ndarray:
-        ids = self._hf.apply_chat_template(list(request.messages), tools=list(request.tools) if request.tools else None,
-                                           add_generation_prompt=True, tokenize=True, return_dict=False)
-        return np.asarray(ids, dtype=np.uint32)
+        text = self._render(request)
+        if self._split is None or self.name != "template":
+            return self._whole(text)
+        parts = []
+        for piece in self._split.split(text):
+            if piece in self._added:
+                parts.append(np.asarray([self._added[piece]], dtype=np.uint32))
+            elif piece:
+                parts.append(self._piece(piece))
+        ids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
+        if self._checked < self.VERIFY:
+            self._checked += 1
+            whole = self._whole(text)
+            if not np.array_equal(ids, whole):
+                self.name = "template (read whole: its pieces between special tokens do not tokenize alone)"
+                return whole
+        return ids
 
 
 def load_reading(folder: Path, reading: str = "auto") -> PromptReading:
