@@ -254,3 +254,23 @@ def test_analyze_at_capacity_agrees_with_the_fake_server_within_the_measured_tol
     unbounded = _measured_and_predicted(*replayed, name, None)[1]
     assert hit[1] < 100 * sum(v[1] for v in unbounded.values()) / sum(v[0] for v in unbounded.values())
     assert abs(hit[0] - hit[1]) <= CAPACITY_TOLERANCE_POINTS, hit
+
+
+def test_analyze_sweep_ends_at_the_unbounded_hit_ratio_and_draws_the_plots(small, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "analysis.json"
+    result = analyze_cli(str(small / "traces"), "--only", "scenario3/c100_*", "scenario1/c10", "--sweep", "--plots",
+                         str(tmp_path / "plots"), "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    configs = {c["config"]: c for c in json.loads(out.read_text())["configs"]}
+    assert sorted(configs) == ["scenario1/c10", "scenario3/c100_noisy", "scenario3/c100_stable"]
+    for c in configs.values():
+        hits = [p["hit_percent"] for p in c["sweep"]]
+        capacities = [p["capacity_tokens"] for p in c["sweep"]]
+        assert capacities == sorted(capacities) and len(hits) >= 4
+        # room for everything the replay computes: nothing is evicted, so the unbounded cache's ratio
+        assert hits[-1] == pytest.approx(c["hit_percent_infinite"])
+        assert hits[0] <= hits[-1]
+    names = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    assert names == ["scenario1_hit_by_capacity.png", "scenario1_hit_by_turn.png", "scenario3_hit_by_capacity.png",
+                     "scenario3_hit_by_turn.png", "stable_vs_noisy.png"]

@@ -165,3 +165,31 @@ def test_compare_runs_plots_are_pngs_when_matplotlib_is_installed(two_sides, tmp
     for name in comparison.plots.values():
         assert (tmp_path / "out" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"]({comparison.plots['scenario1_hit_by_turn']})" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_compare_with_an_analysis_sets_the_pooled_ceiling_beside_each_hit_ratio(two_sides, tmp_path):
+    analysis = tmp_path / "analysis.json"
+    by_turn = {"1": {"prompt_tokens": 2000, "hit_percent_infinite": 10.0, "hit_percent_capacity": 5.0},
+               "2": {"prompt_tokens": 2000, "hit_percent_infinite": 90.0, "hit_percent_capacity": 80.0},
+               "3": {"prompt_tokens": 2000, "hit_percent_infinite": 95.0, "hit_percent_capacity": 50.0}}
+    analysis.write_text(json.dumps({"format": 1, "definition": "vllm", "capacity_tokens": 4096, "configs": [
+        {"config": "scenario1/c2", "prompt_tokens": 6000, "hit_percent_infinite": 65.0, "hit_percent_capacity": 45.0,
+         "by_turn": by_turn}]}))
+    compare_runs(*two_sides, tmp_path / "out", plots=False, analysis=analysis)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    runs = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
+    row = dict(zip(runs["columns"], runs["rows"][0]))
+    assert (row["ceiling % (analyze, infinite)"], row["ceiling % at capacity"]) == (65.0, 45.0)
+    hits = next(s for s in report["sections"] if s["id"] == "scenario1")["tables"][1]
+    turn3 = dict(zip(hits["columns"], hits["rows"][2]))
+    assert turn3["ceiling % (analyze, infinite)"] == pytest.approx(95.0)
+
+
+def test_compare_with_an_unreadable_analysis_names_it_and_reports_without_ceilings(two_sides, tmp_path):
+    bad = tmp_path / "analysis.json"
+    bad.write_text("{")
+    comparison = compare_runs(*two_sides, tmp_path / "out", plots=False, analysis=bad)
+    assert any(p.startswith(f"--analysis {bad} is not the JSON of fastgen analyze --json") for p in comparison.problems)
+    runs = next(s for s in json.loads((tmp_path / "out" / "report.json").read_text())["sections"]
+                if s["id"] == "runs")["tables"][0]
+    assert not any(c.startswith("ceiling") for c in runs["columns"])

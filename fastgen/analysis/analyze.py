@@ -45,6 +45,7 @@ class AnalysisOptions:
     capacity_tokens: Optional[int] = None
     reading: str = "auto"  # template when the tokenizer has a chat template, else content
     definition: str = "vllm"  # or "aiperf": AIPerf's analyze-trace cache_hit_rate
+    sweep: bool = False  # hit % at a series of capacities, from one request to the whole replay's distinct blocks
     service: ServiceModel = ServiceModel()
 
 
@@ -60,6 +61,7 @@ class TargetResult:
     by_label: dict[str, list[int]] = field(default_factory=dict)  # label -> [prompt, cached inf, cached cap]
     evicted_blocks: Optional[int] = None
     aiperf_cache_hit_rate: Optional[float] = None  # --definition aiperf
+    sweep: list[tuple[int, float]] = field(default_factory=list)  # (capacity tokens, hit %) with --sweep
 
     def percent(self, cached: Optional[int], prompt: Optional[int] = None) -> Optional[float]:
         prompt = self.prompt_tokens if prompt is None else prompt
@@ -71,6 +73,7 @@ class TargetResult:
                 "hit_percent_infinite": self.percent(self.cached_infinite),
                 "hit_percent_capacity": self.percent(self.cached_capacity),
                 "evicted_blocks": self.evicted_blocks, "aiperf_cache_hit_rate": self.aiperf_cache_hit_rate,
+                "sweep": [{"capacity_tokens": c, "hit_percent": h} for c, h in self.sweep],
                 "by_turn": {label: {"prompt_tokens": v[0], "hit_percent_infinite": self.percent(v[1], v[0]),
                                     "hit_percent_capacity": self.percent(v[2], v[0]) if v[2] is not None else None}
                             for label, v in self.by_label.items()}}
@@ -238,8 +241,24 @@ def analyze(targets: list[ConfigTarget], tokenizer_dir: Path, options: AnalysisO
             for outcome in finite:
                 labels[outcome.label][2] = (labels[outcome.label][2] or 0) + outcome.cached_tokens
         result.by_label = {label: labels[label] for label in sorted(labels, key=_label_order)}
+        if options.sweep:
+            result.sweep = _sweep(target, corpus, options, infinite)
         results.append(result)
     return reading.name, results
+
+
+def _sweep(target: ConfigTarget, corpus: Corpus, options: AnalysisOptions, infinite) -> list[tuple[int, float]]:
+    from .plots import sweep_capacities
+
+    bs = options.block_size
+    largest = max(o.prompt_tokens for o in infinite)
+    distinct = sum(o.prompt_tokens - o.cached_tokens for o in infinite)  # what an unbounded cache ends up holding
+    prompt = sum(o.prompt_tokens for o in infinite)
+    points = []
+    for capacity in sweep_capacities(-(-largest // bs) * bs + bs, distinct + bs):
+        outcomes = predict(target, corpus, BlockCache(bs, capacity), options.service)
+        points.append((capacity, 100.0 * sum(o.cached_tokens for o in outcomes) / prompt))
+    return points
 
 
 def _label_order(label: str):

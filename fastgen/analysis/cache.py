@@ -53,6 +53,17 @@ class BlockCache:
         """(cached tokens, the request's hold) for a request starting now."""
         limit = min(len(hashes), max(0, (prompt_tokens - 1) // self.block_size))
         keys = hashes.tolist()
+        if self.capacity is None:
+            # Nothing is evicted, so the cached blocks of a chain are a leading run (a key names its whole prefix,
+            # which was cached with it): find its end by bisection, and holds do not matter.
+            lo, hi = 0, limit
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if keys[mid - 1] in self._cached:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            return lo * self.block_size, Admission(keys, lo)
         hit = 0
         while hit < limit and keys[hit] in self._cached:
             hit += 1
@@ -66,6 +77,10 @@ class BlockCache:
 
     def publish(self, admission: Admission) -> None:
         """The request's computed blocks can serve others from now on."""
+        if self.capacity is None:
+            self._cached.update(admission.hashes[admission.cached_blocks:])
+            admission.published = True
+            return
         for key in admission.hashes[admission.cached_blocks:]:
             if key in self._cached:  # another request computed it meanwhile
                 self._hold(key)
@@ -88,6 +103,8 @@ class BlockCache:
     def release(self, admission: Admission) -> None:
         """The request has ended: its blocks join the eviction order, tail blocks first (so they are evicted before
         the prefix they extend, as vLLM frees them)."""
+        if self.capacity is None:
+            return
         for key in reversed(admission.hashes):
             count = self._held.get(key)
             if count is None:

@@ -35,6 +35,10 @@ def analyze_parser() -> Parser:
                       help="a KV capacity in GiB, with --model-config for the bytes per token")
     p.add_argument("--model-config", type=Path, metavar="FILE",
                    help="the model's config.json (layers, KV heads, head size, dtype), for --kv-cache-gib")
+    p.add_argument("--only", nargs="+", metavar="PATTERN", help="only these configs (scenario1/c10, 'scenario3/*')")
+    p.add_argument("--sweep", action="store_true", help="also the hit %% at eight KV capacities per config, from one "
+                   "request to the whole replay (one more simulation each: minutes on the full default set)")
+    p.add_argument("--plots", type=Path, metavar="DIR", help="PNG charts into DIR (matplotlib: fastgen[plots])")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON")
     return p
 
@@ -72,11 +76,33 @@ def run_analyze(args) -> int:
     if args.definition == "aiperf" and capacity is not None:
         raise UsageError("AIPerf's definition has no capacity (an infinite cache); drop --kv-cache-tokens/-gib")
     targets, tokenizer = _targets(args)
+    if args.only:
+        from fnmatch import fnmatchcase
+
+        targets = [t for t in targets if any(fnmatchcase(t.name, p) or fnmatchcase(t.name, p + "/*")
+                                             for p in args.only)]
+        if not targets:
+            raise UsageError(f"no config matches {' '.join(args.only)}")
+    if args.plots is not None:
+        from ..results.plots import matplotlib_missing
+
+        if matplotlib_missing():
+            raise UsageError(f"--plots needs matplotlib: {matplotlib_missing()}")
     block_size = args.block_size or (512 if args.definition == "aiperf" else 16)
     options = AnalysisOptions(block_size=block_size, capacity_tokens=capacity, reading=args.reading,
-                              definition=args.definition)
+                              definition=args.definition, sweep=args.sweep)
     reading, results = analyze(targets, tokenizer, options)
     print(analysis_table(reading, options, results))
+    if args.plots is not None and args.definition == "vllm":
+        from ..results.plots import write_plots
+        from ..analysis.plots import analysis_plots
+
+        try:
+            written = write_plots(analysis_plots(results, {r.name: r.sweep for r in results if r.sweep}), args.plots)
+        except OSError as exc:
+            raise OutputError(f"cannot write the plots into {args.plots}: {exc.strerror}; choose another --plots") \
+                from None
+        print(f"{len(written)} plots in {args.plots}")
     if args.json:
         try:
             args.json.write_text(json.dumps(analysis_document(reading, options, results), indent=1) + "\n")

@@ -62,6 +62,9 @@ def compare_parser() -> Parser:
     p.add_argument("runs_a", type=Path, metavar="RUNS_A", help="one server's runs (e.g. reports/vllm)")
     p.add_argument("runs_b", type=Path, metavar="RUNS_B", help="the other's (e.g. reports/sglang)")
     p.add_argument("--out", type=Path, required=True, help="the folder for report.md, report.json and the plots")
+    p.add_argument("--analysis", type=Path, metavar="FILE",
+                   help="the JSON of `fastgen analyze --json` for the same dataset: its predicted ceilings beside "
+                   "every hit ratio")
     p.add_argument("--no-plots", action="store_true", help="tables only, even with matplotlib installed")
     return p
 
@@ -69,7 +72,7 @@ def compare_parser() -> Parser:
 def run_compare(args) -> int:
     from ..results import compare_runs
 
-    report = compare_runs(args.runs_a, args.runs_b, args.out, plots=not args.no_plots)
+    report = compare_runs(args.runs_a, args.runs_b, args.out, plots=not args.no_plots, analysis=args.analysis)
     for problem in report.problems:
         print(f"fastgen: warning: {problem}", file=sys.stderr)
     if not args.quiet:

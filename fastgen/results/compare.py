@@ -14,6 +14,7 @@ from typing import Optional
 from ..errors import OutputError
 from .plots import matplotlib_missing, write_plots
 from .render import report_document, report_markdown
+from .ceilings import read_ceilings
 from .report import Pair, Section, Side
 from .runs import read_runs
 from .sections import SECTIONS
@@ -34,7 +35,9 @@ def build_sections(pair: Pair) -> list[Section]:
     return [section for module in SECTIONS if (section := module.build(pair)) is not None]
 
 
-def compare_runs(runs_a: Path, runs_b: Path, out: Path, *, plots: bool = True) -> Comparison:
+def compare_runs(runs_a: Path, runs_b: Path, out: Path, *, plots: bool = True,
+                 analysis: Optional[Path] = None) -> Comparison:
+    """Read both sides' runs (and the ceilings of `fastgen analyze --json` when given), write the report."""
     runs_a, runs_b, out = Path(runs_a), Path(runs_b), Path(out)
     a, problems_a = read_runs(runs_a)
     b, problems_b = read_runs(runs_b)
@@ -46,7 +49,11 @@ def compare_runs(runs_a: Path, runs_b: Path, out: Path, *, plots: bool = True) -
         label_a, label_b = f"A:{label_a}", f"B:{label_b}"
     for name in sorted(set(a) ^ set(b)):
         problems.append(f"{name} ran only on {label_a if name in a else label_b}; not compared")
-    pair = Pair(Side(label_a, a), Side(label_b, b))
+    ceilings = None
+    if analysis is not None:
+        ceilings, more = read_ceilings(analysis)
+        problems += more
+    pair = Pair(Side(label_a, a), Side(label_b, b), ceilings)
     sections = build_sections(pair)
     comparison = Comparison(sorted(set(a) & set(b)), sections, problems)
     try:

@@ -37,6 +37,8 @@ def write_plots(plots: list[Plot], folder: Path) -> dict[str, str]:
                 axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
         if categorical:
             axes.set_xticks(xs, [str(x) for x in plot.x])
+        elif plot.log_x:
+            axes.set_xscale("log")
         axes.set_title(plot.title)
         axes.set_xlabel(plot.x_label)
         axes.set_ylabel(plot.y_label)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .ceilings import Ceilings
 from .runs import ConfigRun, RequestRecord
 
 __all__ = ["Pair", "Plot", "Section", "Side", "Table"]
@@ -29,6 +30,20 @@ class Side:
 class Pair:
     a: Side
     b: Side
+    ceilings: Optional[Ceilings] = None  # from `fastgen analyze --json`, when given
+
+    def ceiling_columns(self) -> list[str]:
+        """Column names of the predicted ceilings, beside a hit ratio; none without an analysis."""
+        if self.ceilings is None:
+            return []
+        return ["ceiling % (analyze, infinite)"] + (
+            ["ceiling % at capacity"] if self.ceilings.capacity_tokens is not None else [])
+
+    def ceiling_cells(self, names: list[str], turn: Optional[int] = None) -> list[Optional[float]]:
+        if self.ceilings is None:
+            return []
+        infinite, capacity = self.ceilings.percent(names, turn)
+        return [infinite] + ([capacity] if self.ceilings.capacity_tokens is not None else [])
 
     def configs(self, scenario: str) -> list[str]:
         """The configs of a scenario (its config folder name) that both sides ran, in the design's order."""
@@ -57,6 +72,7 @@ class Plot:
     y_label: str
     x: list[Cell]
     series: dict[str, list[Optional[float]]]  # legend -> one value per x
+    log_x: bool = False
 
 
 @dataclass

@@ -34,27 +34,52 @@ class PromptReading(Protocol):
     def ids(self, request: ReplayRequest) -> np.ndarray: ...
 
 
+_M = np.uint64(0x9E3779B97F4A7C15)  # odd: invertible modulo 2**64
+_M_INV = np.uint64(pow(0x9E3779B97F4A7C15, -1, 2**64))
+_LANES = np.asarray([(0x2545F4914F6CDD1D * (2 * i + 1)) % 2**64 for i in range(4096)], dtype=np.uint64)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer, elementwise (uint64 arithmetic wraps)."""
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> np.uint64(30))
+        x = x * np.uint64(0xBF58476D1CE4E5B9)
+        x = x ^ (x >> np.uint64(27))
+        x = x * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def _contents(blocks: np.ndarray) -> np.ndarray:
+    """One mixed 64-bit value per row of token ids: a position-weighted sum, then splitmix64's finalizer."""
+    with np.errstate(over="ignore"):
+        return _mix(((blocks + np.uint64(1)) * _LANES[: blocks.shape[-1]]).sum(axis=-1, dtype=np.uint64))
+
+
 def block_hashes(ids: np.ndarray, block_size: int) -> np.ndarray:
-    """The chained hashes of ids' full blocks (a trailing partial block has none), as uint64."""
+    """The chained keys of ids' full blocks (a trailing partial block has none), as uint64: equal keys mean equal
+    whole prefixes, up to 64-bit collisions. Vectorized: H_k = M * H_(k-1) + c_k (mod 2**64), i.e.
+    H_k = M^k * sum_(j<=k) c_j M^-j, then mixed again so the keys do not keep that linear structure."""
     full = len(ids) // block_size
-    out = np.empty(full, dtype=np.uint64)
-    data = np.ascontiguousarray(ids[: full * block_size], dtype=np.uint32).view(np.uint8)
-    step = block_size * 4
-    previous = 0
-    for k in range(full):
-        previous = xxhash.xxh3_64_intdigest(data[k * step:(k + 1) * step].tobytes(), seed=previous)
-        out[k] = previous
-    return out
+    if not full:
+        return np.zeros(0, dtype=np.uint64)
+    contents = _contents(np.asarray(ids[: full * block_size], dtype=np.uint64).reshape(full, block_size))
+    with np.errstate(over="ignore"):
+        up = np.cumprod(np.full(full, _M, dtype=np.uint64), dtype=np.uint64)
+        down = np.cumprod(np.full(full, _M_INV, dtype=np.uint64), dtype=np.uint64)
+        chained = up * np.cumsum(contents * down, dtype=np.uint64)
+    return _mix(chained)
 
 
 def tail_hash(ids: np.ndarray, block_size: int, previous: int) -> int | None:
-    """The hash of ids' trailing partial block, chained after `previous` (the last full block's hash, or 0), and
-    told apart from any full block by its length; None when there is no partial block."""
+    """The key of ids' trailing partial block, chained after the full blocks (previous: the last full block's key,
+    or 0), told apart from any full block by its length; None when there is no partial block."""
     full = len(ids) // block_size * block_size
     if full == len(ids):
         return None
-    data = np.ascontiguousarray(ids[full:], dtype=np.uint32).tobytes()
-    return xxhash.xxh3_64_intdigest(len(data).to_bytes(4, "little") + data, seed=previous)
+    content = _contents(np.asarray(ids[full:], dtype=np.uint64)[None, :])[0]
+    with np.errstate(over="ignore"):
+        mixed = np.uint64(previous) * _M + content + np.uint64((len(ids) - full) << 48)
+    return int(_mix(np.asarray([mixed], dtype=np.uint64))[0])
 
 
 def _message_text(message: dict) -> str:

@@ -25,11 +25,12 @@ def build(pair: Pair) -> Optional[Section]:
     turns = sorted({r.turn for n in names for r in pair.a.runs[n].requests + pair.b.runs[n].requests})
 
     by_turn = Table("TTFT by turn (all load levels pooled)", ["turn", "kind", *ttft_columns()], note=TOOL_TTFT_NOTE)
-    hits = Table("Prefix-cache hit ratio by turn (server-reported cached / prompt tokens)", ["turn", *abr("hit %")])
+    hits = Table("Prefix-cache hit ratio by turn (server-reported cached / prompt tokens)",
+                 ["turn", *abr("hit %"), *pair.ceiling_columns()])
     for turn in turns:
         a, b = pair.requests(names, lambda r, t=turn: r.turn == t)
         by_turn.rows.append([turn, kind_of(a + b), *ttft_triples(a, b)])
-        hits.rows.append([turn, *side_by_side(hit_percent, a, b)])
+        hits.rows.append([turn, *side_by_side(hit_percent, a, b), *pair.ceiling_cells(names, turn)])
 
     grid = Table("By load level and turn", ["config", "concurrency", "turn", "kind", *abr("hit %"),
                                             *abr("TTFT p50 ms")],

@@ -43,7 +43,7 @@ def build(pair: Pair) -> Optional[Section]:
                       "window, stagger spreads them out. TTFT p50 in ms.")
     per_config = Table("TTFT p50 of the root, the first branch to start and its later siblings",
                        ["config", "layout", "concurrency", *abr("root"), *abr("first branch"), *abr("later siblings")])
-    cache = Table("Hit ratio and peak KV usage", ["config", *abr("hit %"), *abr("peak KV %")],
+    cache = Table("Hit ratio and peak KV usage", ["config", *abr("hit %"), *pair.ceiling_columns(), *abr("peak KV %")],
                   note="Peak KV usage is the largest sampled value of the engine's KV-usage gauge during the run "
                   "(vllm:kv_cache_usage_perc, sglang:token_usage); empty where no metrics were sampled.")
     layouts: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
@@ -56,7 +56,8 @@ def build(pair: Pair) -> Optional[Section]:
         per_config.rows.append(row)
         kv = [peak(side.runs[name], engine_metric(side.runs[name], "kv_usage")) for side in (pair.a, pair.b)]
         kv = [None if v is None else 100 * v for v in kv]
-        cache.rows.append([name, *side_by_side(hit_percent, a_requests, b_requests), kv[0], kv[1], ratio(*kv)])
+        cache.rows.append([name, *side_by_side(hit_percent, a_requests, b_requests), *pair.ceiling_cells([name]),
+                           kv[0], kv[1], ratio(*kv)])
         layouts[_layout(a_requests)][0].extend(a_requests)
         layouts[_layout(a_requests)][1].extend(b_requests)
 

@@ -45,7 +45,7 @@ def build(pair: Pair) -> Optional[Section]:
                       intro="Sessions arrive at the config's session rate over one large shared prefix; stable "
                       "layouts keep that prefix byte-identical, noisy ones perturb it per session.")
     per_config = Table("Hit ratio and TTFT per config", ["config", "layout", "concurrency", *abr("hit %"),
-                                                         *ttft_columns()])
+                                                         *pair.ceiling_columns(), *ttft_columns()])
     pressure = Table("Cache pressure (from the sampled /metrics)",
                      ["config", *abr("peak KV %"), "preemptions A", "preemptions B", "evictions A", "evictions B"],
                      note="Preemptions: vllm:num_preemptions_total, or SGLang's retracted requests; evictions: "
@@ -57,7 +57,8 @@ def build(pair: Pair) -> Optional[Section]:
         layout = layout_of(name, a + b)
         level = pair.a.runs[name].concurrency or 0
         levels.setdefault(level, {})[layout] = name
-        per_config.rows.append([name, layout, level, *side_by_side(hit_percent, a, b), *ttft_triples(a, b)])
+        per_config.rows.append([name, layout, level, *side_by_side(hit_percent, a, b), *pair.ceiling_cells([name]),
+                                *ttft_triples(a, b)])
         row: list = [name]
         kv = [peak(s.runs[name], engine_metric(s.runs[name], "kv_usage")) for s in (pair.a, pair.b)]
         kv = [None if v is None else 100 * v for v in kv]

@@ -1,0 +1,57 @@
+"""The ceilings `fastgen analyze --json` predicts, for the report to set beside each measured hit ratio.
+
+Read from the JSON document (its format is analysis/report.py's), not by importing the analysis: the report only
+needs the numbers, and a file from another machine serves as well.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+__all__ = ["Ceilings", "read_ceilings"]
+
+
+@dataclass
+class Ceilings:
+    """Per config: prompt tokens and the tokens an ideal cache would have cached (infinite, at capacity), in all
+    and per turn; pooled over any set of configs and turns the way hit ratios pool."""
+
+    capacity_tokens: Optional[int] = None
+    configs: dict[str, dict] = field(default_factory=dict)
+
+    def percent(self, names: list[str], turn: Optional[int] = None) -> tuple[Optional[float], Optional[float]]:
+        """(infinite %, at-capacity %) pooled over these configs (and one turn), None where not predicted."""
+        prompt = infinite = 0.0
+        capacity: Optional[float] = 0.0
+        for name in names:
+            entry = self.configs.get(name)
+            if entry is None:
+                return None, None
+            if turn is not None:
+                entry = entry["by_turn"].get(str(turn))
+                if entry is None:
+                    return None, None
+            tokens = entry["prompt_tokens"]
+            prompt += tokens
+            infinite += tokens * (entry["hit_percent_infinite"] or 0) / 100
+            cap = entry.get("hit_percent_capacity")
+            capacity = None if cap is None or capacity is None else capacity + tokens * cap / 100
+        if not prompt:
+            return None, None
+        return 100 * infinite / prompt, None if capacity is None else 100 * capacity / prompt
+
+
+def read_ceilings(path: Path) -> tuple[Optional[Ceilings], list[str]]:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        if doc.get("definition", "vllm") != "vllm":
+            return None, [f"{path} holds AIPerf's definition, not ceilings; run fastgen analyze --json without "
+                          f"--definition aiperf"]
+        configs = {c["config"]: c for c in doc["configs"]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return None, [f"--analysis {path} is not the JSON of fastgen analyze --json ({str(exc)[:80]}); the report "
+                      f"has no ceilings"]
+    return Ceilings(doc.get("capacity_tokens"), configs), []
