@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,12 @@ from fastgen.tokenizer import load_tokenizer
 # No test reaches beyond loopback: a hub id that is not cached is looked for at a closed local port (refused at once).
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+
+# A suite started in the background of a shell without job control inherits SIGINT ignored, and so would every
+# command a test starts (Python installs no Ctrl-C handler then): the Ctrl-C tests would test nothing. Restore it;
+# a handled signal is reset to the default on exec, so the children start as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Few sessions and small budgets, same structure: the whole suite stays within minutes on 2 cores.
 SMALL = ["--scale", "0.04", "--budget-scale", "0.05", "--tokenizer", "builtin", "--quiet"]
