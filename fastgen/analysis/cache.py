@@ -27,10 +27,10 @@ __all__ = ["BlockCache", "Admission"]
 class Admission:
     """A running request's hold on the cache: the blocks it found and the ones it computes."""
 
-    __slots__ = ("hashes", "cached_blocks", "published")
+    __slots__ = ("hashes", "cached_blocks")
 
     def __init__(self, hashes: list[int], cached_blocks: int) -> None:
-        self.hashes, self.cached_blocks, self.published = hashes, cached_blocks, False
+        self.hashes, self.cached_blocks = hashes, cached_blocks
 
 
 class BlockCache:
@@ -79,7 +79,6 @@ class BlockCache:
         """The request's computed blocks can serve others from now on."""
         if self.capacity is None:
             self._cached.update(admission.hashes[admission.cached_blocks:])
-            admission.published = True
             return
         for key in admission.hashes[admission.cached_blocks:]:
             if key in self._cached:  # another request computed it meanwhile
@@ -90,7 +89,6 @@ class BlockCache:
                 continue
             self._cached.add(key)
             self._hold(key)
-        admission.published = True
 
     def _evict(self) -> bool:
         if not self._free:

@@ -90,32 +90,39 @@ def _message_text(message: dict) -> str:
     return "".join(parts)
 
 
+class _TokenizedTexts:
+    """Texts tokenized once each (keyed by their hash), the least recently used forgotten past _MESSAGE_CACHE."""
+
+    def __init__(self, encode) -> None:
+        self._encode = encode  # text -> ids
+        self._ids: OrderedDict[bytes, np.ndarray] = OrderedDict()
+
+    def get(self, text: str, key: bytes | None = None) -> np.ndarray:
+        key = key if key is not None else xxhash.xxh3_128_digest(text.encode())
+        hit = self._ids.get(key)
+        if hit is None:
+            hit = self._ids[key] = np.asarray(self._encode(text), dtype=np.uint32)
+            if len(self._ids) > _MESSAGE_CACHE:
+                self._ids.popitem(last=False)
+        else:
+            self._ids.move_to_end(key)
+        return hit
+
+
 class ContentReading:
     name = "content"
 
     def __init__(self, tokenizer) -> None:  # a fastgen Tokenizer
-        self._tokenizer = tokenizer
-        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
-
-    def _encode(self, key: bytes, text: str) -> np.ndarray:
-        hit = self._cache.get(key)
-        if hit is None:
-            hit = np.asarray(self._tokenizer.encode(text), dtype=np.uint32)
-            self._cache[key] = hit
-            if len(self._cache) > _MESSAGE_CACHE:
-                self._cache.popitem(last=False)
-        else:
-            self._cache.move_to_end(key)
-        return hit
+        self._texts = _TokenizedTexts(tokenizer.encode)
 
     def ids(self, request: ReplayRequest) -> np.ndarray:
         parts = []
         if request.tools:
             text = json.dumps(list(request.tools), separators=(",", ":"))
-            parts.append(self._encode(xxhash.xxh3_128_digest(text.encode()), text))
-        for message in request.messages:
+            parts.append(self._texts.get(text))
+        for message in request.messages:  # keyed by the whole message: its text alone drops the role
             key = xxhash.xxh3_128_digest(json.dumps(message, sort_keys=True).encode())
-            parts.append(self._encode(key, _message_text(message)))
+            parts.append(self._texts.get(_message_text(message), key))
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
 
 
@@ -141,7 +148,7 @@ class TemplateReading:
         self._added = added
         self._split = re.compile("(" + "|".join(re.escape(t) for t in sorted(added, key=len, reverse=True)) + ")") \
             if added else None
-        self._pieces: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._pieces = _TokenizedTexts(lambda text: self._fast.encode(text, add_special_tokens=False).ids)
         self._checked = 0
         self.name = "template"
 
@@ -153,17 +160,6 @@ class TemplateReading:
     def _whole(self, text: str) -> np.ndarray:
         return np.asarray(self._fast.encode(text, add_special_tokens=False).ids, dtype=np.uint32)
 
-    def _piece(self, text: str) -> np.ndarray:
-        key = xxhash.xxh3_128_digest(text.encode())
-        hit = self._pieces.get(key)
-        if hit is None:
-            hit = self._pieces[key] = self._whole(text)
-            if len(self._pieces) > _MESSAGE_CACHE:
-                self._pieces.popitem(last=False)
-        else:
-            self._pieces.move_to_end(key)
-        return hit
-
     def ids(self, request: ReplayRequest) -> np.ndarray:
         text = self._render(request)
         if self._split is None or self.name != "template":
@@ -173,7 +169,7 @@ class TemplateReading:
             if piece in self._added:
                 parts.append(np.asarray([self._added[piece]], dtype=np.uint32))
             elif piece:
-                parts.append(self._piece(piece))
+                parts.append(self._pieces.get(piece))
         ids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
         if self._checked < self.VERIFY:
             self._checked += 1
