@@ -11,8 +11,8 @@ The reset endpoint, the `/metrics` names and the cached-token reporting are vLLM
 - the report's hit % of each config equals vLLM's own `vllm:prefix_cache_hits` / `vllm:prefix_cache_queries` over
   the run (from the sampled `/metrics`), within TOLERANCE_POINTS;
 - the server with the smaller cache hits less over the configs that do not fit it;
-- `fastgen analyze --block-size 32` predicted the 1 GiB server's hit ratios (PREDICTION_TOLERANCE_POINTS says how
-  close, and why not closer).
+- `fastgen analyze --block-size 32` predicted the 1 GiB server's hit ratios: first turns (exactly, or at most, where
+  sessions start together) and later turns (within LATER_TURNS_TOLERANCE_POINTS; the comment there says why).
 """
 
 from __future__ import annotations
@@ -37,12 +37,20 @@ RESET_CHECK = "scenario3/c100_noisy"  # sessions arrive 0.5 s apart: its first r
 MAX_MODEL_LEN = 16384  # the e2e prompts (a few K tokens) plus a forced tool call's max_tokens (4096)
 SMALL_BLOCKS = MAX_MODEL_LEN // 32 + 2  # the least vLLM starts with: one whole max_model_len request, and one spare
 TOLERANCE_POINTS = 0.5  # measured: equal to 0.01 point (vLLM counts the same usage it reports)
-# analyze's prediction (block size 32, an unbounded cache) against vLLM's counters on the 1 GiB server. The replay
-# sends live outputs: the random model fills text turns to max_tokens (the recorded length) but in other tokens, and
-# its forced tool calls run 18 to ~3,000 tokens against the recorded few dozen, so every prompt after one differs
-# from the recorded prompt that analyze rebuilt. Scenario 2 has no tool calls. Measured (two runs): scenario2/c10_sync
-# 0.00 points, scenario3/c100_noisy 0.01 and 0.08, scenario1/c10 0.15 and 0.53.
-PREDICTION_TOLERANCE_POINTS = {"scenario2/c10_sync": 0.5, "scenario1/c10": 3.0, "scenario3/c100_noisy": 3.0}
+# analyze's prediction (block size 32, an unbounded cache) against the 1 GiB server's requests, split in two:
+# - first turns: their prompts hold no output yet, so analyze rebuilt them exactly; what they find cached is other
+#   sessions' common prefix, which depends on timing when sessions start together (scenario1/c10's four do): analyze
+#   registers a request's blocks when it is scheduled, the most sharing vLLM can give. Measured: equal when the
+#   first session's prefill is registered before the others are scheduled; one CI run had two of the four sessions
+#   miss the 1,664-token common prefix (41.6 % of first-turn tokens hit against 62.5 % predicted; 87.5 % over the
+#   whole config against 90.7 %). So: at most the prediction, and equal where sessions start apart.
+# - later turns: the replay sends live outputs: the random model fills text turns to max_tokens (the recorded
+#   length) but in other tokens, and its forced tool calls run 18 to ~3,000 tokens against the recorded few dozen,
+#   so every later prompt differs a little from the one analyze rebuilt. Measured (pooled over turns 2+):
+#   scenario1/c10 0.68 points, scenario2/c10_sync 0.00, scenario3/c100_noisy 0.84; scenario 2 has no tool calls.
+FIRST_TURN_TOLERANCE_POINTS = 0.5
+SIMULTANEOUS_START = {"scenario1/c10"}  # every session starts at once: first-turn sharing is vLLM's step timing
+LATER_TURNS_TOLERANCE_POINTS = {"scenario1/c10": 2.0, "scenario2/c10_sync": 0.5, "scenario3/c100_noisy": 2.0}
 SERVERS = (("vllm-1gib", {"kv_cache_gib": 1}), ("vllm-small", {"kv_cache_gib": 1, "num_blocks": SMALL_BLOCKS}))
 
 
@@ -64,22 +72,46 @@ def _vllm_hit_percent(metrics: Path) -> Optional[float]:
     return 100.0 * hits / queries if queries else None
 
 
-def _near_the_prediction(workdir: Path, runs: dict) -> list[str]:
+def _hit_percent(pairs: list[tuple[int, int]]) -> Optional[float]:
+    prompt = sum(p for p, _ in pairs)
+    return 100.0 * sum(c for _, c in pairs) / prompt if prompt else None
+
+
+def _near_the_prediction(workdir: Path) -> list[str]:
     result = fastgen_command("analyze", str(workdir / "traces"), "--configs", str(workdir / "configs"),
                              "--block-size", "32", "--json", str(workdir / "analysis.json"))
     if result.returncode != 0:
         return [f"fastgen analyze exited {result.returncode}: {result.stderr[-600:]}"]
-    predicted = {c["config"]: c["hit_percent_infinite"]
-                 for c in json.loads((workdir / "analysis.json").read_text())["configs"]}
+    predicted = {c["config"]: c for c in json.loads((workdir / "analysis.json").read_text())["configs"]}
+    runs, _ = read_runs(workdir / "reports" / SERVERS[0][0])
     failures = []
-    for row in runs["rows"]:
-        name, measured = row[0], row[5]
-        tolerance = PREDICTION_TOLERANCE_POINTS[name]
-        print(f"{SERVERS[0][0]} {name}: measured {measured:.2f} %, analyze predicted {predicted[name]:.2f} % "
-              f"(block size 32, unbounded)")
-        if abs(measured - predicted[name]) > tolerance:
-            failures.append(f"{name}: vLLM hit {measured:.2f} %, analyze predicted {predicted[name]:.2f} %: more "
-                            f"than {tolerance} points apart")
+    for name in CONFIGS:
+        by_turn = predicted[name]["by_turn"]
+        first = min(by_turn, key=int)
+        later = [t for t in by_turn if t != first]
+        requests = [r for r in runs[name].requests if r.prompt_tokens is not None and r.cached_tokens is not None]
+        measured_first = _hit_percent([(r.prompt_tokens, r.cached_tokens) for r in requests if str(r.turn) == first])
+        measured_later = _hit_percent([(r.prompt_tokens, r.cached_tokens) for r in requests if str(r.turn) != first])
+        predicted_first = by_turn[first]["hit_percent_infinite"]
+        predicted_later = _hit_percent([(by_turn[t]["prompt_tokens"],
+                                         by_turn[t]["prompt_tokens"] * by_turn[t]["hit_percent_infinite"] / 100)
+                                        for t in later])
+        whole = _hit_percent([(r.prompt_tokens, r.cached_tokens) for r in requests])
+        print(f"{SERVERS[0][0]} {name}: measured {whole:.2f} %, analyze predicted "
+              f"{predicted[name]['hit_percent_infinite']:.2f} % (block size 32, unbounded); first turns "
+              f"{measured_first:.2f} against {predicted_first:.2f}, later turns {measured_later:.2f} against "
+              f"{predicted_later:.2f}")
+        if name in SIMULTANEOUS_START:
+            first_ok = measured_first <= predicted_first + FIRST_TURN_TOLERANCE_POINTS
+        else:
+            first_ok = abs(measured_first - predicted_first) <= FIRST_TURN_TOLERANCE_POINTS
+        if not first_ok:
+            failures.append(f"{name}: first turns hit {measured_first:.2f} % on vLLM, analyze predicted "
+                            f"{predicted_first:.2f} %")
+        tolerance = LATER_TURNS_TOLERANCE_POINTS[name]
+        if abs(measured_later - predicted_later) > tolerance:
+            failures.append(f"{name}: later turns hit {measured_later:.2f} % on vLLM, analyze predicted "
+                            f"{predicted_later:.2f} %: more than {tolerance} points apart")
     return failures
 
 
@@ -133,7 +165,7 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
             print(f"{label} {name}: report hit {shown:.2f} %, vLLM's counters {own if own is None else round(own, 2)} %")
             if own is None or shown is None or abs(own - shown) > TOLERANCE_POINTS:
                 failures.append(f"{label} {name}: report hit % {shown}, vLLM's own counters {own}")
-    failures += _near_the_prediction(workdir, runs)
+    failures += _near_the_prediction(workdir)
     big, small = (sum(row[5 + side] or 0 for row in runs["rows"]) for side in (0, 1))
     if not small < big:
         failures.append(f"the small cache's hit ratios ({small:.1f} summed) are not below the 1 GiB one's ({big:.1f})")
