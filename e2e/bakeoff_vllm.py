@@ -11,6 +11,8 @@ The reset endpoint, the `/metrics` names and the cached-token reporting are vLLM
 - the report's hit % of each config equals vLLM's own `vllm:prefix_cache_hits` / `vllm:prefix_cache_queries` over
   the run (from the sampled `/metrics`), within TOLERANCE_POINTS;
 - the server with the smaller cache hits less over the configs that do not fit it;
+- the first request of every session (its prompt holds no live output yet) has vLLM's `prompt_tokens` equal to the
+  span's recorded `input_tokens` (fastgen counts the prompt the server renders);
 - `fastgen analyze --block-size 32` predicted the 1 GiB server's hit ratios: first turns (exactly, or at most, where
   sessions start together) and later turns (within LATER_TURNS_TOLERANCE_POINTS; the comment there says why).
 """
@@ -75,6 +77,40 @@ def _vllm_hit_percent(metrics: Path) -> Optional[float]:
 def _hit_percent(pairs: list[tuple[int, int]]) -> Optional[float]:
     prompt = sum(p for p, _ in pairs)
     return 100.0 * sum(c for _, c in pairs) / prompt if prompt else None
+
+
+def _recorded_inputs(traces: Path) -> dict[tuple[str, int], int]:
+    """(session id, turn) -> the span's recorded gen_ai.usage.input_tokens, over every trace file."""
+    found = {}
+    for path in sorted(traces.glob("scenario*/session_*.json")):
+        for span in json.loads(path.read_bytes())["spans"]:
+            a = span["attributes"]
+            found[(a["gen_ai.conversation.id"], int(a["fastgen.turn"]))] = a["gen_ai.usage.input_tokens"]
+    return found
+
+
+def _first_turns_count_as_recorded(workdir: Path) -> list[str]:
+    """vLLM's prompt_tokens for each session's first request (no live output in its prompt yet) equals the span's
+    recorded input_tokens: fastgen counted the prompt the server renders (--count template)."""
+    recorded = _recorded_inputs(workdir / "traces")
+    failures, compared = [], 0
+    for label, _ in SERVERS:
+        runs, _ = read_runs(workdir / "reports" / label)
+        for name in CONFIGS:
+            requests = runs[name].requests
+            first = {}
+            for r in requests:
+                if r.session not in first or r.turn < first[r.session].turn:
+                    first[r.session] = r
+            for session, r in sorted(first.items()):
+                want = recorded.get((session, r.turn))
+                compared += 1
+                if r.prompt_tokens != want:
+                    failures.append(f"{label} {name} {session} turn {r.turn}: vLLM counted {r.prompt_tokens} prompt "
+                                    f"tokens, the span records {want}")
+    print(f"first requests of every session: {compared - len(failures)} of {compared} counted by vLLM exactly as "
+          f"recorded")
+    return failures[:10] if compared else ["no first requests to compare"]
 
 
 def _near_the_prediction(workdir: Path) -> list[str]:
@@ -166,6 +202,7 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
             if own is None or shown is None or abs(own - shown) > TOLERANCE_POINTS:
                 failures.append(f"{label} {name}: report hit % {shown}, vLLM's own counters {own}")
     failures += _near_the_prediction(workdir)
+    failures += _first_turns_count_as_recorded(workdir)
     big, small = (sum(row[5 + side] or 0 for row in runs["rows"]) for side in (0, 1))
     if not small < big:
         failures.append(f"the small cache's hit ratios ({small:.1f} summed) are not below the 1 GiB one's ({big:.1f})")

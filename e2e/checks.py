@@ -78,6 +78,7 @@ def check_run(outcome: Outcome, *, exit_code: int, records: list[dict], reports:
         sent = matched[file]
         fail += _cap([line for span in spans for line in _check_request(span, spans=spans, sent=sent, shape=shape)])
     fail += _cap([line for r in records for line in _check_tool_pairing(r)])
+    fail += _cap(_check_recorded_counts(sessions, matched))
     fail += _check_cache(reports, matched, outcome)
     if stage.get("session_rate"):
         fail += _check_arrivals(matched, float(stage["session_rate"]))
@@ -163,6 +164,18 @@ def _check_request(span: Span, *, spans: list[Span], sent: dict[int, dict], shap
         out.append(f"{name}: message {len(prefix)} is not span {parent_index}'s live output")
     elif _role_content(messages[len(prefix) + 1:]) != _role_content(span.messages[len(parent_span.messages) + 1:]):
         out.append(f"{name}: the messages after span {parent_index}'s live output are not the recorded ones")
+    return out
+
+
+def _check_recorded_counts(sessions: dict[str, list[Span]], matched: dict[str, dict[int, dict]]) -> list[str]:
+    """The server's prompt_tokens for each session's first request (its prompt holds no live answer yet) is the
+    span's recorded input_tokens: the fake server renders the real chat template (with transformers) as vLLM does."""
+    out = []
+    for file, spans in sessions.items():
+        usage = matched[file][0]["response"].get("usage") or {}
+        if usage.get("prompt_tokens") != spans[0].input_tokens:
+            out.append(f"{Path(file).name} span 0: the server counted {usage.get('prompt_tokens')} prompt tokens, the "
+                       f"span records {spans[0].input_tokens}")
     return out
 
 

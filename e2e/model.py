@@ -37,6 +37,29 @@ def load_tokenizer(folder: str):
     return AutoTokenizer.from_pretrained(folder, local_files_only=True)
 
 
+def _arguments_as_objects(messages: list[dict]) -> list[dict]:
+    """The messages as vLLM hands them to a template (renderers/chat_utils.py: the conversation form, then
+    _postprocess_messages): content always a string ("" when absent), tool-call arguments parsed from JSON strings
+    into objects (not JSON, or empty: {})."""
+    out = []
+    for message in messages:
+        seen = {"role": message["role"], "content": message.get("content") or ""}
+        if message["role"] == "assistant" and message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                fn = dict(call.get("function") or {})
+                try:
+                    fn["arguments"] = json.loads(fn["arguments"]) if fn.get("arguments") else {}
+                except (TypeError, ValueError):
+                    fn["arguments"] = fn.get("arguments") if isinstance(fn.get("arguments"), dict) else {}
+                calls.append({**call, "function": fn})
+            seen["tool_calls"] = calls
+        if message["role"] == "tool" and "tool_call_id" in message:
+            seen["tool_call_id"] = message["tool_call_id"]
+        out.append(seen)
+    return out
+
+
 @dataclass
 class Answer:
     """One response: the assistant message (as a non-streaming response carries it) and its usage."""
@@ -64,7 +87,7 @@ class FakeModel:
 
     def prompt_ids(self, messages: list[dict], tools: Optional[list[dict]]) -> list[int]:
         ids = self.tokenizer.apply_chat_template(
-            messages, tools=tools or None, add_generation_prompt=True, tokenize=True, return_dict=False
+            _arguments_as_objects(messages), tools=tools or None, add_generation_prompt=True, tokenize=True, return_dict=False
         )
         return list(ids)
 

@@ -26,6 +26,7 @@ class Span:
     tool_names: tuple[str, ...]  # names of the recorded output's tool calls; empty for a text turn
     has_tools: bool  # the span carries a tool catalog (inference-perf forces a tool only then)
     output: dict  # the recorded output as the assistant message a server would answer (OpenAI form)
+    input_tokens: int = 0  # the recorded gen_ai.usage.input_tokens
 
 
 def load_session(path: Path) -> list[Span]:
@@ -54,7 +55,8 @@ def _span(file: str, index: int, attrs: dict) -> Span:
     names = tuple(p["name"] for p in output.get("parts") or [] if p.get("type") == "tool_call")
     names += tuple(c["function"]["name"] for c in output.get("tool_calls") or [])
     return Span(file=file, index=index, messages=tuple(_json(attrs["gen_ai.input.messages"])), tool_names=names,
-                has_tools=bool(_json(attrs.get("gen_ai.tool.definitions"))), output=_answer(output))
+                has_tools=bool(_json(attrs.get("gen_ai.tool.definitions"))), output=_answer(output),
+                input_tokens=int(attrs.get("gen_ai.usage.input_tokens") or 0))
 
 
 def _answer(output: dict) -> dict:

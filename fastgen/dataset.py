@@ -8,6 +8,7 @@ writes all of them. Which scenarios there are is the spec's business (fastgen.sc
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -16,6 +17,7 @@ from .content.compose import Composer
 from .content.kinds import KINDS
 from .errors import SpecError
 from .scenarios import in_spec, layouts, scenario_by_id
+from .prompt_tokens import PromptCount, TemplateCount, measured_margin, prompt_count
 from .spans import session_chunks
 from .spec import Spec
 from .tokenizer import Tokenizer
@@ -72,11 +74,13 @@ def check_fits(spec: Spec) -> None:
 
 
 class DatasetBuilder:
-    def __init__(self, tokenizer: Tokenizer, spec: Spec, *, seed: int, model: str):
+    def __init__(self, tokenizer: Tokenizer, spec: Spec, *, seed: int, model: str, count: str = "auto"):
+        """`count`: how spans' input_tokens are counted (prompt_tokens.prompt_count: template, content, auto)."""
         self.spec = spec
         self.seed = seed
         self.model = model
         self.composer = Composer(tokenizer, seed)
+        self.count: PromptCount = prompt_count(tokenizer, count)
         self._blocks: dict[int, ScenarioBlocks] = {}
         self._stages: dict[int, CatalogStage] = {}  # built by prepare(), consumed by blocks()
 
@@ -99,7 +103,34 @@ class DatasetBuilder:
             for message in (blocks.system, blocks.repo_map, blocks.guidelines, blocks.api_docs):
                 if message is not None:
                     _ = message.escaped
+        self._prove_count()
+        self._measure_margin()
         return self
+
+    def _prove_count(self) -> None:
+        """Template counts by skeleton are proven on every turn of each layout's first session (see prompt_tokens);
+        where one differs from the whole rendering, every span is counted by rendering it whole."""
+        if not isinstance(self.count, TemplateCount) or self.count.whole:
+            return
+        for scenario in in_spec(self.spec):
+            for plan in self.plans_for(Task(scenario.id, 0)):
+                if not all(self.count.prove(plan.catalog, turn.messages) for turn in plan.turns):
+                    self.count.whole = True
+                    return
+
+    def _measure_margin(self) -> None:
+        """With template counts, the window check's template margin is measured on the same first sessions, so
+        scenario 3's tool results shrink where the rendered prompt (not a guess at it) would overflow the window; a
+        spec that cannot fit then is refused here (nothing is written yet)."""
+        if not isinstance(self.count, TemplateCount):
+            return
+        samples = [[(len(turn.messages), self.count.input_tokens(plan, turn) - plan.input_tokens(turn))
+                    for turn in plan.turns]
+                   for scenario in in_spec(self.spec) for plan in self.plans_for(Task(scenario.id, 0))]
+        margin = measured_margin(samples, self.spec.template_margin)
+        if margin != self.spec.template_margin:
+            self.spec = dataclasses.replace(self.spec, template_margin=margin)
+            check_fits(self.spec)
 
     def build_piece(self, piece: Piece):
         """One piece of prepare(): a content pool, or a scenario's catalog stage. A pure function of the builder."""
@@ -128,7 +159,8 @@ class DatasetBuilder:
 
     def chunks_for(self, task: Task) -> list[tuple[str, list[bytes]]]:
         """(relative path, chunks whose concatenation is the file) of each trace file of one session index."""
-        return [(f"{plan.scenario}/{file_name(task.index)}", session_chunks(plan, model=self.model))
+        return [(f"{plan.scenario}/{file_name(task.index)}", session_chunks(plan, model=self.model,
+                                                                                  count=self.count))
                 for plan in self.plans_for(task)]
 
     def files_for(self, task: Task) -> list[tuple[str, bytes]]:

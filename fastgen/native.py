@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 
 from .messages import SessionPlan
-from .spans import output_parts, session_dict, span_dict
+from .prompt_tokens import PromptCount
+from .spans import CONTENT_COUNT, output_parts, session_dict, span_dict
 
 __all__ = ["native_session_bytes"]
 
@@ -18,8 +19,8 @@ def _dumps(value) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def native_session_bytes(plan: SessionPlan, *, model: str) -> bytes:
-    spans = [span_dict(plan, turn, model=model,
+def native_session_bytes(plan: SessionPlan, *, model: str, count: PromptCount = CONTENT_COUNT) -> bytes:
+    spans = [span_dict(plan, turn, model=model, input_tokens=count.input_tokens(plan, turn),
                        input_messages=_dumps([m.wire for m in turn.messages]),
                        output_messages=_dumps(output_parts(turn.output)),
                        tool_definitions=_dumps(list(plan.catalog.tools))) for turn in plan.turns]

@@ -14,6 +14,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Optional
 
 from .compression import ZSTD_SUFFIX, compress_chunks, make_compressor
 from .configs import ConfigOptions, render_configs, write_configs
@@ -47,6 +48,8 @@ class RunOptions:
     force: bool = False  # write beside files fastgen did not write (removing only what its manifest lists)
     config_dir: Path | None = None  # None: no configs
     configs: ConfigOptions = field(default_factory=ConfigOptions)
+    count: str = "auto"  # spans' input_tokens: template, content, or auto (template when the tokenizer has one)
+    notice: Optional[Callable[[str], None]] = None  # one-line notices about the run (a slow counting fallback)
 
 
 def _progress(total: int, enabled: bool):
@@ -80,13 +83,17 @@ def _check_space(staging: Staging, needed: int, compressed: bool) -> None:
                           f"free some space, choose another --output-dir{hint}")
 
 
-def _generate_into(staging: Staging, options: RunOptions, tokenizer: Tokenizer) -> list[FileRecord]:
+def _generate_into(staging: Staging, options: RunOptions, tokenizer: Tokenizer) -> tuple[list[FileRecord], str]:
+    """The trace files' records, and how their input tokens were counted."""
     root = staging.folder
     for name in directories(options.spec):
         (root / name).mkdir()
     todo = tasks(options.spec)
-    builder = DatasetBuilder(tokenizer, options.spec, seed=options.seed, model=options.model)
+    builder = DatasetBuilder(tokenizer, options.spec, seed=options.seed, model=options.model, count=options.count)
     builder.prepare(build_pieces(builder, options.workers))
+    if getattr(builder.count, "whole", False) and options.notice is not None:
+        options.notice("the chat template's prompts do not decompose into per-message pieces under this tokenizer: "
+                       "every span's input tokens are counted by rendering its prompt whole (exact, but slow)")
     _check_space(staging, _estimated_bytes(builder, todo, options.zstd_level), options.zstd_level is not None)
     records: list[FileRecord] = []
     written = 0  # a running total: summing all records on every update is quadratic in the number of files
@@ -100,7 +107,7 @@ def _generate_into(staging: Staging, options: RunOptions, tokenizer: Tokenizer) 
                 bar.set_postfix_str(f"{written / 1e6:,.0f} MB", refresh=False)
 
         run_tasks(builder, todo, root=root, zstd_level=options.zstd_level, workers=options.workers, done=done)
-    return records
+    return records, builder.count.name
 
 
 def _planned_traces(options: RunOptions, tokenizer: Tokenizer) -> tuple[str, ...]:
@@ -129,9 +136,12 @@ def _render(options: RunOptions) -> dict[str, str] | None:
 
 
 def _write_manifest(folder: Path, files: list[FileRecord], tokenizer: Tokenizer, options: RunOptions,
-                    arguments: dict) -> None:
+                    arguments: dict, count: str | None = None) -> None:
+    described = tokenizer.identity.to_dict()
+    if count is not None:
+        described["count"] = count
     (folder / MANIFEST_NAME).write_bytes(manifest_bytes(
-        files=files, tokenizer=tokenizer.identity.to_dict(), workload=options.spec.to_dict(), arguments=arguments))
+        files=files, tokenizer=described, workload=options.spec.to_dict(), arguments=arguments))
 
 
 def _write_configs(staging: Staging, rendered: dict[str, str], tokenizer: Tokenizer, options: RunOptions) -> None:
@@ -156,10 +166,10 @@ def generate(options: RunOptions, tokenizer: Tokenizer) -> list[FileRecord]:
             stagings.append(open_staging(options.config_dir, force=options.force, protect_edits=True,
                                          option="--config-dir", planned=(*rendered, MANIFEST_NAME)))
         traces = stagings[0]
-        records = _generate_into(traces, options, tokenizer)
+        records, count = _generate_into(traces, options, tokenizer)
         exported = tokenizer.export(traces.folder / TOKENIZER_FOLDER)
         records = sorted(records + [record(f"{TOKENIZER_FOLDER}/{name}", data) for name, data in exported])
-        _write_manifest(traces.folder, records, tokenizer, options, options.arguments or {})
+        _write_manifest(traces.folder, records, tokenizer, options, options.arguments or {}, count)
         if rendered is not None:
             _write_configs(stagings[1], rendered, tokenizer, options)
         place_all(stagings)

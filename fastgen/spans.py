@@ -16,8 +16,10 @@ from datetime import datetime, timedelta, timezone
 import orjson
 
 from .messages import Output, SessionPlan, Turn
+from .prompt_tokens import ContentCount, PromptCount
 
-__all__ = ["EPOCH", "REPORT_LABELS", "iso_time", "output_parts", "span_dict", "session_dict", "session_chunks", "session_bytes"]
+__all__ = ["EPOCH", "REPORT_LABELS", "CONTENT_COUNT", "iso_time", "output_parts", "span_dict", "session_dict",
+           "session_chunks", "session_bytes"]
 
 EPOCH = datetime(2026, 6, 15, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -45,7 +47,8 @@ def output_parts(output: Output) -> list[dict]:
     return [{"role": "assistant", "parts": parts}]
 
 
-def span_dict(plan: SessionPlan, turn: Turn, *, model: str, input_messages, output_messages, tool_definitions) -> dict:
+def span_dict(plan: SessionPlan, turn: Turn, *, model: str, input_tokens: int, input_messages, output_messages,
+              tool_definitions) -> dict:
     """A span, with its three JSON-string attributes given already in the form the caller serializes."""
     attributes = {
         "gen_ai.operation.name": "chat",
@@ -54,7 +57,7 @@ def span_dict(plan: SessionPlan, turn: Turn, *, model: str, input_messages, outp
         "gen_ai.input.messages": input_messages,
         "gen_ai.output.messages": output_messages,
         "gen_ai.tool.definitions": tool_definitions,
-        "gen_ai.usage.input_tokens": plan.input_tokens(turn),
+        "gen_ai.usage.input_tokens": input_tokens,
         "gen_ai.usage.output_tokens": turn.output.tokens,
         "gen_ai.response.finish_reasons": ["tool_calls" if turn.output.is_tool_call else "stop"],
         "fastgen.scenario": plan.scenario,
@@ -82,9 +85,12 @@ _INPUT = orjson.Fragment(b"\x00I\x00")
 _TOOLS = orjson.Fragment(b"\x00T\x00")
 
 
-def session_chunks(plan: SessionPlan, *, model: str) -> list[bytes]:
-    """The trace file of a session as chunks whose concatenation is the file."""
-    spans = [span_dict(plan, turn, model=model, input_messages=_INPUT,
+CONTENT_COUNT = ContentCount()
+
+
+def session_chunks(plan: SessionPlan, *, model: str, count: PromptCount = CONTENT_COUNT) -> list[bytes]:
+    """The trace file of a session as chunks whose concatenation is the file; `count` counts each span's input."""
+    spans = [span_dict(plan, turn, model=model, input_tokens=count.input_tokens(plan, turn), input_messages=_INPUT,
                        output_messages=orjson.dumps(output_parts(turn.output)).decode(),
                        tool_definitions=_TOOLS) for turn in plan.turns]
     skeleton = orjson.dumps(session_dict(plan, spans)).split(b"\x00")
@@ -106,5 +112,5 @@ def session_chunks(plan: SessionPlan, *, model: str) -> list[bytes]:
     return chunks
 
 
-def session_bytes(plan: SessionPlan, *, model: str) -> bytes:
-    return b"".join(session_chunks(plan, model=model))
+def session_bytes(plan: SessionPlan, *, model: str, count: PromptCount = CONTENT_COUNT) -> bytes:
+    return b"".join(session_chunks(plan, model=model, count=count))

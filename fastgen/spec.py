@@ -21,6 +21,7 @@ __all__ = [
     "Timing",
     "ScenarioSpec",
     "Spec",
+    "TemplateMargin",
     "Tokens",
     "Count",
     "Millis",
@@ -40,9 +41,19 @@ WORKLOAD_FORMAT = 1
 # inference-perf sends max(4 x recorded, 4096) as max_tokens on a tool-call turn (override_tool_call_max_tokens):
 # the server rejects a request whose prompt plus max_tokens exceeds its window, so the fit check uses it.
 TOOL_CALL_MIN_MAX_TOKENS = 4096
-# The chat template adds role markers and a tool preamble that the content counts do not include.
+# The chat template adds role markers and a tool preamble that the content counts do not include: the window check
+# allows at least this much for it (more where the tokenizer's template is measured to add more: TemplateMargin).
 TEMPLATE_OVERHEAD_BASE = 512
 TEMPLATE_OVERHEAD_PER_MESSAGE = 8
+
+
+@dataclass(frozen=True)
+class TemplateMargin:
+    """What the window check adds to a request's content tokens for the chat template: base + per_message x messages.
+    Not part of the workload: it belongs to the tokenizer's template (DatasetBuilder measures it)."""
+
+    base: int = TEMPLATE_OVERHEAD_BASE
+    per_message: int = TEMPLATE_OVERHEAD_PER_MESSAGE
 
 
 # The types of a spec's numbers, with the bounds a workload file is checked against (fastgen/workload.py reads the
@@ -149,6 +160,7 @@ class Spec:
     scenarios: Mapping[str, ScenarioSpec]
     timing: Timing = field(default_factory=Timing)
     max_model_len: Window = DEFAULT_MAX_MODEL_LEN
+    template_margin: TemplateMargin = field(default_factory=TemplateMargin)
 
     def __getattr__(self, name: str):
         # only reached for names that are not fields; `scenarios` itself is missing while unpickling
@@ -178,7 +190,8 @@ class Spec:
                 "scenarios": {name: dataclasses.asdict(sc) for name, sc in self.scenarios.items()}}
 
     def tokens_over_window(self, prompt_tokens: int, max_tokens: int, messages: int) -> int:
-        """How far a request (prompt + the max_tokens sent + chat-template margin) exceeds the window; <= 0 fits."""
-        overhead = TEMPLATE_OVERHEAD_BASE + TEMPLATE_OVERHEAD_PER_MESSAGE * messages
+        """How far a request (content tokens + the max_tokens sent + the template margin) exceeds the window; <= 0
+        fits."""
+        overhead = self.template_margin.base + self.template_margin.per_message * messages
         return prompt_tokens + max_tokens + overhead - self.max_model_len
 

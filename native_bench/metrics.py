@@ -22,8 +22,10 @@ def derive(rows: list[dict]) -> None:
     over_floor   wall / the faster settled floor's (native and fastgen rows: 1.0 would be as fast as the kernel's writes)
     over_warm_floor  the same against the floor written into warm memory (only with --settle; see launch.py)
     native_over  native's wall / this wall (fastgen rows: the speedup over the original generator)
-    zstd_ratio   uncompressed / compressed bytes, and mb_s_per_worker = uncompressed MB / wall / workers."""
+    zstd_ratio   uncompressed / compressed bytes, and mb_s_per_worker = uncompressed MB / wall / workers
+    over_builtin the large-vocabulary row's wall / the built-in tokenizer's fastgen row at the same workers."""
     floor, warm, native = _find(rows, "floor"), _find(rows, "floor-warm"), _find(rows, "native")
+    builtin = {r["workers"]: r for r in rows if r["kind"] == "fastgen"}
     for r in rows:
         r["mb"], r["disk_mb"] = r["bytes"] / _MB, r["disk_bytes"] / _MB
         r["mb_s"] = r["mb"] / r["wall_s"]
@@ -34,6 +36,8 @@ def derive(rows: list[dict]) -> None:
             r["over_warm_floor"] = r["wall_s"] / warm["wall_s"]
         if native and r["kind"] == "fastgen":
             r["native_over"] = native["wall_s"] / r["wall_s"]
+        if r["kind"] == "vocab" and r["workers"] in builtin:
+            r["over_builtin"] = r["wall_s"] / builtin[r["workers"]]["wall_s"]
         if r["zstd_level"] is not None:
             r["zstd_ratio"] = r["bytes"] / r["disk_bytes"]
             r["mb_s_per_worker"] = r["mb"] / r["wall_s"] / r["workers"]

@@ -23,6 +23,7 @@ _COLUMNS = [
     ("wkr RSS MiB", "worker_rss_mib", "{:,.0f}"),
     ("/floor", "over_floor", "{:.2f}"),
     ("native/", "native_over", "{:.2f}"),
+    ("/builtin", "over_builtin", "{:.2f}"),
     ("zstd ratio", "zstd_ratio", "{:.1f}"),
     ("MB/s/wkr", "mb_s_per_worker", "{:,.0f}"),
 ]
@@ -33,7 +34,7 @@ wall s: whole process (start, imports, setup, work, exit); floor: its write loop
 MB: uncompressed trace JSON made (10^6 bytes); disk MB: bytes written (compressed for zstd).
 RSS MiB: peak of the process itself; wkr RSS MiB: largest pool worker (fastgen with >1 worker).
 /floor: wall over the faster settled floor's (plain or uncached writes): how many times the bare writes it costs;
-  native/: native's wall over this row's.
+  native/: native's wall over this row's; /builtin: the large-vocabulary row's wall over the built-in tokenizer's.
 zstd ratio: uncompressed / compressed; MB/s/wkr: uncompressed MB per second per worker."""
 
 

@@ -34,7 +34,8 @@ def _native(p: dict) -> dict:
 
     out = Path(p["out"])
     spec = default_spec().scaled(sessions=p["scale"], budgets=p["budget_scale"])
-    builder = DatasetBuilder(load_tokenizer("builtin"), spec, seed=p["seed"], model=DEFAULT_MODEL)
+    # prepared as fastgen prepares it: the template count's proof and the window margin measured there decide bytes
+    builder = DatasetBuilder(load_tokenizer("builtin"), spec, seed=p["seed"], model=DEFAULT_MODEL).prepare()
     made: set[str] = set()
     for task in tasks(spec):
         for plan in builder.plans_for(task):
@@ -42,7 +43,7 @@ def _native(p: dict) -> dict:
                 (out / plan.scenario).mkdir(parents=True, exist_ok=True)
                 made.add(plan.scenario)
             with open(out / plan.scenario / file_name(task.index), "wb") as f:
-                f.write(native_session_bytes(plan, model=DEFAULT_MODEL))
+                f.write(native_session_bytes(plan, model=DEFAULT_MODEL, count=builder.count))
     return {"timed_s": time.perf_counter() - _T0, "rc": 0}
 
 

@@ -54,3 +54,49 @@ def trace_files(traces: Path) -> list[Path]:
 
 def load_spans(path: Path) -> list[dict]:
     return json.loads(path.read_bytes())["spans"]
+
+
+class RenderedPrompt:
+    """The oracle for template counts: a span's prompt as a server renders it, by transformers' apply_chat_template
+    (not fastgen's renderer), over the messages the span records, with the tools as inference-perf's request body
+    carries them (its own cleaning) and the tool-call arguments as objects (vLLM's rewrite, the fake engine's copy
+    of it), tokenized whole."""
+
+    def __init__(self, folder: Path):
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        from transformers import AutoTokenizer
+
+        self.hf = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+
+    def tokens(self, attributes: dict) -> int:
+        from e2e.model import _arguments_as_objects
+        from fastgen.traces.requests import wire_tools
+
+        messages = json.loads(attributes["gen_ai.input.messages"])
+        tools = wire_tools(json.loads(attributes["gen_ai.tool.definitions"]))
+        text = self.hf.apply_chat_template(_arguments_as_objects(messages), tools=list(tools) if tools else None,
+                                           add_generation_prompt=True, tokenize=False)
+        return len(self.hf(fixed_date(text), add_special_tokens=False)["input_ids"])
+
+
+def fixed_date(text: str) -> str:
+    """transformers renders strftime_now as today; fastgen as a fixed day (chat_template.FIXED_DATE), so that the
+    same seed gives the same bytes every day: put that day in."""
+    from datetime import datetime
+
+    from fastgen.chat_template import FIXED_DATE
+
+    today, fixed = datetime.now(), datetime(*FIXED_DATE)
+    for fmt in ("%d %b %Y", "%Y-%m-%d"):
+        text = text.replace(today.strftime(fmt), fixed.strftime(fmt))
+    return text
+
+
+@pytest.fixture(scope="session")
+def rendered_prompt():
+    pytest.importorskip("transformers")
+    pytest.importorskip("inference_perf")
+    from fastgen.tokenizer import BUILTIN_DIR
+
+    return RenderedPrompt(BUILTIN_DIR)
+

@@ -247,6 +247,23 @@ def test_analyze_predicts_the_fake_servers_prompt_tokens_and_pooled_hits_exactly
         assert measured == predicted
 
 
+@pytest.mark.parametrize("name", MEASURED)
+def test_the_server_counts_every_recorded_prompt_as_the_span_records_it(replayed, name):
+    # recorded answers: every request inference-perf sends is the recorded prompt, and the fake server tokenizes it
+    # as vLLM does (transformers over the chat template): its prompt_tokens are the recorded input_tokens, each one
+    from e2e.traces import index_spans, load_session, request_key
+
+    import yaml
+
+    workdir, runs = replayed
+    config = yaml.safe_load((workdir / "configs" / f"{name}.yml").read_text())
+    trace_dir = Path(config["data"]["otel_trace_replay"]["trace_directory"]).name  # layouts share content
+    spans = index_spans({str(f): load_session(f) for f in sorted((workdir / "traces" / trace_dir).glob("*.json"))})
+    pairs = [(record["response"]["usage"]["prompt_tokens"], spans[request_key(record["body"])].input_tokens)
+             for record in runs[(name, None)]]
+    assert pairs and all(server == recorded for server, recorded in pairs), [p for p in pairs if p[0] != p[1]][:5]
+
+
 @pytest.mark.parametrize("name", MEASURED_AT_CAPACITY)
 def test_analyze_at_capacity_agrees_with_the_fake_server_within_the_measured_tolerance(replayed, name):
     measured, predicted = _measured_and_predicted(*replayed, name, CAPACITY)

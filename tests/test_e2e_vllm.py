@@ -73,6 +73,30 @@ def test_a_repeated_prompt_hits_whole_32_token_blocks_until_the_cache_is_reset(s
     assert (third.get("prompt_tokens_details") or {}).get("cached_tokens", 0) == 0
 
 
+def test_vllm_counts_a_tool_call_history_as_fastgens_chat_template_renders_it(server):
+    # arguments (a JSON string on the wire) reach vLLM's template as objects, an assistant tool-call message has no
+    # content: fastgen.chat_template renders what vLLM renders, so the counts agree token for token
+    from fastgen.chat_template import ChatTemplate
+    from fastgen.tokenizer import load_tokenizer
+
+    call = {"id": "call_1", "type": "function", "function": {"name": "read_file",
+                                                            "arguments": '{"path":"src/app.py","start":1}'}}
+    messages = [{"role": "system", "content": "You are a coding agent.\n"},
+                {"role": "user", "content": "Fix the failing test.\n"},
+                {"role": "assistant", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "def main():\n    return 1\n"},
+                {"role": "user", "content": "Go on.\n"}]
+    tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}, "start": {"type": "integer"}},
+        "required": ["path"]}}}]
+    tokenizer = load_tokenizer(str(TOKENIZER))
+    ours = tokenizer.count(ChatTemplate(tokenizer.folder_files).render(messages, tools))
+    status, raw = server.post("/v1/chat/completions", {"model": DEFAULT_MODEL, "messages": messages, "tools": tools,
+                                                       "tool_choice": "none", "max_tokens": 1})
+    assert status == 200, raw[:500]
+    assert json.loads(raw)["usage"]["prompt_tokens"] == ours
+
+
 def test_a_small_cache_evicts_and_says_so_in_metrics(server):
     assert server.reset_prefix_cache()
     content = "Refactor the session scheduler and keep the prefix cache warm. " * 60  # about 900 tokens

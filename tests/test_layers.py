@@ -13,10 +13,11 @@ ROOT = Path(fastgen.__file__).parent
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "version", "interrupts", "processes", "engines"),
     ("spec", "streams"),
-    ("tokenizer",),
+    ("tokenizer", "chat_template"),
     ("content", "content.vocab", "content.kinds", "content.compose", "content.budget"),
     ("tools",),
     ("messages",),
+    ("prompt_tokens",),
     ("blocks",),
     ("scenarios.base", "scenarios.common", "scenarios.scenario1", "scenarios.scenario2", "scenarios.scenario3",
      "scenarios"),

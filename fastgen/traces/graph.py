@@ -12,19 +12,27 @@ import importlib.metadata
 import json
 import logging
 import logging.handlers
+import os
 from pathlib import Path
 
 from ..compression import read_trace_bytes
 from ..errors import ValidationError
 
-__all__ = ["MISSING", "build_graph", "graph_api", "read_trace", "trace_files"]
+__all__ = ["MISSING", "build_graph", "graph_api", "quiet_transformers", "read_trace", "trace_files"]
 
 MISSING = "inference-perf 0.7.0 is not installed; install fastgen[validate] (Python 3.12)"
 TRACE_SUFFIXES = (".json", ".json.zst")
 
 
+def quiet_transformers() -> None:
+    """inference-perf imports transformers, which prints a banner to stderr without PyTorch: that banner would be
+    the first line of fastgen's one-line errors."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
 def graph_api():
     # The contract (docs/inference-perf-contract.md) was read off 0.7.0; other versions build graphs differently.
+    quiet_transformers()
     try:
         api = importlib.import_module("inference_perf.datagen.replay.otel_trace_to_replay_graph")
         if not importlib.metadata.version("inference-perf").startswith("0.7."):

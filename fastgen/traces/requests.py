@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .graph import build_graph, read_trace
+from .graph import build_graph, quiet_transformers, read_trace
 
 __all__ = ["ReplayRequest", "SessionRequests", "read_session", "wire_tools"]
 
@@ -45,6 +45,7 @@ def wire_tools(definitions: Optional[list[dict]]) -> Optional[tuple[dict, ...]]:
     """`tools` as inference-perf's request body carries them (apis/chat.py: nested form, cleaned parameters)."""
     if not definitions:
         return None
+    quiet_transformers()
     from inference_perf.apis.chat import _clean_parameters  # the replay's own cleaning
 
     tools = []

