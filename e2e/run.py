@@ -55,10 +55,11 @@ class Dataset:
     max_wait_ms: int = 1000
     metrics: str = "default"
     prometheus_url: Optional[str] = None  # None: a loopback port nobody listens on (queries are refused at once)
+    tokenizer: str = "builtin"  # or a tokenizer folder (the server serves the dataset's own copy of it)
 
     def arguments(self, workdir: Path, base_url: str) -> list[str]:
         prometheus = self.prometheus_url or f"http://127.0.0.1:{free_port()}"
-        return ["--tokenizer", "builtin", "--scale", str(self.scale), "--budget-scale", str(self.budget_scale),
+        return ["--tokenizer", self.tokenizer, "--scale", str(self.scale), "--budget-scale", str(self.budget_scale),
                 "--arrival-window", str(self.arrival_window), "--max-wait-ms", str(self.max_wait_ms),
                 "--metrics", self.metrics, "--prometheus-url", prometheus, "--base-url", base_url,
                 "--output-dir", str(workdir / "traces"), "--config-dir", str(workdir / "configs"),

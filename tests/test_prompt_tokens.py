@@ -4,6 +4,7 @@ the prompt transformers renders, on the templates users have; and the --count op
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -139,3 +140,35 @@ def test_a_content_splits_at_its_edge_pre_tokens_under_real_vocabularies(name, t
     assert (head, tail) == ("def", ".\n") and tokens == tokenizer.count(head) + tokenizer.count(tail)
     if name == "qwen3":
         assert _edges(tokenizer, "e\u0301\n" * 3) is None  # NFC would compose it: no certain boundary
+
+
+def test_replayed_on_a_second_real_vocabulary_the_server_counts_every_prompt_as_recorded(tmp_path):
+    # Qwen3's tokenizer and template end to end: fastgen generates with it, inference-perf replays two configs
+    # against the fake server answering the recorded outputs (so every request is a recorded prompt), and the fake
+    # server counts with transformers over the dataset's own tokenizer folder, as vLLM does
+    import yaml
+
+    from e2e.replay import run_inference_perf
+    from e2e.run import Dataset, free_port, generate
+    from e2e.server import ServerThread
+    from e2e.traces import index_spans, load_session, request_key
+
+    folder = _folder("qwen3", tmp_path)
+    port = free_port()
+    generate(tmp_path, f"http://127.0.0.1:{port}", Dataset(tokenizer=str(folder)))
+    compared = 0
+    with ServerThread(tmp_path / "traces" / "tokenizer", port=port, answers_from=tmp_path / "traces") as server:
+        for name in ("scenario1/c10", "scenario3/c100_noisy"):
+            server.reset()
+            config = tmp_path / "configs" / f"{name}.yml"
+            code = run_inference_perf(config, log=tmp_path / "logs" / f"{name}.log", timeout_s=300)
+            assert code == 0, (tmp_path / "logs" / f"{name}.log").read_text()[-2000:]
+            trace_dir = Path(yaml.safe_load(config.read_text())["data"]["otel_trace_replay"]["trace_directory"]).name
+            files = sorted((tmp_path / "traces" / trace_dir).glob("*.json"))
+            spans = index_spans({str(f): load_session(f) for f in files})
+            records = [r for r in server.records if r["status"] == 200]
+            pairs = [(r["response"]["usage"]["prompt_tokens"], spans[request_key(r["body"])].input_tokens)
+                     for r in records]
+            assert pairs and all(a == b for a, b in pairs), (name, [p for p in pairs if p[0] != p[1]][:5])
+            compared += len(pairs)
+    assert compared > 50
