@@ -38,7 +38,8 @@ _REMEMBERED = 16384  # distinct skeleton pieces kept per process
 _EDGES = "_template_edges"  # where a message keeps its edge pre-tokens
 _SHORT_PIECE = 256  # characters: a longer piece (the tools preamble) is remembered by its hash
 # Added to a measured template margin's base: sessions not sampled render other tool-call arguments (JSON re-rendered
-# by the template with spaces) and other edges; measured spread on the default set: under 10 tokens.
+# by the template with spaces) and other edges. Measured on the default set: no span needs any of it (the largest
+# excess over the unslacked margin, over all 5,368 spans, is 0).
 _MARGIN_SLACK = 32
 
 

@@ -172,3 +172,14 @@ def test_replayed_on_a_second_real_vocabulary_the_server_counts_every_prompt_as_
             assert pairs and all(a == b for a, b in pairs), (name, [p for p in pairs if p[0] != p[1]][:5])
             compared += len(pairs)
     assert compared > 50
+
+
+def test_the_tools_fastgen_renders_are_the_ones_inference_perfs_request_body_carries(builtin):
+    from fastgen.prompt_tokens import wire_tools
+    from fastgen.traces.requests import wire_tools as replay_tools  # inference-perf's own cleaning
+
+    builder = DatasetBuilder(builtin, SPEC, seed=4, model="m", count="content").prepare()
+    catalogs = {id(p.catalog): p.catalog for task in TASKS for p in builder.plans_for(task)}
+    assert len(catalogs) == 3
+    for catalog in catalogs.values():
+        assert json.dumps(wire_tools(catalog)) == json.dumps(list(replay_tools(list(catalog.tools))))
