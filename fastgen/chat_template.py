@@ -13,8 +13,8 @@ to templates that take string content (nearly all text models' templates); templ
 parts are not rendered here.
 
 One deliberate difference: `strftime_now` (which some templates print as "Today Date") returns a fixed date, so
-the same seed keeps giving the same bytes; a server renders its own day, of the same length in tokens for every
-template tried.
+the same seed keeps giving the same bytes; a server renders its own day, which may tokenize to a token more or less
+(measured with the Llama-3-style test template: "15 Jun 2026" and "01 Dec 2026" differ by one).
 """
 
 from __future__ import annotations
@@ -162,9 +162,10 @@ class ChatTemplate:
     """A tokenizer folder's chat template(s) and special tokens; `render` gives the prompt text a server builds."""
 
     def __init__(self, files: dict[str, bytes]):
-        self._files = files
         self._special = _special_tokens(files)
-        if template_source(files, with_tools=False) is None and template_source(files, with_tools=True) is None:
+        # read once: render runs for every span, and the config can be large (a 150K vocabulary's added tokens)
+        self._sources = {tools: template_source(files, with_tools=tools) for tools in (False, True)}
+        if not any(self._sources.values()):
             raise ValueError("the tokenizer has no chat template")
 
     @classmethod
@@ -178,7 +179,7 @@ class ChatTemplate:
     def render(self, messages: Sequence[dict], tools: Optional[Sequence[dict]] = None, *,
                add_generation_prompt: bool = True) -> str:
         """The prompt text for wire-form messages and tools (as the request body carries them)."""
-        source = template_source(self._files, with_tools=bool(tools))
+        source = self._sources[bool(tools)]
         if source is None:
             raise ValueError("the tokenizer has no chat template for this request")
         return _compiled(source).render(messages=server_messages(messages), tools=list(tools) if tools else None,
