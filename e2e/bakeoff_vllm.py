@@ -14,7 +14,8 @@ The reset endpoint, the `/metrics` names and the cached-token reporting are vLLM
 - the first request of every session (its prompt holds no live output yet) has vLLM's `prompt_tokens` equal to the
   span's recorded `input_tokens` (fastgen counts the prompt the server renders);
 - `fastgen analyze --block-size 32` predicted the 1 GiB server's hit ratios: first turns (exactly, or at most, where
-  sessions start together) and later turns (within LATER_TURNS_TOLERANCE_POINTS; the comment there says why).
+  sessions start together) and later turns, carried onto the live prompts (within LATER_TURNS_TOLERANCE_POINTS; the
+  comment there says why).
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from fastgen.analysis.analyze import Corpus, config_targets, predict
+from fastgen.analysis.cache import BlockCache
 from fastgen.results import read_runs
+from fastgen.traces.blocks import load_reading
 
 from .bakeoff import fastgen_command
 from .run import Dataset, generate
@@ -48,11 +52,19 @@ TOLERANCE_POINTS = 0.5  # measured: equal to 0.01 point (vLLM counts the same us
 #   whole config against 90.7 %). So: at most the prediction, and equal where sessions start apart.
 # - later turns: the replay sends live outputs: the random model fills text turns to max_tokens (the recorded
 #   length) but in other tokens, and its forced tool calls run 18 to ~3,000 tokens against the recorded few dozen,
-#   so every later prompt differs a little from the one analyze rebuilt. Measured (pooled over turns 2+):
-#   scenario1/c10 0.68 points, scenario2/c10_sync 0.00, scenario3/c100_noisy 0.84; scenario 2 has no tool calls.
+#   so every later prompt is longer or shorter than the one analyze rebuilt, by what the session's live outputs so
+#   far differ from the recorded ones. The predecessor's part of that difference is in the prefix the request finds
+#   cached; the newest output's part is not (vLLM re-renders a tool call's arguments, so its generated blocks do
+#   not match). So the prediction is carried onto the live prompts: each later request's predicted cached tokens
+#   plus its predecessor's prompt difference (vLLM's prompt_tokens minus analyze's), over vLLM's
+#   prompt_tokens. Uncarried, one CI run's scenario3/c100_noisy was 2.37 points off (here, one run's turn-2
+#   prompts were 2,397 tokens longer than analyze's, none of them cached); carried, the gaps left are block
+#   alignment and output blocks that do match. Measured over two runs, uncarried -> carried: scenario1/c10
+#   0.68 -> 0.17 and 0.12 points, scenario2/c10_sync 0.00 (no tool calls), scenario3/c100_noisy 0.84 and
+#   1.48 -> 0.02 and 0.00.
 FIRST_TURN_TOLERANCE_POINTS = 0.5
 SIMULTANEOUS_START = {"scenario1/c10"}  # every session starts at once: first-turn sharing is vLLM's step timing
-LATER_TURNS_TOLERANCE_POINTS = {"scenario1/c10": 2.0, "scenario2/c10_sync": 0.5, "scenario3/c100_noisy": 2.0}
+LATER_TURNS_TOLERANCE_POINTS = {"scenario1/c10": 1.0, "scenario2/c10_sync": 0.5, "scenario3/c100_noisy": 1.0}
 SERVERS = (("vllm-1gib", {"kv_cache_gib": 1}), ("vllm-small", {"kv_cache_gib": 1, "num_blocks": SMALL_BLOCKS}))
 
 
@@ -113,6 +125,33 @@ def _first_turns_count_as_recorded(workdir: Path) -> list[str]:
     return failures[:10] if compared else ["no first requests to compare"]
 
 
+def _predicted_requests(workdir: Path, name: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """(session id, turn) -> (prompt tokens, cached tokens) of every request of analyze's replay of config `name`
+    (block size 32, unbounded): the library behind `fastgen analyze`, one request at a time."""
+    target = next(t for t in config_targets(workdir / "configs", workdir / "traces") if t.name == name)
+    corpus = Corpus(target.trace_dir, load_reading(workdir / "traces" / "tokenizer", "auto"), 32)
+    return {(corpus.session_id(o.file_index), int(o.label)): (o.prompt_tokens, o.cached_tokens)
+            for o in predict(target, corpus, BlockCache(32))}
+
+
+def _carried_prediction(requests: list, predicted: dict[tuple[str, int], tuple[int, int]]) -> tuple[float, int]:
+    """(the later turns' predicted hit % on the live prompts, the tokens carried): each request's predicted cached
+    tokens plus its predecessor's prompt difference (vLLM's prompt_tokens minus analyze's), over vLLM's
+    prompt_tokens. A branch's predecessor is its session's root, any other turn's the turn before it."""
+    by_key = {(r.session, r.turn): r for r in requests}
+    roots = {r.session: r for r in requests if r.kind == "root"}
+    prompt = cached = carried = 0
+    for r in requests:
+        before = roots.get(r.session) if r.kind == "branch" else by_key.get((r.session, r.turn - 1))
+        if before is None or before is r:
+            continue
+        difference = before.prompt_tokens - predicted[(before.session, before.turn)][0]
+        prompt += r.prompt_tokens
+        cached += predicted[(r.session, r.turn)][1] + difference
+        carried += difference
+    return 100.0 * cached / prompt, carried
+
+
 def _near_the_prediction(workdir: Path) -> list[str]:
     result = fastgen_command("analyze", str(workdir / "traces"), "--configs", str(workdir / "configs"),
                              "--block-size", "32", "--json", str(workdir / "analysis.json"))
@@ -124,19 +163,21 @@ def _near_the_prediction(workdir: Path) -> list[str]:
     for name in CONFIGS:
         by_turn = predicted[name]["by_turn"]
         first = min(by_turn, key=int)
-        later = [t for t in by_turn if t != first]
         requests = [r for r in runs[name].requests if r.prompt_tokens is not None and r.cached_tokens is not None]
+        if len(requests) != predicted[name]["requests"]:
+            failures.append(f"{name}: {len(requests)} requests reported usage, analyze replayed "
+                            f"{predicted[name]['requests']}")
+            continue
+        later = [r for r in requests if str(r.turn) != first]
         measured_first = _hit_percent([(r.prompt_tokens, r.cached_tokens) for r in requests if str(r.turn) == first])
-        measured_later = _hit_percent([(r.prompt_tokens, r.cached_tokens) for r in requests if str(r.turn) != first])
+        measured_later = _hit_percent([(r.prompt_tokens, r.cached_tokens) for r in later])
         predicted_first = by_turn[first]["hit_percent_infinite"]
-        predicted_later = _hit_percent([(by_turn[t]["prompt_tokens"],
-                                         by_turn[t]["prompt_tokens"] * by_turn[t]["hit_percent_infinite"] / 100)
-                                        for t in later])
+        predicted_later, carried = _carried_prediction(requests, _predicted_requests(workdir, name))
         whole = _hit_percent([(r.prompt_tokens, r.cached_tokens) for r in requests])
         print(f"{SERVERS[0][0]} {name}: measured {whole:.2f} %, analyze predicted "
               f"{predicted[name]['hit_percent_infinite']:.2f} % (block size 32, unbounded); first turns "
               f"{measured_first:.2f} against {predicted_first:.2f}, later turns {measured_later:.2f} against "
-              f"{predicted_later:.2f}")
+              f"{predicted_later:.2f} (carried onto the live prompts: {carried:+d} tokens)")
         if name in SIMULTANEOUS_START:
             first_ok = measured_first <= predicted_first + FIRST_TURN_TOLERANCE_POINTS
         else:
@@ -147,7 +188,7 @@ def _near_the_prediction(workdir: Path) -> list[str]:
         tolerance = LATER_TURNS_TOLERANCE_POINTS[name]
         if abs(measured_later - predicted_later) > tolerance:
             failures.append(f"{name}: later turns hit {measured_later:.2f} % on vLLM, analyze predicted "
-                            f"{predicted_later:.2f} %: more than {tolerance} points apart")
+                            f"{predicted_later:.2f} % on the live prompts: more than {tolerance} points apart")
     return failures
 
 
