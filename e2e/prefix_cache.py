@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from fastgen.analysis.cache import Admission, BlockCache
+from fastgen.analysis.cache import Admission, BlockCache, BlockIds
 from fastgen.traces.blocks import block_hashes
 
 __all__ = ["BLOCK_SIZE", "PrefixCache"]
@@ -24,11 +24,13 @@ class PrefixCache:
     def __init__(self, block_size: int = BLOCK_SIZE, capacity_tokens: Optional[int] = None) -> None:
         self.block_size = block_size
         self._cache = BlockCache(block_size, capacity_tokens)
+        self._blocks = BlockIds()
         self.queries = self.hits = 0  # tokens looked up, tokens found
 
     def lookup_and_insert(self, ids: Sequence[int]) -> tuple[int, Admission]:
         """(tokens of `ids` already cached, the request's hold on its blocks until `release`)."""
-        cached, hold = self._cache.admit(block_hashes(np.asarray(ids, dtype=np.uint32), self.block_size), len(ids))
+        blocks = self._blocks.of(block_hashes(np.asarray(ids, dtype=np.uint32), self.block_size))
+        cached, hold = self._cache.admit(blocks, len(ids))
         self._cache.publish(hold)
         self.queries += len(ids)
         self.hits += cached

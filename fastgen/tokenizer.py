@@ -55,6 +55,12 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         return self._hf.encode(text, add_special_tokens=False).ids
 
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """encode over many texts at once, on the tokenizers library's threads (a process that forks workers
+        afterwards should use encode: see count)."""
+        fast = getattr(self._hf, "encode_batch_fast", None) or self._hf.encode_batch
+        return [e.ids for e in fast(texts, add_special_tokens=False)]
+
     def decode(self, ids: list[int]) -> str:
         return self._hf.decode(ids, skip_special_tokens=False)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastgen.analysis.cache import BlockCache
+from fastgen.analysis.cache import BlockCache, BlockIds
 from fastgen.analysis.schedule import Load, PlannedRequest, replay_slots, simulate
 from fastgen.errors import SpecError
 from fastgen.traces.blocks import block_hashes
@@ -291,3 +291,93 @@ def test_analyze_sweep_ends_at_the_unbounded_hit_ratio_and_draws_the_plots(small
     names = sorted(p.name for p in (tmp_path / "plots").iterdir())
     assert names == ["scenario1_hit_by_capacity.png", "scenario1_hit_by_turn.png", "scenario3_hit_by_capacity.png",
                      "scenario3_hit_by_turn.png", "stable_vs_noisy.png"]
+
+
+class ReferenceCache:
+    """BlockCache's rules one block at a time, with plain Python containers: what the vectorized one must equal."""
+
+    def __init__(self, capacity_blocks):
+        self.capacity, self.cached, self.held, self.free = capacity_blocks, set(), {}, {}  # free: insertion order
+        self.evicted = self.overflowed = 0
+
+    def admit(self, blocks, prompt_tokens):
+        limit = min(len(blocks), max(0, (prompt_tokens - 1) // BS))
+        hit = 0
+        while hit < limit and blocks[hit] in self.cached:
+            hit += 1
+        holding = list(blocks[:hit])
+        for b in holding:
+            self._hold(b)
+        rest = list(blocks[hit:])
+        for b in rest:  # computed by another request meanwhile: held before any room is made
+            if b in self.cached:
+                self._hold(b)
+                holding.append(b)
+        for b in rest:
+            if b in holding:
+                continue
+            if len(self.cached) >= self.capacity:
+                if not self.free:
+                    self.overflowed += 1
+                    continue
+                oldest = next(iter(self.free))
+                del self.free[oldest]
+                self.cached.discard(oldest)
+                self.evicted += 1
+            self.cached.add(b)
+            self._hold(b)
+            holding.append(b)
+        order = {b: i for i, b in enumerate(blocks)}
+        return hit * BS, sorted(holding, key=order.__getitem__)
+
+    def _hold(self, b):
+        self.held[b] = self.held.get(b, 0) + 1
+        self.free.pop(b, None)
+
+    def release(self, holding):
+        for b in reversed(holding):
+            self.held[b] -= 1
+            if not self.held[b]:
+                del self.held[b]
+                self.free[b] = None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_block_cache_equals_a_block_by_block_reference(seed):
+    """Random overlapping requests (shared prefixes, re-found blocks, a full cache) against ReferenceCache: the
+    same hits, evictions and overflows at every step."""
+    rng = random.Random(seed)
+    capacity = rng.choice([6, 12, 40])
+    cache, reference = BlockCache(BS, capacity_tokens=capacity * BS), ReferenceCache(capacity)
+    running = []
+    prefixes = [list(range(100 * p, 100 * p + 30)) for p in range(4)]
+    for _ in range(300):
+        if running and (rng.random() < 0.45 or len(running) > 4):
+            held, ref_held = running.pop(rng.randrange(len(running)))
+            cache.release(held)
+            reference.release(ref_held)
+            continue
+        prefix = rng.choice(prefixes)
+        blocks = prefix[:rng.randrange(1, 12)] + [rng.randrange(10_000, 10_050) for _ in range(rng.randrange(0, 4))]
+        blocks = list(dict.fromkeys(blocks))  # a chain never repeats a block
+        tokens = len(blocks) * BS + rng.choice([0, 5])
+        got, held = cache.admit(np.asarray(blocks), tokens)
+        cache.publish(held)
+        want, ref_held = reference.admit(blocks, tokens)
+        assert got == want
+        assert sorted(held.held.tolist()) == sorted(ref_held)
+        assert (cache.evicted, cache.overflowed) == (reference.evicted, reference.overflowed)
+        running.append((held, ref_held))
+
+
+def test_block_ids_number_hashes_densely_in_first_seen_order():
+    ids = BlockIds()
+    rng = np.random.default_rng(7)
+    pool = rng.integers(0, 2**63, 5000, dtype=np.uint64) * np.uint64(2)  # many collisions modulo the table size
+    pool[:50] = np.arange(50, dtype=np.uint64) << np.uint64(40)  # equal low bits: one long probe run
+    want: dict[int, int] = {}
+    for _ in range(40):  # batches that repeat earlier hashes and themselves, across several table growths
+        batch = rng.choice(pool, rng.integers(1, 600))
+        expected = [want.setdefault(int(h), len(want)) for h in batch.tolist()]
+        assert ids.of(batch).tolist() == expected
+    assert len(ids) == len(want)

@@ -18,7 +18,7 @@ def dense_hash_ids(requests) -> list[list[int]]:
     dense: dict[int, int] = {}
     lists = []
     for request in requests:
-        keys = request.hashes.tolist() + ([request.tail] if request.tail is not None else [])
+        keys = request.blocks.tolist() + ([request.tail] if request.tail is not None else [])
         lists.append([dense.setdefault(key, len(dense)) for key in keys])
     return lists
 

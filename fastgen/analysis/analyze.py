@@ -1,8 +1,8 @@
 """`fastgen analyze`: what an ideal prefix cache could hit on each config, before any GPU runs.
 
-For every trace directory the configs replay, each session's requests are rebuilt as inference-perf sends them
-(traces.requests), tokenized once (traces.blocks) and kept as block hashes; each config's replay is then simulated
-(schedule) against an infinite cache and, with a capacity, a finite one (cache). Definitions, each named in the
+One trace directory at a time, each session's requests are rebuilt as inference-perf sends them, tokenized and kept
+as block ids (corpus, on a pool of processes); each of the directory's configs is then simulated (schedule) against
+an infinite cache and, with a capacity, a finite one (cache), and the directory is let go. Definitions, each named in the
 output:
 - infinite: 100 x cached / prompt tokens, pooled, in replay order, vLLM's rules (full blocks, chained hashes, the
   last prompt token always computed);
@@ -21,12 +21,12 @@ from typing import Optional
 import yaml
 
 from ..errors import OutputError, SpecError
-from ..traces.blocks import PromptReading, block_hashes, load_reading, tail_hash
+from ..traces.blocks import load_reading
 from ..traces.graph import trace_files
-from ..traces.requests import read_session
 from .aiperf import aiperf_cache_hit_rate, dense_hash_ids
 from .cache import BlockCache
-from .schedule import Load, PlannedRequest, RequestOutcome, ServiceModel, replay_slots, simulate
+from .corpus import Corpus, Readers, print_progress
+from .schedule import Load, RequestOutcome, ServiceModel, replay_slots, simulate
 
 __all__ = ["AnalysisOptions", "ConfigTarget", "Corpus", "TargetResult", "analyze", "config_targets",
            "directory_targets", "kv_bytes_per_token", "predict", "target_slots"]
@@ -142,48 +142,6 @@ def directory_targets(root: Path) -> list[ConfigTarget]:
     return targets
 
 
-class Corpus:
-    """One trace directory's sessions as planned requests, each file read and tokenized once."""
-
-    def __init__(self, folder: Path, reading: PromptReading, block_size: int) -> None:
-        self.files = trace_files(folder)
-        if not self.files:
-            raise OutputError(f"{folder} holds no trace files (*.json, *.json.zst)")
-        self._reading, self.block_size = reading, block_size
-        self._sessions: dict[int, list[PlannedRequest]] = {}
-        self._ids: dict[int, str] = {}
-
-    def session_id(self, index: int) -> str:
-        """The file's session_id, as inference-perf names it before its trace<slot>_ prefix."""
-        self.session(index)
-        return self._ids[index]
-
-    def request(self, file_index: int, event_id: str) -> PlannedRequest:
-        return next(r for r in self.session(file_index) if r.event_id == event_id)
-
-    def session(self, index: int) -> list[PlannedRequest]:
-        if index not in self._sessions:
-            path = self.files[index]
-            try:
-                session = read_session(path)
-            except OutputError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - whatever makes the replay skip the file
-                raise OutputError(f"{path} cannot be read as inference-perf reads it ({type(exc).__name__}: "
-                                  f"{str(exc)[:160]}); regenerate or remove it") from None
-            self._ids[index] = session.session_id
-            planned = []
-            for number, request in enumerate(session.requests, start=1):
-                ids = self._reading.ids(request)
-                label = str(request.attributes.get("fastgen.turn", number))
-                hashes = block_hashes(ids, self.block_size)
-                tail = tail_hash(ids, self.block_size, int(hashes[-1]) if len(hashes) else 0)
-                planned.append(PlannedRequest(request.event_id, request.predecessors, request.wait_ms, hashes,
-                                              len(ids), request.output_tokens, label, tail))
-            self._sessions[index] = planned
-        return self._sessions[index]
-
-
 def target_slots(target: ConfigTarget, corpus: Corpus) -> list[int]:
     """The file index of each session the target replays, in slot order."""
     if target.load.base_seed < 0:  # no config: file order
@@ -203,48 +161,59 @@ def replay_requests(target: ConfigTarget, corpus: Corpus, service: ServiceModel 
     return [(o, corpus.request(o.file_index, o.event_id)) for o in outcomes]
 
 
-def analyze(targets: list[ConfigTarget], tokenizer_dir: Path, options: AnalysisOptions = AnalysisOptions()
-            ) -> tuple[str, list[TargetResult]]:
-    """(the prompt reading used, one result per target)."""
+def analyze(targets: list[ConfigTarget], tokenizer_dir: Path, options: AnalysisOptions = AnalysisOptions(), *,
+            workers: Optional[int] = None, progress: bool = False) -> tuple[str, list[TargetResult]]:
+    """(the prompt reading used, one result per target). Each trace directory's files are read once, on `workers`
+    processes (default: one per core), before its configs are simulated; the figures do not depend on workers."""
     reading = load_reading(tokenizer_dir, options.reading)
-    corpora: dict[Path, _Corpus] = {}
-    results = []
+    by_dir: dict[Path, list[ConfigTarget]] = {}
     for target in targets:
-        corpus = corpora.get(target.trace_dir)
-        if corpus is None:
-            corpus = corpora[target.trace_dir] = Corpus(target.trace_dir, reading, options.block_size)
-        slots = target_slots(target, corpus)
-        result = TargetResult(target.name, target.trace_dir.name, len(slots))
-        if options.definition == "aiperf":
-            replay = replay_requests(target, corpus, options.service)
-            result.requests = len(replay)
-            result.prompt_tokens = sum(r.prompt_tokens for _, r in replay)
-            result.aiperf_cache_hit_rate = aiperf_cache_hit_rate(dense_hash_ids(r for _, r in replay))
-            results.append(result)
-            continue
-        infinite = predict(target, corpus, BlockCache(options.block_size), options.service)
-        labels: dict[str, list] = defaultdict(lambda: [0, 0, None])
-        for outcome in infinite:
-            result.requests += 1
-            result.prompt_tokens += outcome.prompt_tokens
-            result.cached_infinite += outcome.cached_tokens
-            labels[outcome.label][0] += outcome.prompt_tokens
-            labels[outcome.label][1] += outcome.cached_tokens
-        if options.capacity_tokens is not None:
-            cache = BlockCache(options.block_size, options.capacity_tokens)
-            for index in slots:
-                for request in corpus.session(index):
-                    cache.check_fits(request.prompt_tokens, f"{target.name}, {request.event_id}")
-            finite = predict(target, corpus, cache, options.service)
-            result.cached_capacity = sum(o.cached_tokens for o in finite)
-            result.evicted_blocks = cache.evicted
-            for outcome in finite:
-                labels[outcome.label][2] = (labels[outcome.label][2] or 0) + outcome.cached_tokens
-        result.by_label = {label: labels[label] for label in sorted(labels, key=_label_order)}
-        if options.sweep:
-            result.sweep = _sweep(target, corpus, options, infinite)
-        results.append(result)
-    return reading.name, results
+        by_dir.setdefault(target.trace_dir, []).append(target)
+    results: dict[int, TargetResult] = {}
+    names = set()
+    with Readers(reading, options.block_size, workers) as readers:
+        for trace_dir, group in by_dir.items():  # one directory's sessions held at a time
+            corpus = Corpus(trace_dir, reading, options.block_size)
+            corpus.load({i for t in group for i in target_slots(t, corpus)}, readers,
+                        print_progress(f"read {trace_dir.name}:") if progress else None)
+            for target in group:
+                results[id(target)] = _result(target, corpus, options)
+            names.add(corpus.reading_name)
+    changed = sorted(names - {reading.name})
+    return (changed[0] if changed else reading.name), [results[id(t)] for t in targets]
+
+
+def _result(target: ConfigTarget, corpus: Corpus, options: AnalysisOptions) -> TargetResult:
+    slots = target_slots(target, corpus)
+    result = TargetResult(target.name, target.trace_dir.name, len(slots))
+    if options.definition == "aiperf":
+        replay = replay_requests(target, corpus, options.service)
+        result.requests = len(replay)
+        result.prompt_tokens = sum(r.prompt_tokens for _, r in replay)
+        result.aiperf_cache_hit_rate = aiperf_cache_hit_rate(dense_hash_ids(r for _, r in replay))
+        return result
+    infinite = predict(target, corpus, BlockCache(options.block_size), options.service)
+    labels: dict[str, list] = defaultdict(lambda: [0, 0, None])
+    for outcome in infinite:
+        result.requests += 1
+        result.prompt_tokens += outcome.prompt_tokens
+        result.cached_infinite += outcome.cached_tokens
+        labels[outcome.label][0] += outcome.prompt_tokens
+        labels[outcome.label][1] += outcome.cached_tokens
+    if options.capacity_tokens is not None:
+        cache = BlockCache(options.block_size, options.capacity_tokens)
+        for index in slots:
+            for request in corpus.session(index):
+                cache.check_fits(request.prompt_tokens, f"{target.name}, {request.event_id}")
+        finite = predict(target, corpus, cache, options.service)
+        result.cached_capacity = sum(o.cached_tokens for o in finite)
+        result.evicted_blocks = cache.evicted
+        for outcome in finite:
+            labels[outcome.label][2] = (labels[outcome.label][2] or 0) + outcome.cached_tokens
+    result.by_label = {label: labels[label] for label in sorted(labels, key=_label_order)}
+    if options.sweep:
+        result.sweep = _sweep(target, corpus, options, infinite)
+    return result
 
 
 def _sweep(target: ConfigTarget, corpus: Corpus, options: AnalysisOptions, infinite) -> list[tuple[int, float]]:

@@ -46,11 +46,11 @@ class PlannedRequest:
     event_id: str
     predecessors: tuple[str, ...]
     wait_ms: int
-    hashes: np.ndarray  # block hashes of the prompt
+    blocks: np.ndarray  # the prompt's full blocks, as BlockIds ids of their chained hashes
     prompt_tokens: int
     output_tokens: int
     label: str  # turn or branch index, for per-turn tables
-    tail: Optional[int] = None  # hash of a trailing partial block (chained after the full ones), for hash_ids exports
+    tail: Optional[int] = None  # id of a trailing partial block (chained after the full ones), for hash_ids exports
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def simulate(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[in
         session = state[slot]
         request = session["requests"][event_id]
         if kind == "start":
-            cached, admission = cache.admit(request.hashes, request.prompt_tokens)
+            cached, admission = cache.admit(request.blocks, request.prompt_tokens)
             # vLLM registers a request's full blocks when it schedules them, before they are computed: a request
             # scheduled after it, even in the same step, hits them (measured: concurrent sessions share the prefix)
             cache.publish(admission)

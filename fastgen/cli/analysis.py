@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from .options import Parser, UsageError, int_in, positive_float
@@ -40,6 +41,8 @@ def analyze_parser() -> Parser:
                    "request to the whole replay (one more simulation each: minutes on the full default set)")
     p.add_argument("--plots", type=Path, metavar="DIR", help="PNG charts into DIR (matplotlib: fastgen[plots])")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--workers", type=int_in(1, 1024, "--workers"), default=None,
+                   help="processes reading the trace files (unset: all cores; the figures do not depend on it)")
     return p
 
 
@@ -91,7 +94,8 @@ def run_analyze(args) -> int:
     block_size = args.block_size or (512 if args.definition == "aiperf" else 16)
     options = AnalysisOptions(block_size=block_size, capacity_tokens=capacity, reading=args.reading,
                               definition=args.definition, sweep=args.sweep)
-    reading, results = analyze(targets, tokenizer, options)
+    reading, results = analyze(targets, tokenizer, options, workers=args.workers,
+                               progress=not args.quiet and sys.stderr.isatty())
     print(analysis_table(reading, options, results))
     if args.plots is not None and args.definition == "vllm":
         from ..results.plots import write_plots

@@ -14,6 +14,7 @@ equal hashes mean equal whole prefixes. xxh3_64 keeps them deterministic (no Pyt
 from __future__ import annotations
 
 import json
+import re
 from collections import OrderedDict
 from pathlib import Path
 from typing import Protocol
@@ -25,7 +26,9 @@ from .requests import ReplayRequest
 
 __all__ = ["ContentReading", "PromptReading", "TemplateReading", "block_hashes", "load_reading", "tail_hash"]
 
-_MESSAGE_CACHE = 8192  # distinct messages kept tokenized (a session's, and the blocks shared across sessions)
+_TEXT_CACHE = 64  # whole texts kept tokenized: a session's messages, re-rendered every turn
+_LINE_CACHE = 1 << 18  # distinct lines kept tokenized: what bounds a reading worker's memory
+_LINE_START = re.compile(r"(?<=\n)(?=\S)")
 
 
 class PromptReading(Protocol):
@@ -91,29 +94,64 @@ def _message_text(message: dict) -> str:
 
 
 class _TokenizedTexts:
-    """Texts tokenized once each (keyed by their hash), the least recently used forgotten past _MESSAGE_CACHE."""
+    """Texts tokenized once each, in lines: a text is cut before every line that starts with a non-space
+    character, where byte-level BPE pre-tokenizers (GPT-2's, Llama 3's, Qwen's) always start a new piece, so its ids
+    are its lines' ids one after another, and each distinct line is tokenized once, the new ones of a text in one
+    batch (the tokenizers library spreads a batch over the cores). Sessions repeat one another's lines far more
+    than their messages: a tool result quotes a file another session read, a history is re-rendered every turn.
+    The first texts cut into lines are checked against the whole text tokenized at once; a tokenizer for which
+    they differ (a SentencePiece one that prefixes each text's first word) is read whole from then on."""
 
-    def __init__(self, encode) -> None:
-        self._encode = encode  # text -> ids
-        self._ids: OrderedDict[bytes, np.ndarray] = OrderedDict()
+    VERIFY = 8  # texts checked against their whole tokenization
+
+    def __init__(self, tokenizer) -> None:  # a fastgen Tokenizer
+        self._tokenizer = tokenizer
+        self._texts: OrderedDict[bytes, np.ndarray] = OrderedDict()  # whole texts, the most recent few
+        self._lines: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._checked = 0
+        self.in_lines = True
 
     def get(self, text: str, key: bytes | None = None) -> np.ndarray:
         key = key if key is not None else xxhash.xxh3_128_digest(text.encode())
-        hit = self._ids.get(key)
-        if hit is None:
-            hit = self._ids[key] = np.asarray(self._encode(text), dtype=np.uint32)
-            if len(self._ids) > _MESSAGE_CACHE:
-                self._ids.popitem(last=False)
-        else:
-            self._ids.move_to_end(key)
+        hit = self._texts.get(key)
+        if hit is not None:
+            self._texts.move_to_end(key)
+            return hit
+        hit = self._texts[key] = self._read(text)
+        if len(self._texts) > _TEXT_CACHE:
+            self._texts.popitem(last=False)
         return hit
+
+    def _whole(self, text: str) -> np.ndarray:
+        return np.asarray(self._tokenizer.encode(text), dtype=np.uint32)
+
+    def _read(self, text: str) -> np.ndarray:
+        lines = _LINE_START.split(text) if self.in_lines else [text]
+        if len(lines) == 1:
+            return self._whole(text)
+        keys = [xxhash.xxh3_128_digest(line.encode()) for line in lines]
+        known = self._lines
+        missing = {k: line for k, line in zip(keys, lines) if k not in known}
+        if missing:
+            for k, ids in zip(missing, self._tokenizer.encode_batch(list(missing.values()))):
+                known[k] = np.asarray(ids, dtype=np.uint32)
+            while len(known) > _LINE_CACHE:
+                known.popitem(last=False)
+        ids = np.concatenate([known[k] for k in keys])
+        if self._checked < self.VERIFY:
+            self._checked += 1
+            whole = self._whole(text)
+            if not np.array_equal(ids, whole):
+                self.in_lines = False
+                return whole
+        return ids
 
 
 class ContentReading:
     name = "content"
 
     def __init__(self, tokenizer) -> None:  # a fastgen Tokenizer
-        self._texts = _TokenizedTexts(tokenizer.encode)
+        self._texts = _TokenizedTexts(tokenizer)
 
     def ids(self, request: ReplayRequest) -> np.ndarray:
         parts = []
@@ -147,7 +185,7 @@ class TemplateReading:
         self._added = added
         self._split = re.compile("(" + "|".join(re.escape(t) for t in sorted(added, key=len, reverse=True)) + ")") \
             if added else None
-        self._pieces = _TokenizedTexts(self._encode)
+        self._pieces = _TokenizedTexts(tokenizer)
         self._checked = 0
         self.name = "template"
 
@@ -186,8 +224,9 @@ def load_reading(folder: Path, reading: str = "auto") -> PromptReading:
     tokenizer = load_tokenizer(str(folder))
     if reading == "auto":
         reading = "template" if tokenizer.has_chat_template else "content"
-    if reading == "template":
-        return TemplateReading(tokenizer)
-    if reading == "content":
-        return ContentReading(tokenizer)
+    made = {"template": TemplateReading, "content": ContentReading}.get(reading)
+    if made is not None:
+        made = made(tokenizer)
+        made.source = (str(folder), reading)  # how a worker process makes the same reading
+        return made
     raise ValueError(f"unknown prompt reading {reading!r}; use template or content")

@@ -15,10 +15,12 @@ import logging.handlers
 import os
 from pathlib import Path
 
+import orjson
+
 from ..compression import read_trace_bytes
 from ..errors import ValidationError
 
-__all__ = ["MISSING", "build_graph", "graph_api", "quiet_transformers", "read_trace", "trace_files"]
+__all__ = ["MISSING", "build_graph", "filter_duplicate_spans", "graph_api", "quiet_transformers", "read_trace", "trace_files"]
 
 MISSING = "inference-perf 0.7.0 is not installed; install fastgen[validate] (Python 3.12)"
 TRACE_SUFFIXES = (".json", ".json.zst")
@@ -44,7 +46,11 @@ def graph_api():
 
 def read_trace(path: Path) -> dict:
     """A trace file (.json or .json.zst) as inference-perf's loader needs it: an object with a `spans` list."""
-    doc = json.loads(read_trace_bytes(path))
+    data = read_trace_bytes(path)
+    try:
+        doc = orjson.loads(data)  # several times faster on these files
+    except orjson.JSONDecodeError:  # what orjson refuses and inference-perf's json.load reads (NaN, huge ints)
+        doc = json.loads(data)
     if not isinstance(doc, dict) or not isinstance(doc.get("spans"), list):
         raise ValueError("top level is not an object with a 'spans' list")
     return doc
@@ -57,6 +63,32 @@ def trace_files(folder: Path) -> list[Path]:
                   key=lambda p: p.name.removesuffix(".zst"))
 
 
+def filter_duplicate_spans(spans: list[dict]) -> list[dict]:
+    """inference-perf's filter_duplicate_spans, the same spans kept in the same order, without its json.dumps
+    (sort_keys) of every span's attributes, which hold the span's whole message history: those were a fifth of
+    reading a fastgen trace file. Spans are told apart by an orjson signature first; only spans that share one (no
+    fastgen trace has any) are compared by inference-perf's own signature, so the result is always its result."""
+    kept: dict[bytes, list[dict]] = {}
+    unique = []
+    for span in sorted(spans, key=lambda s: s["span_id"]):  # inference-perf's order
+        try:
+            key = orjson.dumps(span.get("attributes", {}), option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # what orjson cannot write (ints past 64 bits): compared the exact way below
+            key = b""
+        key = f"{span.get('start_time', '')}|{span.get('end_time', '')}|".encode() + key
+        alike = kept.setdefault(key, [])
+        if alike and _exact_signature(span) in {_exact_signature(other) for other in alike}:
+            continue
+        alike.append(span)
+        unique.append(span)
+    return unique
+
+
+def _exact_signature(span: dict) -> str:
+    attributes = json.dumps(span.get("attributes", {}), sort_keys=True, ensure_ascii=False)
+    return f"{span.get('start_time', '')}|{span.get('end_time', '')}|{attributes}"
+
+
 def build_graph(doc: dict, path: Path):
     """(the ReplayGraph, inference-perf's warnings): the replay's own sequence (`_process_trace_data`); the
     warnings come back as lines instead of log noise."""
@@ -66,13 +98,14 @@ def build_graph(doc: dict, path: Path):
     collect.setLevel(logging.WARNING)
     logger.addHandler(collect)
     # Captured even when the caller's logging is quieter than WARNING, and kept off the console either way.
-    saved = logger.propagate, logger.level
+    saved = logger.propagate, logger.level, api.filter_duplicate_spans
     logger.propagate, logger.level = False, logging.WARNING
+    api.filter_duplicate_spans = filter_duplicate_spans  # build_raw_calls looks it up in its module at each call
     try:
         calls, _ = api.build_raw_calls(spans, include_errors=True)  # the config default, not the function's
         graph = api.build_graph(calls, source_file=str(path))
         api.tag_user_facing_events(graph, all_spans=spans)
     finally:
         logger.removeHandler(collect)
-        logger.propagate, logger.level = saved
+        logger.propagate, logger.level, api.filter_duplicate_spans = saved
     return graph, [record.getMessage() for record in collect.buffer]

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+import orjson
+
 from .graph import build_graph, quiet_transformers, read_trace
 
 __all__ = ["ReplayRequest", "SessionRequests", "read_session", "wire_tools"]
@@ -41,10 +43,24 @@ class SessionRequests:
     requests: tuple[ReplayRequest, ...]  # in the replay's start order (recorded start, then event id)
 
 
+_WIRE_TOOLS: dict[bytes, tuple[dict, ...]] = {}  # a session's requests, and most sessions, carry the same tools
+
+
 def wire_tools(definitions: Optional[list[dict]]) -> Optional[tuple[dict, ...]]:
-    """`tools` as inference-perf's request body carries them (apis/chat.py: nested form, cleaned parameters)."""
+    """`tools` as inference-perf's request body carries them (apis/chat.py: nested form, cleaned parameters); the
+    same definitions give the same (shared, not to be changed) tuple."""
     if not definitions:
         return None
+    key = orjson.dumps(definitions)  # keeps key order, which the cleaned parameters keep too
+    known = _WIRE_TOOLS.get(key)
+    if known is None:
+        if len(_WIRE_TOOLS) >= 256:
+            _WIRE_TOOLS.clear()
+        known = _WIRE_TOOLS[key] = _clean_tools(definitions)
+    return known
+
+
+def _clean_tools(definitions: list[dict]) -> tuple[dict, ...]:
     quiet_transformers()
     from inference_perf.apis.chat import _clean_parameters  # the replay's own cleaning
 
