@@ -1,8 +1,8 @@
 """`fastgen analyze`: what an ideal prefix cache could hit on each config, before any GPU runs.
 
-One trace directory at a time, each session's requests are rebuilt as inference-perf sends them, tokenized and kept
-as block ids (corpus, on a pool of processes); each of the directory's configs is then simulated (schedule) against
-an infinite cache and, with a capacity, a finite one (cache), and the directory is let go. Definitions, each named in the
+One trace directory at a time, each session's requests are rebuilt as inference-perf sends them, tokenized and
+kept as block ids (corpus, on a pool of processes); each of the directory's configs is then simulated (schedule)
+against an infinite cache and, with a capacity, a finite one (cache), and the directory is let go. Definitions, each named in the
 output:
 - infinite: 100 x cached / prompt tokens, pooled, in replay order, vLLM's rules (full blocks, chained hashes, the
   last prompt token always computed);

@@ -20,7 +20,8 @@ import orjson
 from ..compression import read_trace_bytes
 from ..errors import ValidationError
 
-__all__ = ["MISSING", "build_graph", "filter_duplicate_spans", "graph_api", "quiet_transformers", "read_trace", "trace_files"]
+__all__ = ["MISSING", "build_graph", "filter_duplicate_spans", "graph_api", "quiet_transformers", "read_trace",
+           "trace_files"]
 
 MISSING = "inference-perf 0.7.0 is not installed; install fastgen[validate] (Python 3.12)"
 TRACE_SUFFIXES = (".json", ".json.zst")
