@@ -1,8 +1,8 @@
 """The sequence of variants, one process each, back to back on the same machine, and their byte checks.
 
-Order: native, fastgen at each worker count, the write floor three times (fed the last fastgen output: plain writes
-into warm memory, then settled; then settled with uncached writes), zstd at each level, then the optional scale
-check. Each variant starts from a clean slate
+Order: native, fastgen at each worker count, `fastgen analyze` of the last one's dataset, the write floor three
+times (fed the last fastgen output: plain writes into warm memory, then settled; then settled with uncached
+writes), zstd at each level, then the optional scale check (with `fastgen analyze` of each of its two datasets). Each variant starts from a clean slate
 (previous output deleted, then sync, then `settle` seconds for the memory it freed to go cold; see launch.py).
 The first plain output (native unless skipped) is the reference every other variant's bytes are compared with.
 """
@@ -148,6 +148,21 @@ def _large_vocab(run: _Run, workers: int) -> None:
                          disk=size, wall_s=res["process_s"]))
 
 
+ANALYZE_CAPACITY = 420_000  # the README's example: Llama-3.3-70B in bf16 on four 80 GB GPUs
+
+
+def _analyze(run: _Run, source: Path, name: str, kind: str, workers: int, scale: float) -> None:
+    """`fastgen analyze` over `source`'s traces and configs at one KV capacity (issue 12's target: the full default
+    set in under 60 s on two cores); `source` stays for the variants after it."""
+    argv = ["--quiet", "analyze", str(source / "traces"), "--configs", str(source / "configs"),
+            "--kv-cache-tokens", str(ANALYZE_CAPACITY), "--workers", str(workers)]
+    _, res, sync_s = run.variant(name, "fastgen", {"argv": argv}, keep=source)
+    records, _ = manifest_sessions(source / "traces")
+    size = sum(s for s, _ in records.values())
+    run.rows.append(_row(name, kind, res, sync_s, workers=workers, scale=scale, files=len(records), size=size,
+                         disk=size, wall_s=res["process_s"]))
+
+
 def _floor(run: _Run, source: Path, name: str, settle: float, dontcache: bool = False) -> Path:
     """The write floor, fed `source`'s trace files. The runner deletes the source after reading it, then waits
     `settle` seconds before its timed loop: 0 gives the loop memory freed moments before (warm), the run's settle time
@@ -167,7 +182,7 @@ def _floor(run: _Run, source: Path, name: str, settle: float, dontcache: bool = 
     return out
 
 
-def _zstd(run: _Run, name: str, kind: str, workers: int, level: int, scale: float, check: bool) -> None:
+def _zstd(run: _Run, name: str, kind: str, workers: int, level: int, scale: float, check: bool) -> Path:
     o = run.opts
     argv = _fastgen_argv(run.out(name), workers, scale, o.budget_scale, level)
     out, res, sync_s = run.variant(name, "fastgen", {"argv": argv})
@@ -182,6 +197,7 @@ def _zstd(run: _Run, name: str, kind: str, workers: int, level: int, scale: floa
     run.rows.append(_row(name, kind, res, sync_s, workers=workers, scale=scale, files=len(records),
                          size=uncompressed, disk=sum(s for s, _ in records.values()), wall_s=res["process_s"],
                          level=level))
+    return out
 
 
 def run(opts: Options, log: Callable[[str], None]) -> dict:
@@ -193,6 +209,7 @@ def run(opts: Options, log: Callable[[str], None]) -> dict:
         last = None
         for workers in opts.workers:
             last = _fastgen(r, workers)
+        _analyze(r, last, f"analyze-w{max(opts.workers)}", "analyze", max(opts.workers), opts.scale)
         if opts.settle:
             last = _floor(r, last, "floor-warm", 0.0)
         last = _floor(r, last, "floor", opts.settle)
@@ -203,8 +220,10 @@ def run(opts: Options, log: Callable[[str], None]) -> dict:
         for level in opts.zstd_levels:
             _zstd(r, f"zstd-{level}", "zstd", n, level, opts.scale, check=True)
         if opts.scale_check:
-            _zstd(r, "scale-x1", "scale", n, 3, opts.scale, check=True)
-            _zstd(r, f"scale-x{opts.scale_check:g}", "scale", n, 3, opts.scale * opts.scale_check, check=False)
+            one = _zstd(r, "scale-x1", "scale", n, 3, opts.scale, check=True)
+            _analyze(r, one, "analyze-x1", "analyze-scale", n, opts.scale)
+            big = _zstd(r, f"scale-x{opts.scale_check:g}", "scale", n, 3, opts.scale * opts.scale_check, check=False)
+            _analyze(r, big, f"analyze-x{opts.scale_check:g}", "analyze-scale", n, opts.scale * opts.scale_check)
         r.slate(settle=0.0)
     return {"rows": r.rows, "checks": r.checks, "bytes_equal": all(c["equal"] for c in r.checks),
             "total_s": time.perf_counter() - t0}

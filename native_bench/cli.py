@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .bench import Options, run
 from .launch import REPO, BenchError
-from .metrics import derive, scale_summary
+from .metrics import analyze_scale_summary, derive, scale_summary
 from .report import environment, summary_lines, table, write_json
 from .vocab import qwen3_tokenizer
 
@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"bench": "native_bench", "arguments": {k: (str(v) if isinstance(v, Path) else v)
                                                   for k, v in vars(args).items()},
            "environment": environment(), **result,
-           "scale_check": scale_summary(result["rows"], args.scale_check) if args.scale_check else None}
+           "scale_check": scale_summary(result["rows"], args.scale_check) if args.scale_check else None,
+           "analyze_scale_check": analyze_scale_summary(result["rows"], args.scale_check) if args.scale_check
+           else None}
     print(table(doc["rows"]))
     print()
     print("\n".join(summary_lines(doc)))

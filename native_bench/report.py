@@ -35,7 +35,8 @@ MB: uncompressed trace JSON made (10^6 bytes); disk MB: bytes written (compresse
 RSS MiB: peak of the process itself; wkr RSS MiB: largest pool worker (fastgen with >1 worker).
 /floor: wall over the faster settled floor's (plain or uncached writes): how many times the bare writes it costs;
   native/: native's wall over this row's; /builtin: the large-vocabulary row's wall over the built-in tokenizer's.
-zstd ratio: uncompressed / compressed; MB/s/wkr: uncompressed MB per second per worker."""
+zstd ratio: uncompressed / compressed; MB/s/wkr: uncompressed MB per second per worker.
+analyze rows: `fastgen analyze --kv-cache-tokens 420000` of a dataset made above; MB: the trace bytes it read."""
 
 
 def _cell(row: dict, key: str, fmt: str) -> str:
@@ -63,6 +64,16 @@ def summary_lines(doc: dict) -> list[str]:
         out.append(f"scale check: {scale['files_ratio']:.2f}x the files took {scale['wall_ratio']:.2f}x the wall time; "
                    f"peak RSS per worker {w1:,.0f} -> {wf:,.0f} MiB ({scale['rss_ratio']:.2f}x), "
                    f"parent {p1:,.0f} -> {pf:,.0f} MiB")
+    for row in doc["rows"]:
+        if row["kind"] == "analyze":
+            out.append(f"{row['variant']}: every config at one KV capacity in {row['wall_s']:.1f} s over "
+                       f"{row['files']:,} trace files; peak RSS main process {row['rss_mib']:,.0f} MiB, worker "
+                       f"{_cell(row, 'worker_rss_mib', '{:,.0f}')} MiB")
+    scaled = doc.get("analyze_scale_check")
+    if scaled:
+        (p1, pf), (w1, wf) = scaled["parent_rss_mib"], scaled["worker_rss_mib"]
+        out.append(f"analyze scale check: {scaled['files_ratio']:.2f}x the files took {scaled['wall_ratio']:.2f}x the "
+                   f"wall time; peak RSS main process {p1:,.0f} -> {pf:,.0f} MiB, worker {w1:,.0f} -> {wf:,.0f} MiB")
     warm = next((r for r in doc["rows"] if r["kind"] == "floor-warm"), None)
     fastest = min((r for r in doc["rows"] if r["kind"] == "fastgen"), key=lambda r: r["wall_s"], default=None)
     if warm and fastest:

