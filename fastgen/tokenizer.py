@@ -58,8 +58,13 @@ class Tokenizer:
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """encode over many texts at once, on the tokenizers library's threads (a process that forks workers
         afterwards should use encode: see count)."""
+        return [e.ids for e in self._encode_many(texts)]
+
+    def _encode_many(self, texts: list[str]) -> list:
+        # encode_batch_fast (tokenizers 0.20+) gives the same ids without computing character offsets, which neither
+        # caller reads (about 13% faster on the content pools).
         fast = getattr(self._hf, "encode_batch_fast", None) or self._hf.encode_batch
-        return [e.ids for e in fast(texts, add_special_tokens=False)]
+        return fast(texts, add_special_tokens=False)
 
     def decode(self, ids: list[int]) -> str:
         return self._hf.decode(ids, skip_special_tokens=False)
@@ -70,10 +75,7 @@ class Tokenizer:
         return len(self._hf.encode(text, add_special_tokens=False).ids)
 
     def count_batch(self, texts: list[str]) -> list[int]:
-        # encode_batch_fast (tokenizers 0.20+) gives the same ids without computing character offsets, which counting
-        # never reads (about 13% faster on the content pools).
-        fast = getattr(self._hf, "encode_batch_fast", None) or self._hf.encode_batch
-        return [len(e.ids) for e in fast(texts, add_special_tokens=False)]
+        return [len(e.ids) for e in self._encode_many(texts)]
 
     def added_tokens(self) -> dict:
         """{id: AddedToken} of the tokenizer's added (special) tokens."""

@@ -10,13 +10,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import OutputError, SpecError, ValidationError
-from .processes import context
+from .processes import context, file_progress, workers_for
 from .traces.graph import MISSING as _MISSING
 from .traces.graph import build_graph, graph_api
 from .traces.graph import read_trace as _read_trace
@@ -167,23 +165,19 @@ def validate_tree(root: Path, *, workers: int | None = None, progress: bool = Fa
     if importlib.util.find_spec("inference_perf") is None:  # fail before spawning workers that would each fail
         raise ValidationError(_MISSING)
     if workers is None:
-        workers = min(os.cpu_count() or 1, -(-len(paths) // _FILES_PER_WORKER))
+        workers = workers_for(len(paths), _FILES_PER_WORKER)
     workers = max(1, min(workers, len(paths)))
     chunksize = max(1, min(32, len(paths) // (workers * 4)))
-    reports = []
+    reports, tick = [], file_progress("validated") if progress else None
     # One worker runs in-process: no spawn and no second multi-second import.
     with _spawn_pool(workers) if workers > 1 else contextlib.nullcontext() as pool:
         check = functools.partial(check_file, shapes=shapes)
         results = pool.imap(check, paths, chunksize=chunksize) if pool else map(check, paths)
         for done, report in enumerate(results, 1):
             reports.append(report)
-            _tick(done, len(paths), progress)
+            if tick:
+                tick(done, len(paths))
     return sorted(reports, key=lambda r: r.path)
-
-
-def _tick(done: int, total: int, progress: bool) -> None:
-    if progress and (done == total or done % max(1, total // 100) == 0):
-        print(f"\rvalidated {done}/{total} files", end="\n" if done == total else "", file=sys.stderr, flush=True)
 
 
 def summary_table(reports, *, max_deviations: int = 3) -> str:

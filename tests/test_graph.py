@@ -51,3 +51,15 @@ def test_filter_duplicate_spans_on_a_generated_trace(small_dataset):
         doubled = spans + copy.deepcopy(spans[:2])  # two exact duplicates, under the same span ids
         assert [s["span_id"] for s in filter_duplicate_spans(doubled)] == \
             [s["span_id"] for s in theirs(copy.deepcopy(doubled))]
+
+
+def test_wire_tools_cleans_definitions_orjson_cannot_write_and_remembers_the_rest():
+    from fastgen.traces.requests import wire_tools
+
+    huge = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer", "enum": [2 ** 70]}}}}}]
+    cleaned = wire_tools(huge)
+    assert cleaned[0]["function"]["name"] == "f"
+    assert cleaned[0]["function"]["parameters"]["properties"]["n"]["enum"] == [2 ** 70]
+    plain = [{"type": "function", "function": {"name": "g", "parameters": {"type": "object", "properties": {}}}}]
+    assert wire_tools(plain) is wire_tools(json.loads(json.dumps(plain)))

@@ -2,8 +2,8 @@
 
 One trace directory at a time, each session's requests are rebuilt as inference-perf sends them, tokenized and
 kept as block ids (corpus, on a pool of processes); each of the directory's configs is then simulated (schedule)
-against an infinite cache and, with a capacity, a finite one (cache), and the directory is let go. Definitions, each named in the
-output:
+against an infinite cache and, with a capacity, a finite one (cache), and the directory is let go. Definitions,
+each named in the output:
 - infinite: 100 x cached / prompt tokens, pooled, in replay order, vLLM's rules (full blocks, chained hashes, the
   last prompt token always computed);
 - at capacity: the same with LRU eviction of blocks no running request holds;
@@ -21,11 +21,12 @@ from typing import Optional
 import yaml
 
 from ..errors import OutputError, SpecError
+from ..processes import file_progress
 from ..traces.blocks import load_reading
 from ..traces.graph import trace_files
 from .aiperf import aiperf_cache_hit_rate, dense_hash_ids
 from .cache import BlockCache
-from .corpus import Corpus, Readers, print_progress
+from .corpus import Corpus, Readers
 from .schedule import Load, RequestOutcome, ServiceModel, replay_slots, simulate
 
 __all__ = ["AnalysisOptions", "ConfigTarget", "Corpus", "TargetResult", "analyze", "config_targets",
@@ -175,7 +176,7 @@ def analyze(targets: list[ConfigTarget], tokenizer_dir: Path, options: AnalysisO
         for trace_dir, group in by_dir.items():  # one directory's sessions held at a time
             corpus = Corpus(trace_dir, reading, options.block_size)
             corpus.load({i for t in group for i in target_slots(t, corpus)}, readers,
-                        print_progress(f"read {trace_dir.name}:") if progress else None)
+                        file_progress(f"read {trace_dir.name}:") if progress else None)
             for target in group:
                 results[id(target)] = _result(target, corpus, options)
             names.add(corpus.reading_name)

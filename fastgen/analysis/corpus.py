@@ -8,34 +8,25 @@ the tokenizer folder; block hashes come back and are numbered here, in file orde
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
 import numpy as np
 
 from ..errors import OutputError
-from ..processes import context
+from ..processes import context, usable_cpus, workers_for
 from ..traces.blocks import PromptReading, block_hashes, load_reading, tail_hash
 from ..traces.graph import trace_files
 from ..traces.requests import read_session
 from .cache import BlockIds
 from .schedule import PlannedRequest
 
-__all__ = ["Corpus", "Readers", "default_workers", "print_progress"]
+__all__ = ["Corpus", "Readers"]
 
 _FILES_PER_WORKER = 16  # below this many files a worker's start (seconds: it imports inference-perf) does not pay
 
 # (event id, predecessors, wait ms, block hashes, prompt tokens, output tokens, label, tail hash)
 _Read = tuple[str, tuple, int, np.ndarray, int, int, str, Optional[int]]
-
-
-def default_workers() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _read_file(path: Path, reading: PromptReading, block_size: int) -> tuple[str, list[_Read], str]:
@@ -128,11 +119,11 @@ class Readers:
     def __init__(self, reading: PromptReading, block_size: int, workers: Optional[int] = None) -> None:
         self._source = getattr(reading, "source", None)  # None: a reading load_reading did not make
         self._block_size = block_size
-        self._workers = default_workers() if workers is None else workers
+        self._workers = usable_cpus() if workers is None else workers
         self._pool = None
 
     def parallel(self, files: int) -> bool:
-        return self._source is not None and min(self._workers, files // _FILES_PER_WORKER) > 1
+        return self._source is not None and workers_for(files, _FILES_PER_WORKER, self._workers) > 1
 
     def read(self, paths: list[Path]) -> Iterator[tuple[str, list[_Read], str]]:
         if self._pool is None:
@@ -149,11 +140,3 @@ class Readers:
             self._pool.terminate()
             self._pool.join()
             self._pool = None
-
-
-def print_progress(what: str) -> Callable[[int, int], None]:
-    """A progress callback that rewrites one stderr line, about a hundred times over the whole."""
-    def tick(done: int, total: int) -> None:
-        if done == total or done % max(1, total // 100) == 0:
-            print(f"\r{what} {done}/{total} files", end="\n" if done == total else "", file=sys.stderr, flush=True)
-    return tick

@@ -51,7 +51,10 @@ def wire_tools(definitions: Optional[list[dict]]) -> Optional[tuple[dict, ...]]:
     same definitions give the same (shared, not to be changed) tuple."""
     if not definitions:
         return None
-    key = orjson.dumps(definitions)  # keeps key order, which the cleaned parameters keep too
+    try:
+        key = orjson.dumps(definitions)  # keeps key order, which the cleaned parameters keep too
+    except TypeError:  # what orjson cannot write (an int past 64 bits) is cleaned each time, not remembered
+        return _clean_tools(definitions)
     known = _WIRE_TOOLS.get(key)
     if known is None:
         if len(_WIRE_TOOLS) >= 256:
