@@ -54,19 +54,20 @@ def scale_summary(rows: list[dict], factor: float) -> dict | None:
     if len(scaled) != 2:
         return None
     one, big = scaled
-    return {"factor": factor, "files_ratio": big["files"] / one["files"], "wall_ratio": big["wall_s"] / one["wall_s"],
+    return {"factor": factor, "directory": one.get("directory"), "files_ratio": big["files"] / one["files"], "wall_ratio": big["wall_s"] / one["wall_s"],
             "worker_rss_mib": [_per_worker_rss(one), _per_worker_rss(big)],
             "parent_rss_mib": [one["rss_mib"], big["rss_mib"]],
             "rss_ratio": _per_worker_rss(big) / _per_worker_rss(one)}
 
 
 def analyze_scale_summary(rows: list[dict], factor: float) -> dict | None:
-    """`fastgen analyze` at 1x and F times the sessions: the wall time and the peak memory of its main process
-    (which holds one trace directory's block ids at a time) and of its reading workers."""
+    """`fastgen analyze` of every session of one trace directory at 1x and F times the sessions: the wall time and
+    the peak memory of its main process (the sessions running at once and the index of distinct blocks, never the
+    corpus) and of its reading workers."""
     scaled = [r for r in rows if r["kind"] == "analyze-scale"]
     if len(scaled) != 2:
         return None
     one, big = scaled
-    return {"factor": factor, "files_ratio": big["files"] / one["files"], "wall_ratio": big["wall_s"] / one["wall_s"],
+    return {"factor": factor, "directory": one.get("directory"), "files_ratio": big["files"] / one["files"], "wall_ratio": big["wall_s"] / one["wall_s"],
             "parent_rss_mib": [one["rss_mib"], big["rss_mib"]],
             "worker_rss_mib": [_per_worker_rss(one), _per_worker_rss(big)]}

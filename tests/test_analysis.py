@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fastgen.analysis.aiperf import aiperf_cache_hit_rate
 from fastgen.analysis.cache import BlockCache, BlockIds
 from fastgen.analysis.schedule import Load, PlannedRequest, replay_slots, simulate
+from fastgen.analysis.side_by_side import Replay, read_order, run_side_by_side
 from fastgen.errors import SpecError
 from fastgen.traces.blocks import block_hashes
 
@@ -98,6 +100,99 @@ def test_blocks_a_running_request_holds_are_not_evicted():
     assert cache.overflowed == 2 and cache.evicted == 0
     again, _ = cache.admit(hashes(1, 2, 3, 4), 4 * BS + 1)
     assert again == 3 * BS
+
+
+def test_a_hold_from_before_a_clear_is_released_as_nothing():
+    cache = BlockCache(BS, capacity_tokens=8 * BS)
+    _, old = cache.admit(hashes(1, 2, 3), 3 * BS + 1)
+    cache.publish(old)
+    cache.clear()
+    got, new = cache.admit(hashes(1, 2, 3), 3 * BS + 1)
+    cache.publish(new)
+    assert got == 0
+    cache.release(old)  # must not free the blocks `new` holds now
+    _, filler = cache.admit(hashes(20, 21, 22, 23, 24), 5 * BS + 1)  # needs every block but the three held ones
+    cache.publish(filler)
+    assert cache.evicted == 0 and cache.overflowed == 0
+    again, _ = cache.admit(hashes(1, 2, 3, 4), 4 * BS + 1)
+    assert again == 3 * BS
+
+
+def _random_corpus(rng: random.Random, files: int) -> dict[int, list[PlannedRequest]]:
+    sessions = {}
+    for f in range(files):
+        own = [1000 * (f + 1) + k for k in range(30)]
+        turns, blocks = [], [1, 2, 3][:rng.randrange(1, 4)]
+        for t in range(rng.randrange(1, 5)):
+            blocks = blocks + own[4 * t:4 * t + rng.randrange(1, 5)]
+            turns.append(request(f"t{t}", blocks, preds=(f"t{t - 1}",) if t else (), wait_ms=rng.randrange(0, 3000),
+                                 output=rng.randrange(1, 200), label=str(t + 1)))
+        sessions[f] = turns
+    return sessions
+
+
+@pytest.mark.parametrize("seed, other_seed", [(0, 42), (1, 42), (2, 7)])
+def test_replays_side_by_side_equal_each_replay_alone_and_hold_few_sessions(seed, other_seed):
+    """Several configs' replays over one read: the same outcomes as each simulated alone, and, where they share the
+    corpus order (one base_seed, as a dataset's configs do), at no time more sessions read but not yet started by
+    every replay that runs them than the largest concurrency (replays run one after another would hold the whole
+    corpus; with another base_seed a session waits until the other order reaches it)."""
+    rng = random.Random(seed)
+    sessions = _random_corpus(rng, 60)
+    loads = [Load(2, 60), Load(5, 40, session_rate=2.0), Load(3, 60, base_seed=other_seed)]
+    capacities = [None, 12 * BS, None]
+    alone = [simulate(sessions.__getitem__, replay_slots(60, load.base_seed, load.num_sessions), load,
+                      BlockCache(BS, capacity)) for load, capacity in zip(loads, capacities)]
+    seen = [[] for _ in loads]
+    replays = [Replay(replay_slots(60, load.base_seed, load.num_sessions), load, BlockCache(BS, capacity),
+                      lambda outcome, _request, k=k: seen[k].append(outcome))
+               for k, (load, capacity) in enumerate(zip(loads, capacities))]
+    read, pending = [], {}
+    users = {f: sum(f in r.slots for r in replays) for f in sessions}
+    most = [0]
+
+    def counted():
+        def on_session(session):
+            index = next(f for f, s in sessions.items() if s is session)
+            pending[index] -= 1
+            if not pending[index]:
+                del pending[index]
+        return on_session
+    for r in replays:
+        r.on_session = counted()
+
+    def reader(order):
+        assert sorted(order) == sorted(set().union(*(r.slots for r in replays)))
+        for index in order:
+            read.append(index)
+            pending[index] = users[index]
+            most[0] = max(most[0], len(pending))
+            yield index, sessions[index]
+    run_side_by_side(replays, reader)
+    assert seen == alone
+    assert not pending
+    if other_seed == 42:
+        assert most[0] <= max(load.concurrent_sessions for load in loads) + 1, most[0]
+
+
+def test_read_order_takes_the_replays_slots_position_by_position():
+    assert read_order([[3, 1, 2], [3, 1, 2, 0], [5, 3]]) == [3, 5, 1, 2, 0]
+
+
+def test_aiperf_rate_is_statistics_mean_of_the_leading_run_to_the_last_bit():
+    import statistics
+    rng = random.Random(3)
+    for _ in range(200):
+        lists = [[rng.randrange(30) for _ in range(rng.randrange(0, 10))] for _ in range(rng.randrange(0, 40))]
+        seen, rates = set(), []
+        for ids in lists:
+            if ids:
+                k = 0
+                while k < len(ids) and ids[k] in seen:
+                    k += 1
+                rates.append(k / len(ids))
+                seen.update(ids)
+        assert aiperf_cache_hit_rate(lists) == (statistics.mean(rates) if rates else 0.0)
 
 
 def test_a_capacity_smaller_than_one_request_is_refused():
@@ -381,3 +476,18 @@ def test_block_ids_number_hashes_densely_in_first_seen_order():
         expected = [want.setdefault(int(h), len(want)) for h in batch.tolist()]
         assert ids.of(batch).tolist() == expected
     assert len(ids) == len(want)
+
+
+def test_without_configs_a_dataset_folder_is_its_trace_directories_not_its_manifest_or_tokenizer(tmp_path):
+    from fastgen.analysis.analyze import directory_targets
+
+    (tmp_path / "manifest.json").write_text("{}")
+    for folder, names in {"tokenizer": ["tokenizer.json", "tokenizer_config.json"],
+                          "scenario_a": ["session_0000.json", "session_0001.json.zst"],
+                          "scenario_b": ["session_0000.json"], "empty": []}.items():
+        (tmp_path / folder).mkdir()
+        for name in names:
+            (tmp_path / folder / name).write_text("{}")
+    targets = directory_targets(tmp_path)
+    assert [(t.name, t.load.num_sessions) for t in targets] == [("scenario_a", 2), ("scenario_b", 1)]
+    assert [t.name for t in directory_targets(tmp_path / "scenario_b")] == ["scenario_b"]

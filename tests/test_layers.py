@@ -44,7 +44,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("results.render", "results.plots", "results.compare", "results"),
     ("analysis.cache", "analysis.aiperf"),
     ("analysis.schedule",),
-    ("analysis.corpus",),
+    ("analysis.corpus", "analysis.side_by_side"),
     ("analysis.analyze", "analysis.report", "analysis.plots", "analysis"),
     ("export.mooncake", "export"),
     ("cli.options", "cli.generate", "cli.datasets", "cli.runs", "cli.analysis"),

@@ -3,14 +3,17 @@ dataset/synthesis/prefix_analyzer.py), so fastgen's numbers can be set beside it
 
 Per request, in file order: the length of the leading run of its hash ids seen in any earlier request (at any
 position), over its number of ids; then the plain mean over requests with ids. An infinite cache, no session
-structure, no token weighting; block size does not enter. statistics.mean, as AIPerf computes it, to the last bit.
+structure, no token weighting; block size does not enter. The mean is statistics.mean's, as AIPerf computes it, to
+the last bit.
 """
 
 from __future__ import annotations
 
-import statistics
+from fractions import Fraction
 
-__all__ = ["aiperf_cache_hit_rate", "dense_hash_ids"]
+import numpy as np
+
+__all__ = ["AiperfRate", "aiperf_cache_hit_rate", "dense_hash_ids"]
 
 
 def dense_hash_ids(requests) -> list[list[int]]:
@@ -24,14 +27,34 @@ def dense_hash_ids(requests) -> list[list[int]]:
 
 
 def aiperf_cache_hit_rate(hash_id_lists: list[list[int]]) -> float:
-    seen: set[int] = set()
-    rates = []
+    rate = AiperfRate()
     for ids in hash_id_lists:
-        if not ids:
-            continue
-        k = 0
-        while k < len(ids) and ids[k] in seen:
-            k += 1
-        rates.append(k / len(ids))
-        seen.update(ids)
-    return statistics.mean(rates) if rates else 0.0
+        rate.add(ids)
+    return rate.value
+
+
+class AiperfRate:
+    """aiperf_cache_hit_rate request by request, without keeping the requests: the ids seen so far as flags over
+    dense ids, and the rates' sum as an exact fraction (statistics.mean sums exactly, then rounds once)."""
+
+    def __init__(self) -> None:
+        self._seen = np.zeros(1024, dtype=bool)
+        self._sum, self._count = Fraction(0), 0
+
+    def add(self, ids) -> None:
+        """One request's hash ids (non-negative dense ids), in order."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if not len(ids):
+            return
+        if int(ids.max()) >= len(self._seen):
+            self._seen = np.concatenate([self._seen, np.zeros(max(int(ids.max()) + 1, 2 * len(self._seen))
+                                                              - len(self._seen), dtype=bool)])
+        found = self._seen[ids]
+        k = len(ids) if found.all() else int(np.argmin(found))
+        self._sum += Fraction(k / len(ids))
+        self._count += 1
+        self._seen[ids] = True
+
+    @property
+    def value(self) -> float:
+        return float(self._sum / self._count) if self._count else 0.0

@@ -18,16 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import yaml
 
 from ..errors import OutputError, SpecError
 from ..processes import file_progress
 from ..traces.blocks import load_reading
 from ..traces.graph import trace_files
-from .aiperf import aiperf_cache_hit_rate, dense_hash_ids
+from .aiperf import AiperfRate
 from .cache import BlockCache
 from .corpus import Corpus, Readers
-from .schedule import Load, RequestOutcome, ServiceModel, replay_slots, simulate
+from .schedule import Load, PlannedRequest, RequestOutcome, ServiceModel, replay_slots, simulate
+from .side_by_side import Replay, run_side_by_side
 
 __all__ = ["AnalysisOptions", "ConfigTarget", "Corpus", "TargetResult", "analyze", "config_targets",
            "directory_targets", "kv_bytes_per_token", "predict", "target_slots"]
@@ -129,15 +131,15 @@ def config_targets(config_dir: Path, trace_root: Path) -> list[ConfigTarget]:
 
 
 def directory_targets(root: Path) -> list[ConfigTarget]:
-    """Without configs: each trace directory under root (or root itself), every session, one at a time, in file
-    order (no shuffle)."""
+    """Without configs: each trace directory under root (or root itself, where no folder under it holds traces),
+    every session, one at a time, in file order (no shuffle)."""
     root = Path(root)
-    folders = [root] + sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-    targets = []
-    for folder in folders:
-        files = trace_files(folder)
-        if files:
-            targets.append(ConfigTarget(folder.name, folder, Load(1, len(files), base_seed=-1)))
+    folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    # a dataset folder's own manifest.json and its tokenizer folder's files are JSON, not traces
+    traces = [(f, files) for f in folders if not (f / "tokenizer.json").is_file() and (files := trace_files(f))]
+    if not traces and root.is_dir():
+        traces = [(root, trace_files(root))]
+    targets = [ConfigTarget(folder.name, folder, Load(1, len(files), base_seed=-1)) for folder, files in traces if files]
     if not targets:
         raise OutputError(f"no trace files (*.json, *.json.zst) in {root} or its folders; give a trace directory")
     return targets
@@ -164,8 +166,9 @@ def replay_requests(target: ConfigTarget, corpus: Corpus, service: ServiceModel 
 
 def analyze(targets: list[ConfigTarget], tokenizer_dir: Path, options: AnalysisOptions = AnalysisOptions(), *,
             workers: Optional[int] = None, progress: bool = False) -> tuple[str, list[TargetResult]]:
-    """(the prompt reading used, one result per target). Each trace directory's files are read once, on `workers`
-    processes (default: one per core), before its configs are simulated; the figures do not depend on workers."""
+    """(the prompt reading used, one result per target). A trace directory's configs are replayed side by side over
+    one read of its files, on `workers` processes (default: one per core), which are let go as the replays pass
+    them (kept for --sweep, which replays them again at each capacity); the figures do not depend on workers."""
     reading = load_reading(tokenizer_dir, options.reading)
     by_dir: dict[Path, list[ConfigTarget]] = {}
     for target in targets:
@@ -173,61 +176,89 @@ def analyze(targets: list[ConfigTarget], tokenizer_dir: Path, options: AnalysisO
     results: dict[int, TargetResult] = {}
     names = set()
     with Readers(reading, options.block_size, workers) as readers:
-        for trace_dir, group in by_dir.items():  # one directory's sessions held at a time
+        for trace_dir, group in by_dir.items():
             corpus = Corpus(trace_dir, reading, options.block_size)
-            corpus.load({i for t in group for i in target_slots(t, corpus)}, readers,
-                        file_progress(f"read {trace_dir.name}:") if progress else None)
-            for target in group:
-                results[id(target)] = _result(target, corpus, options)
+            tallies = [_Tallies(target, target_slots(target, corpus), options) for target in group]
+            tick = file_progress(f"read {trace_dir.name}:") if progress else None
+            if options.sweep:
+                corpus.load({i for t in tallies for i in t.slots}, readers, tick)
+                read = lambda order: ((i, corpus.session(i)) for i in order)  # noqa: E731
+            else:
+                read = lambda order: corpus.stream(order, readers, tick)  # noqa: E731
+            run_side_by_side([r for t in tallies for r in t.replays], read, options.service)
+            for target, tally in zip(group, tallies):
+                results[id(target)] = result = tally.result()
+                if options.sweep:
+                    result.sweep = _sweep(target, corpus, options, result, tally.largest_prompt)
             names.add(corpus.reading_name)
     changed = sorted(names - {reading.name})
     return (changed[0] if changed else reading.name), [results[id(t)] for t in targets]
 
 
-def _result(target: ConfigTarget, corpus: Corpus, options: AnalysisOptions) -> TargetResult:
-    slots = target_slots(target, corpus)
-    result = TargetResult(target.name, target.trace_dir.name, len(slots))
-    if options.definition == "aiperf":
-        replay = replay_requests(target, corpus, options.service)
-        result.requests = len(replay)
-        result.prompt_tokens = sum(r.prompt_tokens for _, r in replay)
-        result.aiperf_cache_hit_rate = aiperf_cache_hit_rate(dense_hash_ids(r for _, r in replay))
-        return result
-    infinite = predict(target, corpus, BlockCache(options.block_size), options.service)
-    labels: dict[str, list] = defaultdict(lambda: [0, 0, None])
-    for outcome in infinite:
+class _Tallies:
+    """One target's replays (infinite cache; at capacity; or AIPerf's) and the figures gathered as they run."""
+
+    def __init__(self, target: ConfigTarget, slots: list[int], options: AnalysisOptions) -> None:
+        self.target, self.slots = target, slots
+        self._result = TargetResult(target.name, target.trace_dir.name, len(slots))
+        self._labels: dict[str, list] = defaultdict(lambda: [0, 0, None])
+        self.largest_prompt = 0
+        self._finite: Optional[BlockCache] = None
+        self._aiperf: Optional[AiperfRate] = None
+        if options.definition == "aiperf":
+            self._aiperf = AiperfRate()
+            self.replays = [Replay(slots, target.load, BlockCache(options.block_size), self._count_aiperf)]
+            return
+        self.replays = [Replay(slots, target.load, BlockCache(options.block_size), self._count_infinite)]
+        if options.capacity_tokens is not None:
+            self._finite = BlockCache(options.block_size, options.capacity_tokens)
+            self.replays.append(Replay(slots, target.load, self._finite, self._count_finite, self._check_fits))
+
+    def _count_aiperf(self, outcome: RequestOutcome, request: PlannedRequest) -> None:
+        self._result.requests += 1
+        self._result.prompt_tokens += outcome.prompt_tokens
+        self._aiperf.add(request.blocks if request.tail is None else np.append(request.blocks, request.tail))
+
+    def _count_infinite(self, outcome: RequestOutcome, _request: PlannedRequest) -> None:
+        result, label = self._result, self._labels[outcome.label]
         result.requests += 1
         result.prompt_tokens += outcome.prompt_tokens
         result.cached_infinite += outcome.cached_tokens
-        labels[outcome.label][0] += outcome.prompt_tokens
-        labels[outcome.label][1] += outcome.cached_tokens
-    if options.capacity_tokens is not None:
-        cache = BlockCache(options.block_size, options.capacity_tokens)
-        for index in slots:
-            for request in corpus.session(index):
-                cache.check_fits(request.prompt_tokens, f"{target.name}, {request.event_id}")
-        finite = predict(target, corpus, cache, options.service)
-        result.cached_capacity = sum(o.cached_tokens for o in finite)
-        result.evicted_blocks = cache.evicted
-        for outcome in finite:
-            labels[outcome.label][2] = (labels[outcome.label][2] or 0) + outcome.cached_tokens
-    result.by_label = {label: labels[label] for label in sorted(labels, key=_label_order)}
-    if options.sweep:
-        result.sweep = _sweep(target, corpus, options, infinite)
-    return result
+        label[0] += outcome.prompt_tokens
+        label[1] += outcome.cached_tokens
+        self.largest_prompt = max(self.largest_prompt, outcome.prompt_tokens)
+
+    def _count_finite(self, outcome: RequestOutcome, _request: PlannedRequest) -> None:
+        label = self._labels[outcome.label]
+        label[2] = (label[2] or 0) + outcome.cached_tokens
+        self._result.cached_capacity = (self._result.cached_capacity or 0) + outcome.cached_tokens
+
+    def _check_fits(self, session: list[PlannedRequest]) -> None:
+        for request in session:
+            self._finite.check_fits(request.prompt_tokens, f"{self.target.name}, {request.event_id}")
+
+    def result(self) -> TargetResult:
+        result = self._result
+        if self._aiperf is not None:
+            result.aiperf_cache_hit_rate = self._aiperf.value
+            return result
+        if self._finite is not None:
+            result.cached_capacity = result.cached_capacity or 0
+            result.evicted_blocks = self._finite.evicted
+        result.by_label = {label: self._labels[label] for label in sorted(self._labels, key=_label_order)}
+        return result
 
 
-def _sweep(target: ConfigTarget, corpus: Corpus, options: AnalysisOptions, infinite) -> list[tuple[int, float]]:
+def _sweep(target: ConfigTarget, corpus: Corpus, options: AnalysisOptions, result: TargetResult,
+           largest_prompt: int) -> list[tuple[int, float]]:
     from .plots import sweep_capacities
 
     bs = options.block_size
-    largest = max(o.prompt_tokens for o in infinite)
-    distinct = sum(o.prompt_tokens - o.cached_tokens for o in infinite)  # what an unbounded cache ends up holding
-    prompt = sum(o.prompt_tokens for o in infinite)
+    distinct = result.prompt_tokens - result.cached_infinite  # what an unbounded cache ends up holding
     points = []
-    for capacity in sweep_capacities(-(-largest // bs) * bs + bs, distinct + bs):
+    for capacity in sweep_capacities(-(-largest_prompt // bs) * bs + bs, distinct + bs):
         outcomes = predict(target, corpus, BlockCache(bs, capacity), options.service)
-        points.append((capacity, 100.0 * sum(o.cached_tokens for o in outcomes) / prompt))
+        points.append((capacity, 100.0 * sum(o.cached_tokens for o in outcomes) / result.prompt_tokens))
     return points
 
 

@@ -26,6 +26,8 @@ from ..errors import SpecError
 
 __all__ = ["Admission", "BlockCache", "BlockIds"]
 
+_GROW_BATCH = 1 << 16
+
 
 class BlockIds:
     """Dense ids (0, 1, 2, ... in first-seen order) for block hashes: equal hashes, equal ids.
@@ -79,39 +81,52 @@ class BlockIds:
         return slots, (np.concatenate(new) if new else np.zeros(0, dtype=np.int64))
 
     def _grow(self) -> None:
-        used = self._ids >= 0
+        used = np.flatnonzero(self._ids >= 0)
         keys, ids = self._keys[used], self._ids[used]
+        del used
         self._keys = np.zeros(2 * len(self._keys), dtype=np.uint64)
         self._ids = np.full(len(self._keys), -1, dtype=np.int32)
-        slots, _ = self._place(keys)
-        self._ids[slots] = ids
+        # a batch at a time: _place's working arrays for millions of keys at once would outweigh the table
+        for start in range(0, len(keys), _GROW_BATCH):
+            slots, _ = self._place(keys[start:start + _GROW_BATCH])
+            self._ids[slots] = ids[start:start + _GROW_BATCH]
 
 
 class Admission:
     """A running request's hold on the cache: its blocks, how many it found cached, and how many it holds (all of
     them but the ones a full cache had no room for)."""
 
-    __slots__ = ("blocks", "cached_blocks", "held")
+    __slots__ = ("blocks", "cached_blocks", "held", "epoch")
 
-    def __init__(self, blocks: np.ndarray, cached_blocks: int) -> None:
+    def __init__(self, blocks: np.ndarray, cached_blocks: int, epoch: int = 0) -> None:
         self.blocks, self.cached_blocks, self.held = blocks, cached_blocks, blocks[:cached_blocks]
+        self.epoch = epoch  # the cache's clear() count when it was made: a hold from before a clear holds nothing
 
 
 class BlockCache:
+    """Without a capacity, the cache is a flag per block id. With one, each cached block has a slot (at most the
+    capacity's number of them) that carries its holders and its place in the free queue, and the only state per
+    block id is its slot: 4 bytes, against the 13 a block's whole state would take in every id's row."""
+
     def __init__(self, block_size: int, capacity_tokens: Optional[int] = None) -> None:
         self.block_size = block_size
         self.capacity = None if capacity_tokens is None else capacity_tokens // block_size
-        self._cached = np.zeros(1024, dtype=bool)  # block -> its content is in the cache (held or free)
-        self._holders = np.zeros(1024, dtype=np.int32)  # block -> running requests holding it
-        # The free-block queue as an append-only log of released blocks: a block's live entry is the position
-        # _entry[block] records (-1: not in the queue); a hit or an eviction leaves its old entry stale, skipped.
-        self._entry = np.full(1024, -1, dtype=np.int64)
+        self._cached = np.zeros(1024, dtype=bool)  # infinite cache: block -> its content is in the cache
+        self._slot = np.full(1024, -1, dtype=np.int32)  # finite cache: block -> its slot (-1: not cached)
+        self._block = np.zeros(0, dtype=np.int32)  # slot -> the block it caches
+        self._holders = np.zeros(0, dtype=np.int32)  # slot -> running requests holding its block
+        # The free-block queue as an append-only log of released slots: a slot's live entry is the position
+        # _entry[slot] records (-1: not in the queue); a hit or an eviction leaves its old entry stale, skipped.
+        self._entry = np.zeros(0, dtype=np.int64)
+        self._unused = np.zeros(0, dtype=np.int32)  # slots evicted and free to reuse; _slots_made is the next new one
+        self._slots_made = 0
         self._log = np.zeros(1024, dtype=np.int32)
         self._head = self._tail = 0  # the log's live part, as absolute positions; _log[i - _base]
         self._base = 0
         self._used = 0
         self.evicted = 0
         self.overflowed = 0  # blocks not kept because running requests held the whole cache
+        self._epoch = 0
 
     def check_fits(self, prompt_tokens: int, what: str) -> None:
         if self.capacity is not None and prompt_tokens > self.capacity * self.block_size:
@@ -119,24 +134,24 @@ class BlockCache:
                             f"({what}: {prompt_tokens} prompt tokens); give a larger --kv-cache-tokens or "
                             f"--kv-cache-gib")
 
-    def _grow(self, blocks: np.ndarray) -> None:
+    def _cover(self, blocks: np.ndarray) -> None:
         top = int(blocks.max()) + 1 if len(blocks) else 0
-        if top > len(self._cached):
-            size = max(top, 2 * len(self._cached))
-            self._cached = np.concatenate([self._cached, np.zeros(size - len(self._cached), dtype=bool)])
-            self._holders = np.concatenate([self._holders, np.zeros(size - len(self._holders), dtype=np.int32)])
-            self._entry = np.concatenate([self._entry, np.full(size - len(self._entry), -1, dtype=np.int64)])
+        if self.capacity is None:
+            if top > len(self._cached):
+                self._cached = _extended(self._cached, max(top, 2 * len(self._cached)), False)
+        elif top > len(self._slot):
+            self._slot = _extended(self._slot, max(top, 2 * len(self._slot)), -1)
 
     def admit(self, blocks: np.ndarray, prompt_tokens: int) -> tuple[int, Admission]:
         """(cached tokens, the request's hold) for a request starting now; blocks are BlockIds ids."""
         blocks = np.asarray(blocks)
-        self._grow(blocks)
+        self._cover(blocks)
         limit = min(len(blocks), max(0, (prompt_tokens - 1) // self.block_size))
-        found = self._cached[blocks[:limit]]
+        found = self._cached[blocks[:limit]] if self.capacity is None else self._slot[blocks[:limit]] >= 0
         hit = limit if found.all() else int(np.argmin(found))
-        admission = Admission(blocks, hit)
+        admission = Admission(blocks, hit, self._epoch)
         if self.capacity is not None and hit:
-            leading = blocks[:hit]
+            leading = self._slot[blocks[:hit]]
             self._holders[leading] += 1  # a request's blocks are distinct: its chain never repeats a prefix
             self._entry[leading] = -1
         return hit * self.block_size, admission
@@ -147,8 +162,9 @@ class BlockCache:
         if self.capacity is None:
             self._cached[rest] = True
             return
-        meanwhile = self._cached[rest]  # computed by another request since: held first, so never evicted for it
-        found = rest[meanwhile]
+        slots = self._slot[rest]
+        meanwhile = slots >= 0  # computed by another request since: held first, so never evicted for it
+        found = slots[meanwhile]
         self._holders[found] += 1
         self._entry[found] = -1
         new = rest[~meanwhile]
@@ -161,10 +177,26 @@ class BlockCache:
             keep = meanwhile.copy()
             keep[np.flatnonzero(~meanwhile)[:room]] = True
             kept, new = rest[keep], new[:room]
-        self._cached[new] = True
+        given = self._take_slots(len(new))
+        self._slot[new] = given
+        self._block[given] = new
+        self._holders[given] = 1
+        self._entry[given] = -1
         self._used += len(new)
-        self._holders[new] += 1
         admission.held = np.concatenate([admission.held, kept]) if admission.cached_blocks else kept
+
+    def _take_slots(self, count: int) -> np.ndarray:
+        reused, self._unused = self._unused[len(self._unused) - min(count, len(self._unused)):], \
+            self._unused[:len(self._unused) - min(count, len(self._unused))]
+        fresh = count - len(reused)
+        if self._slots_made + fresh > len(self._block):
+            size = min(self.capacity, max(self._slots_made + fresh, 2 * len(self._block), 1024))
+            self._block = _extended(self._block, size, 0)
+            self._holders = _extended(self._holders, size, 0)
+            self._entry = _extended(self._entry, size, -1)
+        made = np.arange(self._slots_made, self._slots_made + fresh, dtype=np.int32)
+        self._slots_made += fresh
+        return np.concatenate([reused, made]) if len(reused) else made
 
     def _evict(self, wanted: int) -> int:
         """Evict up to `wanted` free blocks, the least recently released first; returns how many."""
@@ -184,8 +216,9 @@ class BlockCache:
             window *= 2
         if got:
             chosen = np.concatenate(evicted)
-            self._cached[chosen] = False
+            self._slot[self._block[chosen]] = -1
             self._entry[chosen] = -1
+            self._unused = np.concatenate([self._unused, chosen])
             self._used -= got
             self.evicted += got
         return got
@@ -193,9 +226,9 @@ class BlockCache:
     def release(self, admission: Admission) -> None:
         """The request has ended: blocks it was the last to hold join the free queue, tail blocks first (so they are
         evicted before the prefix they extend, as vLLM frees them)."""
-        if self.capacity is None or not len(admission.held):
+        if self.capacity is None or not len(admission.held) or admission.epoch != self._epoch:
             return
-        held = admission.held
+        held = self._slot[admission.held]  # a held block stays cached: its slot is its own until it is released
         self._holders[held] -= 1
         freed = held[self._holders[held] == 0][::-1]
         # a block this request re-found cached after another request's release is in held once; its old entry
@@ -203,30 +236,40 @@ class BlockCache:
         if len(freed):
             self._append(freed)
 
-    def _append(self, blocks: np.ndarray) -> None:
+    def _append(self, slots: np.ndarray) -> None:
         live = self._tail - self._head
-        if self._tail - self._base + len(blocks) > len(self._log):
+        if self._tail - self._base + len(slots) > len(self._log):
             # keep only the live part, then make room: the log's memory follows the free queue, not the run
             kept = self._log[self._head - self._base:self._tail - self._base]
-            size = max(1024, 2 * (live + len(blocks)))
+            size = max(1024, 2 * (live + len(slots)))
             self._log = np.zeros(size, dtype=np.int32)
             self._log[:live] = kept
             self._base = self._head
         start = self._tail - self._base
-        self._log[start:start + len(blocks)] = blocks
-        self._entry[blocks] = np.arange(self._tail, self._tail + len(blocks))
-        self._tail += len(blocks)
+        self._log[start:start + len(slots)] = slots
+        self._entry[slots] = np.arange(self._tail, self._tail + len(slots))
+        self._tail += len(slots)
 
     def clear(self) -> None:
         """Forget every cached block (a server's cache reset); holds of running requests are dropped too."""
         self._cached[:] = False
+        self._slot[:] = -1
         self._holders[:] = 0
         self._entry[:] = -1
+        self._unused = np.zeros(0, dtype=np.int32)
+        self._slots_made = 0
         self._head = self._tail = self._base = 0
         self._used = 0
+        self._epoch += 1
 
     @property
     def used_tokens(self) -> int:
         if self.capacity is None:
             return int(self._cached.sum()) * self.block_size
         return self._used * self.block_size
+
+
+def _extended(array: np.ndarray, size: int, fill) -> np.ndarray:
+    grown = np.full(size, fill, dtype=array.dtype)
+    grown[:len(array)] = array
+    return grown

@@ -82,24 +82,35 @@ class Corpus:
 
     def session(self, index: int) -> list[PlannedRequest]:
         if index not in self._sessions:
-            self._keep(index, *_read_file(self.files[index], self._reading, self.block_size))
+            session_id, read, reading_name = _read_file(self.files[index], self._reading, self.block_size)
+            self._ids[index], self._sessions[index] = session_id, self._plan(read, reading_name)
         return self._sessions[index]
 
     def load(self, indexes: Iterable[int], readers: "Readers",
              progress: Optional[Callable[[int, int], None]] = None) -> None:
-        """Read the files at `indexes` now, with `readers` (in parallel where it has a pool)."""
+        """Read the files at `indexes` now and keep them, with `readers` (in parallel where it has a pool)."""
         todo = [i for i in sorted(set(indexes)) if i not in self._sessions]
-        results = readers.read([self.files[i] for i in todo]) if readers.parallel(len(todo)) else \
-            (_read_file(self.files[i], self._reading, self.block_size) for i in todo)
-        for done, (index, read) in enumerate(zip(todo, results), 1):
-            self._keep(index, *read)
-            if progress:
-                progress(done, len(todo))
+        for index, session_id, planned in self._read(todo, readers, progress):
+            self._ids[index], self._sessions[index] = session_id, planned
 
-    def _keep(self, index: int, session_id: str, read: list[_Read], reading_name: str) -> None:
+    def stream(self, indexes: list[int], readers: "Readers", progress: Optional[Callable[[int, int], None]] = None
+               ) -> Iterator[tuple[int, list[PlannedRequest]]]:
+        """(file index, its requests) for each of `indexes`, in that order, read as they are asked for (a few files
+        ahead on the pool) and not kept."""
+        return ((index, planned) for index, _, planned in self._read(indexes, readers, progress))
+
+    def _read(self, indexes: list[int], readers: "Readers", progress: Optional[Callable[[int, int], None]]
+              ) -> Iterator[tuple[int, str, list[PlannedRequest]]]:
+        results = readers.read([self.files[i] for i in indexes]) if readers.parallel(len(indexes)) else \
+            (_read_file(self.files[i], self._reading, self.block_size) for i in indexes)
+        for done, (index, (session_id, read, reading_name)) in enumerate(zip(indexes, results), 1):
+            yield index, session_id, self._plan(read, reading_name)
+            if progress:
+                progress(done, len(indexes))
+
+    def _plan(self, read: list[_Read], reading_name: str) -> list[PlannedRequest]:
         if reading_name != self._reading.name:
             self.reading_name = reading_name
-        self._ids[index] = session_id
         # the session's blocks numbered in one go: its turns repeat each other's prefixes
         tails = [r[7] for r in read if r[7] is not None]
         numbered = self._blocks.of(np.concatenate([r[3] for r in read] + [np.asarray(tails, dtype=np.uint64)]))
@@ -109,7 +120,7 @@ class Corpus:
             blocks, at = numbered[at:at + len(hashes)], at + len(hashes)
             planned.append(PlannedRequest(event_id, predecessors, wait_ms, blocks, prompt_tokens, output_tokens,
                                           label, None if tail is None else next(tail_ids)))
-        self._sessions[index] = planned
+        return planned
 
 
 class Readers:
@@ -126,11 +137,20 @@ class Readers:
         return self._source is not None and workers_for(files, _FILES_PER_WORKER, self._workers) > 1
 
     def read(self, paths: list[Path]) -> Iterator[tuple[str, list[_Read], str]]:
+        """Each file's reading, in order. The pool works at most two batches ahead of the caller: a pool's imap
+        would read them all and queue the results here, however slowly they are used."""
         if self._pool is None:
             # spawn: the workers import inference-perf, and this process may have started tokenizer threads
             self._pool = context("spawn").Pool(self._workers, _start_worker, (self._source, self._block_size))
         chunksize = max(1, min(8, len(paths) // (4 * self._workers)))
-        return self._pool.imap(_read_in_worker, paths, chunksize)
+        batch = 4 * chunksize * self._workers
+        pending = []
+        for start in range(0, len(paths), batch):
+            pending.append(self._pool.imap(_read_in_worker, paths[start:start + batch], chunksize))
+            if len(pending) > 1:
+                yield from pending.pop(0)
+        for results in pending:
+            yield from results
 
     def __enter__(self) -> "Readers":
         return self

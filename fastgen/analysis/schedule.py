@@ -8,8 +8,8 @@ passed; branches with the same predecessor run at the same time.
 
 The service-time model is deliberately simple: a request's blocks are cached from the moment it starts (vLLM
 registers them when it schedules them); it takes (uncached prompt tokens / prefill rate) to its first token, then
-(recorded output tokens / decode rate) to its end, when its blocks may be evicted. No batching limits, no queueing for the GPU: it decides what overlaps with what,
-which is what a cache's hits depend on, not how fast a server is.
+(recorded output tokens / decode rate) to its end, when its blocks may be evicted. No batching limits, no queueing
+for the GPU: it decides what overlaps with what, which is what a cache's hits depend on, not how fast a server is.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from __future__ import annotations
 import heapq
 import random
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
 from .cache import BlockCache
 
-__all__ = ["Load", "PlannedRequest", "RequestOutcome", "ServiceModel", "replay_slots", "simulate"]
+__all__ = ["Load", "PlannedRequest", "RequestOutcome", "ServiceModel", "replay", "replay_slots", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,17 @@ def replay_slots(file_count: int, base_seed: int, num_sessions: int) -> list[int
 def simulate(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[int], load: Load, cache: BlockCache,
              model: ServiceModel = ServiceModel()) -> list[RequestOutcome]:
     """Every request of the slots' sessions, in the order they start, with the cached tokens it found."""
+    outcomes: list[RequestOutcome] = []
+    for _ in replay(sessions, slots, load, cache, model, lambda outcome, _request: outcomes.append(outcome)):
+        pass
+    return outcomes
+
+
+def replay(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[int], load: Load, cache: BlockCache,
+           model: ServiceModel, on_start: Callable[[RequestOutcome, PlannedRequest], None]) -> Iterator[int]:
+    """simulate, one step at a time: each request is handed to `on_start` as it starts, and after each step that
+    started sessions the generator yields how many slots it has started, so that several replays can run side by
+    side over one read of their sessions (`sessions(file index)` is called once per slot, when the slot starts)."""
     heap: list[tuple[float, int, str, tuple]] = []
     counter = 0
 
@@ -82,7 +93,6 @@ def simulate(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[in
         heapq.heappush(heap, (t, counter, kind, payload))
         counter += 1
 
-    outcomes: list[RequestOutcome] = []
     interval = 1.0 / load.session_rate if load.session_rate else 0.0
     next_slot, active, next_dispatch = 0, 0, 0.0
     state: dict[int, dict] = {}
@@ -120,7 +130,11 @@ def simulate(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[in
         dispatch(t)
 
     dispatch(0.0)
+    started = 0
     while heap:
+        if next_slot != started:
+            started = next_slot
+            yield started
         t, _, kind, payload = heapq.heappop(heap)
         if kind == "dispatch":
             dispatch(t)
@@ -133,7 +147,8 @@ def simulate(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[in
             # vLLM registers a request's full blocks when it schedules them, before they are computed: a request
             # scheduled after it, even in the same step, hits them (measured: concurrent sessions share the prefix)
             cache.publish(admission)
-            outcomes.append(RequestOutcome(slot, slots[slot], event_id, request.label, request.prompt_tokens, cached, t))
+            on_start(RequestOutcome(slot, slots[slot], event_id, request.label, request.prompt_tokens, cached, t),
+                     request)
             prefill = (request.prompt_tokens - cached) / model.prefill_tokens_per_s
             decode = request.output_tokens / model.decode_tokens_per_s
             push(t + prefill + decode, "end", (slot, event_id, admission))
@@ -147,4 +162,3 @@ def simulate(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[in
                     push(t + wait_s(nxt), "start", (slot, successor))
             if session["left"] == 0:
                 finish_session(slot, t)
-    return outcomes

@@ -1,0 +1,81 @@
+"""Several replays of one trace directory run side by side over one read of its files.
+
+Each config of a directory replays its sessions in its own slot order against its own caches (schedule.replay). The
+replays advance together, the one that has started the fewest sessions first; a file is read when a replay first
+needs it, in the order the replays will ask for them, and let go once every replay that runs it has started it. The
+directory is never held whole: what is held is the sessions the replays run at once, and the few read for one
+replay that another, further behind, has yet to start.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
+
+from .cache import BlockCache
+from .schedule import Load, PlannedRequest, RequestOutcome, ServiceModel, replay
+
+__all__ = ["Replay", "read_order", "run_side_by_side"]
+
+Sessions = Iterator[tuple[int, list[PlannedRequest]]]
+
+
+@dataclass
+class Replay:
+    slots: list[int]  # file index of each slot, in slot order
+    load: Load
+    cache: BlockCache
+    on_start: Callable[[RequestOutcome, PlannedRequest], None]
+    on_session: Optional[Callable[[list[PlannedRequest]], None]] = None  # each session as this replay starts it
+
+
+def read_order(slot_lists: list[list[int]]) -> list[int]:
+    """Every file the replays run, once, in the order replays advancing together ask for them: the first slot of
+    each, then the second of each, ..."""
+    lists = list(dict.fromkeys(tuple(s) for s in slot_lists))
+    seen: set[int] = set()
+    order = []
+    for position in range(max(map(len, lists), default=0)):
+        for slots in lists:
+            if position < len(slots) and slots[position] not in seen:
+                seen.add(slots[position])
+                order.append(slots[position])
+    return order
+
+
+def run_side_by_side(replays: list[Replay], read: Callable[[list[int]], Sessions],
+                     model: ServiceModel = ServiceModel()) -> None:
+    """Run every replay to its end; `read(file indexes)` yields (index, session) in the order given, lazily."""
+    uses = Counter(index for r in replays for index in set(r.slots))
+    source = read(read_order([r.slots for r in replays]))
+    waiting: dict[int, list[PlannedRequest]] = {}
+
+    def session_for(r: Replay) -> Callable[[int], list[PlannedRequest]]:
+        def session(index: int) -> list[PlannedRequest]:
+            while index not in waiting:
+                read_index, planned = next(source)
+                waiting[read_index] = planned
+            planned = waiting[index]
+            uses[index] -= 1
+            if not uses[index]:
+                del waiting[index]
+            if r.on_session:
+                r.on_session(planned)
+            return planned
+        return session
+
+    running = [(0, n, replay(session_for(r), r.slots, r.load, r.cache, model, r.on_start))
+               for n, r in enumerate(replays)]
+    heapq.heapify(running)
+    try:
+        while running:
+            _, n, steps = heapq.heappop(running)
+            started = next(steps, None)
+            if started is not None:
+                heapq.heappush(running, (started, n, steps))
+    finally:
+        close = getattr(source, "close", None)
+        if close:
+            close()
