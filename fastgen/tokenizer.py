@@ -97,14 +97,12 @@ class Tokenizer:
 
     @property
     def has_chat_template(self) -> bool:
-        """Whether a server (and transformers) can render chat prompts with this tokenizer folder."""
-        if "chat_template.jinja" in self.folder_files:
-            return True
-        try:
-            config = json.loads(self.folder_files.get("tokenizer_config.json", b"{}"))
-        except ValueError:
-            return False
-        return isinstance(config, dict) and bool(config.get("chat_template"))
+        """Whether a server (and transformers) can render every chat prompt with this tokenizer folder: the template
+        it picks for requests with tools and for those without (a named list needs "default", as transformers'
+        apply_chat_template does; "tool_use" alone renders only the requests with tools)."""
+        from .chat_template import template_source
+
+        return all(template_source(self.folder_files, with_tools=tools) for tools in (False, True))
 
     def export(self, folder: Path) -> list[tuple[str, bytes]]:
         """Write a folder that transformers.AutoTokenizer loads (tokenizer.json plus its config files)."""

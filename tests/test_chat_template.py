@@ -69,6 +69,17 @@ def test_a_named_template_list_gives_tool_use_to_requests_with_tools():
     assert ChatTemplate.of({"tokenizer_config.json": b"{}"}) is None
 
 
+@pytest.mark.parametrize("names, renders", [(("default", "tool_use"), True), (("default",), True),
+                                             (("tool_use",), False)])
+def test_a_tokenizer_has_a_chat_template_when_every_request_gets_one(tmp_path, names, renders):
+    folder = with_template(tmp_path / "named", "x")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = [{"name": name, "template": name} for name in names]
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    assert load_tokenizer(str(folder)).has_chat_template is renders
+    assert load_tokenizer(str(with_template(tmp_path / "plain", "x"))).has_chat_template
+
+
 def test_strftime_now_is_a_fixed_day_so_the_bytes_do_not_depend_on_the_date(tmp_path):
     folder = with_template(tmp_path / "dated", "{{ strftime_now('%Y-%m-%d') }}")
     assert ChatTemplate(load_tokenizer(str(folder)).folder_files).render([]) == "2026-06-15"

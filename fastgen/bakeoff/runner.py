@@ -28,7 +28,7 @@ from .runs import (LOG_FILE, METRICS_FILE, RUN_CONFIG_FILE, discard_partial, par
 from .sampler import MetricsSampler, parse_metrics
 from .server import LiveServer, probe_server
 
-__all__ = ["BakeoffOptions", "RunOutcome", "inference_perf_command", "run_bakeoff"]
+__all__ = ["BakeoffOptions", "RunOutcome", "inference_perf_command", "run_bakeoff", "run_inference_perf"]
 
 IDLE_WAIT_S = 120.0
 _POLL_S = 0.5
@@ -146,7 +146,7 @@ def _replay(config: ConfigRun, folder: Path, partial: Path, server: LiveServer, 
                              options.scrape_interval_s).start()
     started_epoch, started = time.time(), time.monotonic()
     try:
-        code = _inference_perf(command, run_config, config.path.parent, partial / LOG_FILE, options.timeout_s, stage)
+        code = run_inference_perf(command, run_config, config.path.parent, partial / LOG_FILE, options.timeout_s, stage)
     finally:
         sampler.stop()
     seconds = time.monotonic() - started
@@ -227,9 +227,10 @@ _STAGES = (("Loading tokenizer", "loading the tokenizer"), ("Schema validation p
            ("Generating Reports", "writing reports"))
 
 
-def _inference_perf(command: list[str], config: Path, cwd: Path, log: Path, timeout_s: Optional[float],
-                    stage: Callable[[str], None]) -> int:
-    """inference-perf's exit code; 124 when it ran past timeout_s and was stopped (like timeout(1))."""
+def run_inference_perf(command: list[str], config: Path, cwd: Path, log: Path, timeout_s: Optional[float],
+                       stage: Callable[[str], None] = lambda line: None) -> int:
+    """inference-perf's exit code, its output in `log`; 124 when it ran past timeout_s and was stopped (like
+    timeout(1)). `stage` hears where the run is, from its log, twice a second."""
     env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
     started = time.monotonic()
     with open(log, "wb") as out:
