@@ -15,6 +15,7 @@ import pytest
 from fastgen.analysis.aiperf import aiperf_cache_hit_rate
 from fastgen.analysis.cache import BlockCache, BlockIds
 from fastgen.analysis.schedule import Load, PlannedRequest, replay_slots, simulate
+from fastgen.analysis.sharing import SharedBlocks
 from fastgen.analysis.side_by_side import Replay, read_order, run_side_by_side
 from fastgen.errors import SpecError
 from fastgen.traces.blocks import block_hashes
@@ -230,6 +231,23 @@ def test_analyze_every_config_and_stable_beats_noisy(small, tmp_path):
         assert sum(t["prompt_tokens"] for t in c["by_turn"].values()) == c["prompt_tokens"]
     # one session at a time: the capacity holds a whole session, so nothing is lost to it
     assert configs["scenario1/c1"]["hit_percent_capacity"] == configs["scenario1/c1"]["hit_percent_infinite"]
+
+
+def test_streamed_directories_give_the_figures_of_held_ones(small):
+    """The default path reads each directory into a spill and forgets each session's own blocks once every replay
+    has ended it; --sweep holds the sessions and forgets nothing: every figure but the sweep must agree."""
+    import dataclasses
+
+    from fastgen.analysis import AnalysisOptions, analyze, config_targets
+
+    targets = config_targets(small / "configs", small / "traces")
+    for definition, capacity in (("vllm", 4096), ("aiperf", None)):
+        options = AnalysisOptions(capacity_tokens=capacity, definition=definition)
+        _, streamed = analyze(targets, small / "traces" / "tokenizer", options, workers=1)
+        _, held = analyze(targets, small / "traces" / "tokenizer", dataclasses.replace(options, sweep=True),
+                          workers=1)
+        for a, b in zip(streamed, held):
+            assert dataclasses.replace(a, sweep=[]) == dataclasses.replace(b, sweep=[]), a.name
 
 
 def test_analyze_capacity_smaller_than_a_request_is_one_line(small):
@@ -463,6 +481,57 @@ def test_block_cache_equals_a_block_by_block_reference(seed):
         assert sorted(held.held.tolist()) == sorted(ref_held)
         assert (cache.evicted, cache.overflowed) == (reference.evicted, reference.overflowed)
         running.append((held, ref_held))
+
+
+def test_block_ids_give_forgotten_ids_to_new_hashes_and_keep_the_others():
+    ids = BlockIds()
+    rng = np.random.default_rng(11)
+    live: dict[int, int] = {}
+    for round_ in range(60):  # enough to rebuild the table several times, tombstones and all
+        batch = np.unique(rng.integers(0, 2**63, 3000, dtype=np.uint64))
+        got = ids.of_distinct(batch)
+        for h, i in zip(batch.tolist(), got.tolist()):
+            assert live.setdefault(h, i) == i
+        assert len(set(live.values())) == len(live) == len(ids)  # no id names two hashes
+        assert max(live.values()) < 2 * 3000 + 3000  # forgotten ids are reused: the ids stay few
+        gone = [h for h in live if rng.random() < 0.7] if round_ % 2 else []
+        forgotten = ids.forget(np.asarray(gone, dtype=np.uint64))
+        assert sorted(forgotten.tolist()) == sorted(live.pop(h) for h in gone)
+    again = ids.of(np.asarray(list(live), dtype=np.uint64))  # the kept ones are found, not numbered anew
+    assert again.tolist() == list(live.values())
+
+
+def test_a_forgotten_block_keeps_its_room_until_it_is_evicted():
+    cache = BlockCache(BS, capacity_tokens=4 * BS)
+    _, a = cache.admit(hashes(1, 2, 3), 3 * BS + 1)
+    cache.publish(a)
+    cache.release(a)
+    cache.forget(hashes(1, 2, 3))  # ids 1, 2 and 3 will name other blocks
+    got, b = cache.admit(hashes(1, 2, 3), 3 * BS + 1)
+    assert got == 0  # not the blocks that were cached under those ids
+    cache.publish(b)
+    assert cache.evicted == 2  # three new blocks, one free block: two of the forgotten ones made room
+    assert cache.used_tokens == 4 * BS
+
+
+def test_shared_blocks_never_call_a_hash_of_two_sessions_single():
+    rng = np.random.default_rng(5)
+    common = rng.integers(0, 2**63, 200, dtype=np.uint64)
+    sessions = [np.unique(np.concatenate([common[:rng.integers(0, 200)], rng.integers(0, 2**63, 2000,
+                                                                                       dtype=np.uint64)]))
+                for _ in range(300)]
+    shared = SharedBlocks()
+    for session in sessions:
+        shared.add_session(session)
+    counts: dict[int, int] = {}
+    for session in sessions:
+        for h in session.tolist():
+            counts[h] = counts.get(h, 0) + 1
+    every = np.asarray(list(counts), dtype=np.uint64)
+    single = shared.single(every)
+    many = np.asarray([counts[h] > 1 for h in counts.keys()])
+    assert many.any() and not (single & many).any()  # never wrong about a shared hash
+    assert single[~many].mean() > 0.95  # and right about nearly all the others (false positives cost memory)
 
 
 def test_block_ids_number_hashes_densely_in_first_seen_order():

@@ -42,7 +42,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("results.sections.common", "results.sections.scenario1", "results.sections.scenario2",
      "results.sections.scenario3", "results.sections.throughput", "results.sections.overview", "results.sections"),
     ("results.render", "results.plots", "results.compare", "results"),
-    ("analysis.cache", "analysis.aiperf"),
+    ("analysis.cache", "analysis.aiperf", "analysis.sharing"),
     ("analysis.schedule",),
     ("analysis.corpus", "analysis.side_by_side"),
     ("analysis.analyze", "analysis.report", "analysis.plots", "analysis"),

@@ -55,6 +55,11 @@ class AiperfRate:
         self._count += 1
         self._seen[ids] = True
 
+    def forget(self, ids) -> None:
+        """Ids no later request will carry (they will name other blocks)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        self._seen[ids[ids < len(self._seen)]] = False
+
     @property
     def value(self) -> float:
         return float(self._sum / self._count) if self._count else 0.0

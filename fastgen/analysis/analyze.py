@@ -180,12 +180,12 @@ def analyze(targets: list[ConfigTarget], tokenizer_dir: Path, options: AnalysisO
             corpus = Corpus(trace_dir, reading, options.block_size)
             tallies = [_Tallies(target, target_slots(target, corpus), options) for target in group]
             tick = file_progress(f"read {trace_dir.name}:") if progress else None
-            if options.sweep:
+            replays = [r for t in tallies for r in t.replays]
+            if options.sweep:  # the sweep replays the sessions again at each capacity: keep them
                 corpus.load({i for t in tallies for i in t.slots}, readers, tick)
-                read = lambda order: ((i, corpus.session(i)) for i in order)  # noqa: E731
+                run_side_by_side(replays, lambda order: ((i, corpus.session(i)) for i in order), options.service)
             else:
-                read = lambda order: corpus.stream(order, readers, tick)  # noqa: E731
-            run_side_by_side([r for t in tallies for r in t.replays], read, options.service)
+                run_side_by_side(replays, lambda order: corpus.stream(order, readers, tick), options.service)
             for target, tally in zip(group, tallies):
                 results[id(target)] = result = tally.result()
                 if options.sweep:
@@ -207,7 +207,8 @@ class _Tallies:
         self._aiperf: Optional[AiperfRate] = None
         if options.definition == "aiperf":
             self._aiperf = AiperfRate()
-            self.replays = [Replay(slots, target.load, BlockCache(options.block_size), self._count_aiperf)]
+            self.replays = [Replay(slots, target.load, BlockCache(options.block_size), self._count_aiperf,
+                                   on_forget=self._aiperf.forget)]
             return
         self.replays = [Replay(slots, target.load, BlockCache(options.block_size), self._count_infinite)]
         if options.capacity_tokens is not None:

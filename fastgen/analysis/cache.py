@@ -27,22 +27,28 @@ from ..errors import SpecError
 __all__ = ["Admission", "BlockCache", "BlockIds"]
 
 _GROW_BATCH = 1 << 16
+_EMPTY, _CLAIMED, _TOMBSTONE = -1, -2, -3  # BlockIds slots that hold no id
 
 
 class BlockIds:
-    """Dense ids (0, 1, 2, ... in first-seen order) for block hashes: equal hashes, equal ids.
+    """Dense ids for block hashes: equal hashes, equal ids; new ones numbered in first-seen order, taking first the
+    ids of hashes `forget` let go (so the ids, and the caches' arrays indexed by them, stay as few as the blocks
+    still remembered).
 
-    An open-addressing hash table in numpy arrays (linear probing, at most 60 % full), filled a batch at a time: the
-    full default set's largest directory has 3.2 million distinct blocks, which a dict holds in about 400 MB and
-    this in about 110 MB."""
+    An open-addressing hash table in numpy arrays (linear probing, at most 60 % full, forgotten hashes left as
+    tombstones until the table is rebuilt), filled a batch at a time: 3.2 million distinct blocks take about 100 MB
+    here and about 400 MB in a dict."""
 
     def __init__(self) -> None:
         self._keys = np.zeros(1 << 12, dtype=np.uint64)
-        self._ids = np.full(1 << 12, -1, dtype=np.int32)  # -1: an empty slot
-        self._count = 0
+        self._ids = np.full(1 << 12, _EMPTY, dtype=np.int32)
+        self._live = 0  # hashes with an id
+        self._filled = 0  # slots not empty: live hashes and tombstones
+        self._next = 0  # the next id never given
+        self._free = np.zeros(0, dtype=np.int32)  # ids given back by forget, reused first-in first-out
 
     def __len__(self) -> int:
-        return self._count
+        return self._live
 
     def of(self, hashes: np.ndarray) -> np.ndarray:
         """The ids of `hashes` (any 64-bit values), new ones numbered in order of first appearance."""
@@ -50,28 +56,62 @@ class BlockIds:
         if not len(hashes):
             return np.zeros(0, dtype=np.int32)
         unique, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-        while (self._count + len(unique)) * 5 > len(self._keys) * 3:
-            self._grow()
+        if (self._filled + len(unique)) * 5 > len(self._keys) * 3:
+            self._rebuild(len(unique))
         slots, new = self._place(unique)
         new = new[np.argsort(first[new], kind="stable")]  # number new hashes in order of appearance
-        self._ids[slots[new]] = np.arange(self._count, self._count + len(new), dtype=np.int32)
-        self._count += len(new)
+        self._ids[slots[new]] = self._new_ids(len(new))
         return self._ids[slots][inverse.reshape(-1)]
 
+    def of_distinct(self, hashes: np.ndarray) -> np.ndarray:
+        """`of` for hashes that are distinct already (new ones numbered in the order given), without its sort."""
+        hashes = np.asarray(hashes, dtype=np.uint64)
+        if (self._filled + len(hashes)) * 5 > len(self._keys) * 3:
+            self._rebuild(len(hashes))
+        slots, new = self._place(hashes)
+        self._ids[slots[np.sort(new)]] = self._new_ids(len(new))
+        return self._ids[slots]
+
+    def _new_ids(self, count: int) -> np.ndarray:
+        reused = min(count, len(self._free))
+        ids = np.concatenate([self._free[:reused], np.arange(self._next, self._next + count - reused,
+                                                             dtype=np.int32)])
+        self._free = self._free[reused:]
+        self._next += count - reused
+        self._live += count
+        self._filled += count
+        return ids
+
+    def forget(self, hashes: np.ndarray) -> np.ndarray:
+        """Let go of `hashes` (distinct, each with an id): their ids, which later new hashes will take."""
+        hashes = np.asarray(hashes, dtype=np.uint64)
+        if not len(hashes):
+            return np.zeros(0, dtype=np.int32)
+        slots, new = self._place(hashes)
+        if len(new):
+            raise ValueError(f"{len(new)} of the hashes to forget have no id")
+        ids = self._ids[slots].copy()
+        self._ids[slots] = _TOMBSTONE
+        self._free = np.concatenate([self._free, ids])
+        self._live -= len(ids)
+        return ids
+
     def _place(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(each distinct key's slot, the indexes of the keys that were not there yet, now claimed with id -2)."""
+        """(each distinct key's slot, the indexes of the keys that were not there yet, now claimed with _CLAIMED)."""
         mask = np.uint64(len(self._keys) - 1)
         slots = (keys & mask).astype(np.int64)
         pending = np.arange(len(keys))
         new = []
         while len(pending):
             at = slots[pending]
-            empty = self._ids[at] == -1
-            found = ~empty & (self._keys[at] == keys[pending])
+            ids = self._ids[at]
+            empty = ids == _EMPTY
+            # a tombstone is probed past, never found: a forgotten hash seen again gets a new id
+            found = (ids != _TOMBSTONE) & ~empty & (self._keys[at] == keys[pending])
             if empty.any():  # the first of the keys probing an empty slot claims it; the others probe on
                 claim, first = np.unique(at[empty], return_index=True)
                 winners = pending[empty][first]
-                self._keys[claim], self._ids[claim] = keys[winners], -2
+                self._keys[claim], self._ids[claim] = keys[winners], _CLAIMED
                 new.append(winners)
                 found[np.flatnonzero(empty)[first]] = True
             occupied_by_other = ~found & ~empty
@@ -80,16 +120,21 @@ class BlockIds:
             slots[pending[step]] = (at[step] + 1) & int(mask)
         return slots, (np.concatenate(new) if new else np.zeros(0, dtype=np.int64))
 
-    def _grow(self) -> None:
+    def _rebuild(self, coming: int) -> None:
+        """A table for the live hashes and `coming` more, at most 30 % full, without tombstones."""
         used = np.flatnonzero(self._ids >= 0)
         keys, ids = self._keys[used], self._ids[used]
         del used
-        self._keys = np.zeros(2 * len(self._keys), dtype=np.uint64)
-        self._ids = np.full(len(self._keys), -1, dtype=np.int32)
+        size = 1 << 12
+        while (self._live + coming) * 10 > size * 3:
+            size *= 2
+        self._keys = np.zeros(size, dtype=np.uint64)
+        self._ids = np.full(size, _EMPTY, dtype=np.int32)
         # a batch at a time: _place's working arrays for millions of keys at once would outweigh the table
         for start in range(0, len(keys), _GROW_BATCH):
             slots, _ = self._place(keys[start:start + _GROW_BATCH])
             self._ids[slots] = ids[start:start + _GROW_BATCH]
+        self._filled = self._live
 
 
 class Admission:
@@ -216,7 +261,8 @@ class BlockCache:
             window *= 2
         if got:
             chosen = np.concatenate(evicted)
-            self._slot[self._block[chosen]] = -1
+            blocks = self._block[chosen]
+            self._slot[blocks[blocks >= 0]] = -1  # -1: a forgotten block's slot, which held its room until now
             self._entry[chosen] = -1
             self._unused = np.concatenate([self._unused, chosen])
             self._used -= got
@@ -249,6 +295,18 @@ class BlockCache:
         self._log[start:start + len(slots)] = slots
         self._entry[slots] = np.arange(self._tail, self._tail + len(slots))
         self._tail += len(slots)
+
+    def forget(self, blocks: np.ndarray) -> None:
+        """`blocks` (ids no running request holds) will never be asked for again, and their ids will name other
+        blocks: a finite cache keeps their room, and their place in the free queue, until they are evicted."""
+        blocks = np.asarray(blocks)
+        if self.capacity is None:
+            self._cached[blocks[blocks < len(self._cached)]] = False
+            return
+        blocks = blocks[blocks < len(self._slot)]
+        slots = self._slot[blocks]
+        self._block[slots[slots >= 0]] = -1
+        self._slot[blocks] = -1
 
     def clear(self) -> None:
         """Forget every cached block (a server's cache reset); holds of running requests are dropped too."""

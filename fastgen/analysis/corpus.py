@@ -2,12 +2,17 @@
 its prompts rebuilt and tokenized (traces.blocks), kept as block ids (cache.BlockIds), never as text.
 
 Reading is most of `fastgen analyze`'s time (the graph builder, the chat template, the tokenizer), and each file is
-independent of the others, so `load` reads many files on a pool of spawned processes, each with its own reading of
-the tokenizer folder; block hashes come back and are numbered here, in file order, the same for any worker count.
+independent of the others, so `load` and `stream` read many files on a pool of spawned processes, each with its own
+reading of the tokenizer folder; block hashes come back and are numbered here, in the order asked for, the same for
+any worker count. `load` keeps the sessions; `stream` spills them to a temporary file and lets each session's own
+blocks go when it is released, so that memory does not grow with the sessions of a directory.
 """
 
 from __future__ import annotations
 
+import pickle
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
@@ -20,17 +25,27 @@ from ..traces.graph import trace_files
 from ..traces.requests import read_session
 from .cache import BlockIds
 from .schedule import PlannedRequest
+from .sharing import SharedBlocks
 
-__all__ = ["Corpus", "Readers"]
+__all__ = ["Corpus", "Readers", "Stream"]
 
 _FILES_PER_WORKER = 16  # below this many files a worker's start (seconds: it imports inference-perf) does not pay
 
-# (event id, predecessors, wait ms, block hashes, prompt tokens, output tokens, label, tail hash)
+# (event id, predecessors, wait ms, its blocks as indexes into the session's distinct hashes, prompt tokens, output
+# tokens, label, the index of its tail's hash or None)
 _Read = tuple[str, tuple, int, np.ndarray, int, int, str, Optional[int]]
 
 
-def _read_file(path: Path, reading: PromptReading, block_size: int) -> tuple[str, list[_Read], str]:
-    """(session id, its requests with block hashes, the reading's name after it): one file, as the replay reads it."""
+@dataclass(frozen=True)
+class _ReadSession:
+    session_id: str
+    distinct: np.ndarray  # the session's block and tail hashes, each once, sorted (its turns repeat each other's)
+    requests: list[_Read]
+    reading_name: str  # the reading's name after the file (a reading that had to fall back says so)
+
+
+def _read_file(path: Path, reading: PromptReading, block_size: int) -> _ReadSession:
+    """One file, as the replay reads it: its requests with their block hashes."""
     try:
         session = read_session(path)
     except OutputError:
@@ -38,14 +53,21 @@ def _read_file(path: Path, reading: PromptReading, block_size: int) -> tuple[str
     except Exception as exc:  # noqa: BLE001 - whatever makes the replay skip the file
         raise OutputError(f"{path} cannot be read as inference-perf reads it ({type(exc).__name__}: "
                           f"{str(exc)[:160]}); regenerate or remove it") from None
-    read = []
-    for number, request in enumerate(session.requests, start=1):
+    blocks, tails, prompts = [], [], []
+    for request in session.requests:
         ids = reading.ids(request)
         hashes = block_hashes(ids, block_size)
-        tail = tail_hash(ids, block_size, int(hashes[-1]) if len(hashes) else 0)
-        read.append((request.event_id, request.predecessors, request.wait_ms, hashes, len(ids),
-                     request.output_tokens, str(request.attributes.get("fastgen.turn", number)), tail))
-    return session.session_id, read, reading.name
+        blocks.append(hashes)
+        tails.append(tail_hash(ids, block_size, int(hashes[-1]) if len(hashes) else 0))
+        prompts.append(len(ids))
+    distinct = np.unique(np.concatenate(blocks + [np.asarray([t for t in tails if t is not None], dtype=np.uint64)]))
+    read = []
+    for number, (request, hashes, tail, prompt) in enumerate(zip(session.requests, blocks, tails, prompts), 1):
+        at = np.searchsorted(distinct, hashes).astype(np.int32)
+        tail_at = None if tail is None else int(np.searchsorted(distinct, np.uint64(tail)))
+        read.append((request.event_id, request.predecessors, request.wait_ms, at, prompt, request.output_tokens,
+                     str(request.attributes.get("fastgen.turn", number)), tail_at))
+    return _ReadSession(session.session_id, distinct, read, reading.name)
 
 
 _worker: dict = {}
@@ -55,7 +77,7 @@ def _start_worker(source: tuple[str, str], block_size: int) -> None:
     _worker.update(reading=load_reading(Path(source[0]), source[1]), block_size=block_size)
 
 
-def _read_in_worker(path: Path) -> tuple[str, list[_Read], str]:
+def _read_in_worker(path: Path) -> _ReadSession:
     return _read_file(path, _worker["reading"], _worker["block_size"])
 
 
@@ -82,45 +104,75 @@ class Corpus:
 
     def session(self, index: int) -> list[PlannedRequest]:
         if index not in self._sessions:
-            session_id, read, reading_name = _read_file(self.files[index], self._reading, self.block_size)
-            self._ids[index], self._sessions[index] = session_id, self._plan(read, reading_name)
+            read = _read_file(self.files[index], self._reading, self.block_size)
+            self._ids[index], self._sessions[index] = read.session_id, self._plan(read)
         return self._sessions[index]
 
     def load(self, indexes: Iterable[int], readers: "Readers",
              progress: Optional[Callable[[int, int], None]] = None) -> None:
         """Read the files at `indexes` now and keep them, with `readers` (in parallel where it has a pool)."""
         todo = [i for i in sorted(set(indexes)) if i not in self._sessions]
-        for index, session_id, planned in self._read(todo, readers, progress):
-            self._ids[index], self._sessions[index] = session_id, planned
+        for index, read in self._read(todo, readers, progress):
+            self._ids[index], self._sessions[index] = read.session_id, self._plan(read)
 
     def stream(self, indexes: list[int], readers: "Readers", progress: Optional[Callable[[int, int], None]] = None
-               ) -> Iterator[tuple[int, list[PlannedRequest]]]:
-        """(file index, its requests) for each of `indexes`, in that order, read as they are asked for (a few files
-        ahead on the pool) and not kept."""
-        return ((index, planned) for index, _, planned in self._read(indexes, readers, progress))
+               ) -> "Stream":
+        """The files at `indexes`, read now (in parallel where `readers` has a pool) into a spill file, not kept:
+        then (file index, its requests) in that order, each session's own blocks let go by `Stream.release`."""
+        return Stream(self, indexes, readers, progress)
 
     def _read(self, indexes: list[int], readers: "Readers", progress: Optional[Callable[[int, int], None]]
-              ) -> Iterator[tuple[int, str, list[PlannedRequest]]]:
+              ) -> Iterator[tuple[int, _ReadSession]]:
         results = readers.read([self.files[i] for i in indexes]) if readers.parallel(len(indexes)) else \
             (_read_file(self.files[i], self._reading, self.block_size) for i in indexes)
-        for done, (index, (session_id, read, reading_name)) in enumerate(zip(indexes, results), 1):
-            yield index, session_id, self._plan(read, reading_name)
+        for done, (index, read) in enumerate(zip(indexes, results), 1):
+            yield index, read
             if progress:
                 progress(done, len(indexes))
 
-    def _plan(self, read: list[_Read], reading_name: str) -> list[PlannedRequest]:
-        if reading_name != self._reading.name:
-            self.reading_name = reading_name
-        # the session's blocks numbered in one go: its turns repeat each other's prefixes
-        tails = [r[7] for r in read if r[7] is not None]
-        numbered = self._blocks.of(np.concatenate([r[3] for r in read] + [np.asarray(tails, dtype=np.uint64)]))
-        tail_ids = iter(numbered[len(numbered) - len(tails):].tolist())
-        planned, at = [], 0
-        for event_id, predecessors, wait_ms, hashes, prompt_tokens, output_tokens, label, tail in read:
-            blocks, at = numbered[at:at + len(hashes)], at + len(hashes)
-            planned.append(PlannedRequest(event_id, predecessors, wait_ms, blocks, prompt_tokens, output_tokens,
-                                          label, None if tail is None else next(tail_ids)))
-        return planned
+    def _plan(self, read: _ReadSession) -> list[PlannedRequest]:
+        if read.reading_name != self._reading.name:
+            self.reading_name = read.reading_name
+        ids = self._blocks.of_distinct(read.distinct)
+        return [PlannedRequest(event_id, predecessors, wait_ms, ids[at], prompt_tokens, output_tokens, label,
+                               None if tail_at is None else int(ids[tail_at]))
+                for event_id, predecessors, wait_ms, at, prompt_tokens, output_tokens, label, tail_at in read.requests]
+
+
+class Stream:
+    """A trace directory's sessions read once, in a given order, into an anonymous spill file (gone with the process,
+    however it ends), with which of their blocks no other session has (sharing.SharedBlocks); then handed out in that
+    order, numbered as they go. `release(index)`, once no replay will run the session again, lets its own blocks go:
+    what stays is the blocks sessions share and those of the sessions not yet released."""
+
+    def __init__(self, corpus: Corpus, indexes: list[int], readers: "Readers",
+                 progress: Optional[Callable[[int, int], None]]) -> None:
+        self._corpus, self._indexes = corpus, indexes
+        self._shared = SharedBlocks()
+        self._own: dict[int, np.ndarray] = {}  # sessions handed out, not released: the hashes only they have
+        self._spill = tempfile.TemporaryFile(prefix="fastgen-analyze-")
+        try:
+            for _, read in corpus._read(indexes, readers, progress):
+                self._shared.add_session(read.distinct)
+                pickle.dump(read, self._spill, protocol=pickle.HIGHEST_PROTOCOL)
+            self._spill.seek(0)
+        except OSError as exc:
+            self._spill.close()
+            raise OutputError(f"cannot spill the read sessions into {tempfile.gettempdir()} ({exc.strerror}); free "
+                              f"space there or point TMPDIR at a folder with room") from None
+
+    def __iter__(self) -> Iterator[tuple[int, list[PlannedRequest]]]:
+        try:
+            for index in self._indexes:
+                read = pickle.load(self._spill)
+                self._own[index] = read.distinct[self._shared.single(read.distinct)]
+                yield index, self._corpus._plan(read)
+        finally:
+            self._spill.close()
+
+    def release(self, index: int) -> np.ndarray:
+        """The ids of the blocks only session `index` had, now free for other blocks."""
+        return self._corpus._blocks.forget(self._own.pop(index))
 
 
 class Readers:
@@ -136,7 +188,7 @@ class Readers:
     def parallel(self, files: int) -> bool:
         return self._source is not None and workers_for(files, _FILES_PER_WORKER, self._workers) > 1
 
-    def read(self, paths: list[Path]) -> Iterator[tuple[str, list[_Read], str]]:
+    def read(self, paths: list[Path]) -> Iterator[_ReadSession]:
         """Each file's reading, in order. The pool works at most two batches ahead of the caller: a pool's imap
         would read them all and queue the results here, however slowly they are used."""
         if self._pool is None:

@@ -81,10 +81,12 @@ def simulate(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[in
 
 
 def replay(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[int], load: Load, cache: BlockCache,
-           model: ServiceModel, on_start: Callable[[RequestOutcome, PlannedRequest], None]) -> Iterator[int]:
-    """simulate, one step at a time: each request is handed to `on_start` as it starts, and after each step that
-    started sessions the generator yields how many slots it has started, so that several replays can run side by
-    side over one read of their sessions (`sessions(file index)` is called once per slot, when the slot starts)."""
+           model: ServiceModel, on_start: Callable[[RequestOutcome, PlannedRequest], None],
+           on_end: Callable[[int], None] = lambda file_index: None) -> Iterator[int]:
+    """simulate, one step at a time: each request is handed to `on_start` as it starts, each session's file index
+    to `on_end` when its last request has ended, and after each step that started sessions the generator yields how
+    many slots it has started, so that several replays can run side by side over one read of their sessions
+    (`sessions(file index)` is called once per slot, when the slot starts)."""
     heap: list[tuple[float, int, str, tuple]] = []
     counter = 0
 
@@ -127,6 +129,7 @@ def replay(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[int]
         nonlocal active
         del state[slot]
         active -= 1
+        on_end(slots[slot])
         dispatch(t)
 
     dispatch(0.0)

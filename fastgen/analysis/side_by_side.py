@@ -4,7 +4,8 @@ Each config of a directory replays its sessions in its own slot order against it
 replays advance together, the one that has started the fewest sessions first; a file is read when a replay first
 needs it, in the order the replays will ask for them, and let go once every replay that runs it has started it. The
 directory is never held whole: what is held is the sessions the replays run at once, and the few read for one
-replay that another, further behind, has yet to start.
+replay that another, further behind, has yet to start. Once every replay has ended a session, the blocks only it had
+are forgotten by every cache (`release`).
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterable, Optional
+
+import numpy as np
 
 from .cache import BlockCache
 from .schedule import Load, PlannedRequest, RequestOutcome, ServiceModel, replay
 
 __all__ = ["Replay", "read_order", "run_side_by_side"]
 
-Sessions = Iterator[tuple[int, list[PlannedRequest]]]
+Sessions = Iterable[tuple[int, list[PlannedRequest]]]
 
 
 @dataclass
@@ -29,6 +32,7 @@ class Replay:
     cache: BlockCache
     on_start: Callable[[RequestOutcome, PlannedRequest], None]
     on_session: Optional[Callable[[list[PlannedRequest]], None]] = None  # each session as this replay starts it
+    on_forget: Optional[Callable[[np.ndarray], None]] = None  # block ids let go (the cache forgets them itself)
 
 
 def read_order(slot_lists: list[list[int]]) -> list[int]:
@@ -47,10 +51,26 @@ def read_order(slot_lists: list[list[int]]) -> list[int]:
 
 def run_side_by_side(replays: list[Replay], read: Callable[[list[int]], Sessions],
                      model: ServiceModel = ServiceModel()) -> None:
-    """Run every replay to its end; `read(file indexes)` yields (index, session) in the order given, lazily."""
+    """Run every replay to its end. `read(file indexes)` gives (index, session) in the order given, lazily; where
+    what it gives has a `release(index)` (corpus.Stream), that is called once every replay has ended the session,
+    and the block ids it returns, the ones only that session had, are forgotten by every replay's cache (their ids
+    will name other blocks)."""
     uses = Counter(index for r in replays for index in set(r.slots))
-    source = read(read_order([r.slots for r in replays]))
+    running_it = Counter(uses)
+    sessions = read(read_order([r.slots for r in replays]))
+    release = getattr(sessions, "release", None)
+    source = iter(sessions)
     waiting: dict[int, list[PlannedRequest]] = {}
+
+    def ended(index: int) -> None:
+        running_it[index] -= 1
+        if running_it[index] or release is None:
+            return
+        forgotten = release(index)
+        for r in replays:
+            r.cache.forget(forgotten)
+            if r.on_forget:
+                r.on_forget(forgotten)
 
     def session_for(r: Replay) -> Callable[[int], list[PlannedRequest]]:
         def session(index: int) -> list[PlannedRequest]:
@@ -66,7 +86,7 @@ def run_side_by_side(replays: list[Replay], read: Callable[[list[int]], Sessions
             return planned
         return session
 
-    running = [(0, n, replay(session_for(r), r.slots, r.load, r.cache, model, r.on_start))
+    running = [(0, n, replay(session_for(r), r.slots, r.load, r.cache, model, r.on_start, ended))
                for n, r in enumerate(replays)]
     heapq.heapify(running)
     try:
