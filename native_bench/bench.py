@@ -2,9 +2,9 @@
 
 Order: native, fastgen at each worker count, `fastgen analyze` of the last one's dataset, the write floor three
 times (fed the last fastgen output: plain writes into warm memory, then settled; then settled with uncached
-writes), zstd at each level, then the optional scale check (with `fastgen analyze` of every session of one directory of each of its
-two datasets). Each variant starts from a clean slate
-(previous output deleted, then sync, then `settle` seconds for the memory it freed to go cold; see launch.py).
+writes), zstd at each level, then the optional scale check (with `fastgen analyze` of every session of one
+directory of each of its two datasets). Each variant starts from a clean slate (previous output deleted, then sync,
+then `settle` seconds for the memory it freed to go cold; see launch.py).
 The first plain output (native unless skipped) is the reference every other variant's bytes are compared with.
 """
 

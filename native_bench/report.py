@@ -73,7 +73,8 @@ def summary_lines(doc: dict) -> list[str]:
     if scaled:
         (p1, pf), (w1, wf) = scaled["parent_rss_mib"], scaled["worker_rss_mib"]
         out.append(f"analyze scale check (every session of {scaled['directory']}): {scaled['files_ratio']:.2f}x "
-                   f"the files took {scaled['wall_ratio']:.2f}x the wall time; peak RSS main process {p1:,.0f} -> {pf:,.0f} MiB, worker {w1:,.0f} -> {wf:,.0f} MiB")
+                   f"the files took {scaled['wall_ratio']:.2f}x the wall time; peak RSS main process {p1:,.0f} -> "
+                   f"{pf:,.0f} MiB, worker {w1:,.0f} -> {wf:,.0f} MiB")
     warm = next((r for r in doc["rows"] if r["kind"] == "floor-warm"), None)
     fastest = min((r for r in doc["rows"] if r["kind"] == "fastgen"), key=lambda r: r["wall_s"], default=None)
     if warm and fastest:

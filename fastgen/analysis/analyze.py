@@ -139,7 +139,8 @@ def directory_targets(root: Path) -> list[ConfigTarget]:
     traces = [(f, files) for f in folders if not (f / "tokenizer.json").is_file() and (files := trace_files(f))]
     if not traces and root.is_dir():
         traces = [(root, trace_files(root))]
-    targets = [ConfigTarget(folder.name, folder, Load(1, len(files), base_seed=-1)) for folder, files in traces if files]
+    targets = [ConfigTarget(folder.name, folder, Load(1, len(files), base_seed=-1))
+               for folder, files in traces if files]
     if not targets:
         raise OutputError(f"no trace files (*.json, *.json.zst) in {root} or its folders; give a trace directory")
     return targets

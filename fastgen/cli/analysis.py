@@ -38,8 +38,8 @@ def analyze_parser() -> Parser:
                    help="the model's config.json (layers, KV heads, head size, dtype), for --kv-cache-gib")
     p.add_argument("--only", nargs="+", metavar="PATTERN", help="only these configs (scenario1/c10, 'scenario3/*')")
     p.add_argument("--sweep", action="store_true", help="also the hit %% at eight KV capacities per config, from one "
-                   "request to the whole replay (eight more simulations each: the full default set takes twice as "
-                   "long)")
+                   "request to the whole replay (eight more simulations each, over a directory's sessions held in "
+                   "memory: the full default set takes twice as long)")
     p.add_argument("--plots", type=Path, metavar="DIR", help="PNG charts into DIR (matplotlib: fastgen[plots])")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--workers", type=int_in(1, 1024, "--workers"), default=None,
