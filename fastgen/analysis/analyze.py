@@ -1,9 +1,9 @@
 """`fastgen analyze`: what an ideal prefix cache could hit on each config, before any GPU runs.
 
 One trace directory at a time, each session's requests are rebuilt as inference-perf sends them, tokenized and
-kept as block ids (corpus, on a pool of processes); each of the directory's configs is then simulated (schedule)
-against an infinite cache and, with a capacity, a finite one (cache), and the directory is let go. Definitions,
-each named in the output:
+kept as block ids (corpus, on a pool of processes, into a spill file); the directory's configs are then simulated
+side by side (side_by_side, schedule) against an infinite cache and, with a capacity, a finite one (cache), each
+session's own blocks forgotten once every config has run it. Definitions, each named in the output:
 - infinite: 100 x cached / prompt tokens, pooled, in replay order, vLLM's rules (full blocks, chained hashes, the
   last prompt token always computed);
 - at capacity: the same with LRU eviction of blocks no running request holds;
@@ -214,6 +214,7 @@ class _Tallies:
         self.replays = [Replay(slots, target.load, BlockCache(options.block_size), self._count_infinite)]
         if options.capacity_tokens is not None:
             self._finite = BlockCache(options.block_size, options.capacity_tokens)
+            self._result.cached_capacity = 0
             self.replays.append(Replay(slots, target.load, self._finite, self._count_finite, self._check_fits))
 
     def _count_aiperf(self, outcome: RequestOutcome, request: PlannedRequest) -> None:
@@ -233,7 +234,7 @@ class _Tallies:
     def _count_finite(self, outcome: RequestOutcome, _request: PlannedRequest) -> None:
         label = self._labels[outcome.label]
         label[2] = (label[2] or 0) + outcome.cached_tokens
-        self._result.cached_capacity = (self._result.cached_capacity or 0) + outcome.cached_tokens
+        self._result.cached_capacity += outcome.cached_tokens
 
     def _check_fits(self, session: list[PlannedRequest]) -> None:
         for request in session:
@@ -245,7 +246,6 @@ class _Tallies:
             result.aiperf_cache_hit_rate = self._aiperf.value
             return result
         if self._finite is not None:
-            result.cached_capacity = result.cached_capacity or 0
             result.evicted_blocks = self._finite.evicted
         result.by_label = {label: self._labels[label] for label in sorted(self._labels, key=_label_order)}
         return result

@@ -56,12 +56,10 @@ class BlockIds:
         if not len(hashes):
             return np.zeros(0, dtype=np.int32)
         unique, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-        if (self._filled + len(unique)) * 5 > len(self._keys) * 3:
-            self._rebuild(len(unique))
-        slots, new = self._place(unique)
-        new = new[np.argsort(first[new], kind="stable")]  # number new hashes in order of appearance
-        self._ids[slots[new]] = self._new_ids(len(new))
-        return self._ids[slots][inverse.reshape(-1)]
+        by_appearance = np.argsort(first, kind="stable")
+        ids = np.empty(len(unique), dtype=np.int32)
+        ids[by_appearance] = self.of_distinct(unique[by_appearance])  # new ones numbered in order of appearance
+        return ids[inverse.reshape(-1)]
 
     def of_distinct(self, hashes: np.ndarray) -> np.ndarray:
         """`of` for hashes that are distinct already (new ones numbered in the order given), without its sort."""
@@ -231,8 +229,8 @@ class BlockCache:
         admission.held = np.concatenate([admission.held, kept]) if admission.cached_blocks else kept
 
     def _take_slots(self, count: int) -> np.ndarray:
-        reused, self._unused = self._unused[len(self._unused) - min(count, len(self._unused)):], \
-            self._unused[:len(self._unused) - min(count, len(self._unused))]
+        keep = len(self._unused) - min(count, len(self._unused))  # slots evicted before, then new ones
+        reused, self._unused = self._unused[keep:], self._unused[:keep]
         fresh = count - len(reused)
         if self._slots_made + fresh > len(self._block):
             size = min(self.capacity, max(self._slots_made + fresh, 2 * len(self._block), 1024))

@@ -1,9 +1,9 @@
 """Several replays of one trace directory run side by side over one read of its files.
 
 Each config of a directory replays its sessions in its own slot order against its own caches (schedule.replay). The
-replays advance together, the one that has started the fewest sessions first; a file is read when a replay first
-needs it, in the order the replays will ask for them, and let go once every replay that runs it has started it. The
-directory is never held whole: what is held is the sessions the replays run at once, and the few read for one
+replays advance together, the one that has started the fewest sessions first; a session is taken from the read
+(lazily, in the order the replays will ask for them) when a replay first needs it, and let go once every replay
+that runs it has started it. The directory is never held whole: what is held is the sessions the replays run at once, and the few read for one
 replay that another, further behind, has yet to start. Once every replay has ended a session, the blocks only it had
 are forgotten by every cache (`release`).
 """
