@@ -12,7 +12,7 @@ from functools import cached_property
 
 import orjson
 
-from .content.compose import Text
+from .content.compose import Ends, Text
 from .tools import ToolCatalog
 
 __all__ = ["ToolCall", "Message", "Output", "Turn", "SessionPlan", "system", "user", "assistant_text",
@@ -35,6 +35,7 @@ class Message:
     wire: dict  # the OpenAI-style message inference-perf reads
     content: str | None = None
     calls: tuple[ToolCall, ...] = ()
+    ends: Ends | None = None  # the content's first and last parts (Text.ends)
 
     @cached_property
     def json(self) -> bytes:
@@ -47,30 +48,30 @@ class Message:
         return orjson.dumps(self.json.decode())[1:-1]
 
 
-def _message(role: str, wire: dict, tokens: int, content: str | None = None, calls: tuple = ()) -> Message:
-    return Message(role, tokens, wire, content, calls)
+def _text_message(role: str, wire: dict, text: Text) -> Message:
+    return Message(role, text.tokens, wire, text.text, (), text.ends)
 
 
 def system(text: Text) -> Message:
-    return _message("system", {"role": "system", "content": text.text}, text.tokens, text.text)
+    return _text_message("system", {"role": "system", "content": text.text}, text)
 
 
 def user(text: Text) -> Message:
-    return _message("user", {"role": "user", "content": text.text}, text.tokens, text.text)
+    return _text_message("user", {"role": "user", "content": text.text}, text)
 
 
 def assistant_text(text: Text) -> Message:
-    return _message("assistant", {"role": "assistant", "content": text.text}, text.tokens, text.text)
+    return _text_message("assistant", {"role": "assistant", "content": text.text}, text)
 
 
 def assistant_calls(calls: tuple[ToolCall, ...]) -> Message:
     wire = {"role": "assistant", "tool_calls": [
         {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}} for c in calls]}
-    return _message("assistant", wire, sum(c.tokens for c in calls), None, calls)
+    return Message("assistant", sum(c.tokens for c in calls), wire, None, calls)
 
 
 def tool_result(call: ToolCall, text: Text) -> Message:
-    return _message("tool", {"role": "tool", "tool_call_id": call.id, "content": text.text}, text.tokens, text.text)
+    return _text_message("tool", {"role": "tool", "tool_call_id": call.id, "content": text.text}, text)
 
 
 @dataclass(frozen=True)

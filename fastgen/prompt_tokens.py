@@ -111,28 +111,74 @@ class TemplateCount:
     def skeleton_tokens(self, catalog: ToolCatalog, messages: Sequence[Message], *,
                         content_tokens: Optional[Sequence[int]] = None) -> int:
         """The same count from a skeleton rendering; `content_tokens` overrides the messages' own counts."""
-        wires, inner = [], []
+        wires, inner, edges_at = [], [], []
         for i, m in enumerate(messages):
             tokens = m.tokens if content_tokens is None else content_tokens[i]
             edges = self._edges_of(m) if isinstance(m.content, str) and m.content else None
+            edges_at.append(edges)
             if edges is None:
                 wires.append(m.wire)
                 inner.append(0)
                 continue
-            head, tail, edge_tokens = edges
+            head, head_tokens, tail, tail_tokens, _ = edges
             wires.append({**m.wire, "content": f"{head}\ue000{i}\ue001{tail}"})
-            inner.append(tokens - edge_tokens)
+            inner.append(tokens - head_tokens - tail_tokens)
         parts = _MARK.split(self.template.render(wires, self._wire_tools(catalog) or None))
-        return sum(self._piece(p) for p in parts[0::2] if p) + sum(inner[int(i)] for i in parts[1::2])
+        marks = [int(i) for i in parts[1::2]]
+        total = sum(inner[i] for i in marks)
+        for k, piece in enumerate(parts[0::2]):
+            if not piece:
+                continue
+            first, last = marks[k - 1] + 1 if k else 0, marks[k] if k < len(marks) else len(messages)
+            # the messages rendered whole in this piece, whose contents are one known part each
+            whole = [(m.content, m.tokens if content_tokens is None else content_tokens[i])
+                     for i, m in enumerate(messages[first:last], start=first) if m.ends is not None and m.content]
+            total += self._glued(piece, edges_at[marks[k - 1]] if k else None,
+                                 edges_at[marks[k]] if k < len(marks) else None, whole)
+        return total
+
+    def _glued(self, piece: str, before: Optional[tuple], after: Optional[tuple],
+               whole: list[tuple[str, int]]) -> int:
+        """Tokens of the template text between two contents' markers: the previous content's tail, template text,
+        contents rendered whole, template text, the next content's head. Where a tail, head or whole content is
+        known (a unit and its count) and meets the template's text at a boundary that additive counts keep (a
+        newline, then no whitespace), its count is added to the counts of the template text around it, which
+        recurs: no tokenizer call."""
+        start, end, known = 0, len(piece), 0
+        if before is not None and before[4]:
+            tail = before[2]
+            if piece.startswith(tail) and (len(piece) == len(tail) or not piece[len(tail)].isspace()):
+                start, known = len(tail), before[3]
+        if after is not None and after[4]:
+            head = after[0]
+            cut = end - len(head)
+            if cut >= start and piece.endswith(head) and (cut == start or piece[cut - 1] == "\n"):
+                end, known = cut, known + after[1]
+        at = start
+        for content, tokens in whole:
+            found = piece.find(content, at, end)
+            stop = found + len(content)
+            if found < 0 or (found and piece[found - 1] != "\n") or (found == 0 and before is not None) \
+                    or (stop < len(piece) and piece[stop].isspace()):
+                continue
+            known += tokens + (self._piece(piece[at:found]) if found > at else 0)
+            at = stop
+        return known + (self._piece(piece[at:end]) if end > at else 0)
 
     def _piece(self, text: str) -> int:
-        key = xxhash.xxh3_128_digest(text.encode()) if len(text) > _SHORT_PIECE else text  # not the big text itself
+        key = _key(text)
         count = self._pieces.get(key)
         if count is None:
             count = self._pieces.remember(key, self.tokenizer.count(text))
         return count
 
-    def _edges_of(self, message: Message) -> Optional[tuple[str, str, int]]:
+    def _edges_of(self, message: Message) -> Optional[tuple[str, int, str, int, bool]]:
+        """(head, its tokens, tail, its tokens, whether they are whole units) of a content, or None to keep it whole
+        in the skeleton. A composed content's first and last parts where it has two or more (Message.ends: no
+        tokenizer call); else its first and last pre-tokens, found by tokenizing around them."""
+        if message.ends is not None:
+            head, head_tokens, tail, tail_tokens = message.ends
+            return None if len(head) + len(tail) > len(message.content) else (*message.ends, True)
         # kept on the message (its counts are this tokenizer's already): a memo here would keep every message alive
         held = message.__dict__.get(_EDGES)
         if held is None:
@@ -141,10 +187,19 @@ class TemplateCount:
 
     def prove(self, catalog: ToolCatalog, messages: Sequence[Message]) -> bool:
         """Whether the skeleton count equals the whole rendering's, for these message shapes with their contents cut
-        to their first and last lines (cheap to render whole; the same first and last pre-tokens)."""
+        to what the skeleton keeps of them (cheap to render whole): their first part twice and their last, or their
+        first and last lines (the same first and last pre-tokens)."""
         cut, counts = [], []
         for m in messages:
-            if isinstance(m.content, str) and m.content:
+            edges = self._edges_of(m) if isinstance(m.content, str) and m.content else None
+            if edges is not None and edges[4]:
+                # the head stands in for the middle too: a template that does not render contents as they are
+                # (escapes them, changes their case) changes its tokens there
+                head, head_tokens, tail, tail_tokens, _ = edges
+                text = head + head + tail
+                cut.append(Message(m.role, 0, {**m.wire, "content": text}, text, m.calls, m.ends))
+                counts.append(2 * head_tokens + tail_tokens)
+            elif isinstance(m.content, str) and m.content:
                 text = _first_and_last_lines(m.content)
                 cut.append(Message(m.role, 0, {**m.wire, "content": text}, text, m.calls))
                 counts.append(self.tokenizer.count(text))
@@ -152,6 +207,10 @@ class TemplateCount:
                 cut.append(m)
                 counts.append(m.tokens)
         return self.skeleton_tokens(catalog, cut, content_tokens=counts) == self.rendered_tokens(catalog, cut)
+
+
+def _key(text: str):
+    return xxhash.xxh3_128_digest(text.encode()) if len(text) > _SHORT_PIECE else text  # not the big text itself
 
 
 def _first_and_last_lines(text: str) -> str:
@@ -162,14 +221,14 @@ def _first_and_last_lines(text: str) -> str:
     return text[:first + 1] + text[last + 1:] if last > first else text
 
 
-def _edges(tokenizer: Tokenizer, text: str) -> Optional[tuple[str, str, int]]:
-    """(first pre-token, last pre-token, their tokens) of a content, or None when it is too short to split or a
-    boundary is not one in the tokens (then the content stays whole in the skeleton)."""
+def _edges(tokenizer: Tokenizer, text: str) -> Optional[tuple[str, int, str, int, bool]]:
+    """(first pre-token, its tokens, last pre-token, its tokens, False) of a content, or None when it is too short to
+    split or a boundary is not one in the tokens (then the content stays whole in the skeleton)."""
     head = _edge(tokenizer, text, first=True)
     tail = _edge(tokenizer, text, first=False)
     if head is None or tail is None or len(head[0]) + len(tail[0]) >= len(text):
         return None
-    return head[0], tail[0], head[1] + tail[1]
+    return head[0], head[1], tail[0], tail[1], False
 
 
 def _edge(tokenizer: Tokenizer, text: str, *, first: bool) -> Optional[tuple[str, int]]:

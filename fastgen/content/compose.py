@@ -18,7 +18,7 @@ from ..tokenizer import Tokenizer
 from .kinds import FILLER_MAKERS, KINDS, UNIT_MAKERS
 from .vocab import Vocab
 
-__all__ = ["Text", "Composer", "check_unit"]
+__all__ = ["Text", "Ends", "Composer", "check_unit"]
 
 # Below this many tokens left, a composition switches from whole units to short filler lines of exact size.
 _TAIL = 48
@@ -29,12 +29,21 @@ _COUNT_MEMO = 4096  # remembered counts of short texts, per process
 _MEMO_TEXT = 256  # characters: longer texts are counted every time
 
 
+Ends = tuple[str, int, str, int]
+
+
 @dataclass(frozen=True)
 class Text:
-    """A piece of text and its exact token count under the composer's tokenizer."""
+    """A piece of text and its exact token count under the composer's tokenizer.
+
+    `ends`: the first and the last part it was joined from and their tokens (text, tokens, text, tokens; a text of one
+    part is both), where counts add up; None where they do not. Each end is a unit, so a prompt's template count can
+    cut the text at them without tokenizing it (prompt_tokens).
+    """
 
     text: str
     tokens: int
+    ends: Ends | None = None
 
 
 def check_unit(text: str) -> None:
@@ -140,35 +149,52 @@ class Composer:
     def line(self, text: str) -> Text:
         """A fixed text (a header, an instruction), counted by encoding it."""
         check_unit(text)
-        return Text(text, self.count(text))
+        return self._text(text, self.count(text))
+
+    def _text(self, text: str, tokens: int) -> Text:
+        """A text of one part."""
+        return Text(text, tokens, (text, tokens, text, tokens) if self.tokenizer.additive else None)
 
     def join(self, parts: list[Text]) -> Text:
         text = "".join(p.text for p in parts)
-        if self.tokenizer.additive:
-            return Text(text, sum(p.tokens for p in parts))
-        return Text(text, self.tokenizer.count(text))
+        if not self.tokenizer.additive:
+            return Text(text, self.tokenizer.count(text))
+        parts = [p for p in parts if p.text]
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return Text("", 0)
+        first, last = parts[0].ends, parts[-1].ends
+        ends = None if first is None or last is None else first[:2] + last[2:]
+        return Text(text, sum(p.tokens for p in parts), ends)
 
     def fill(self, kind: str, n: int, rng: np.random.Generator) -> Text:
         """A text of `kind` with exactly n tokens (or the smallest possible text, if n is below that)."""
         pool = self.pool(kind)
         chosen, total = pool.draw_units(n - _TAIL, rng)
         pieces = [pool.units[i] for i in chosen]
-        total += self._fill_tail(pool, n - total, rng, pieces)
+        tail = self._fill_tail(pool, n - total, rng, pieces)
+        total += sum(tail)
         text = "".join(pieces)
-        if self.tokenizer.additive:
-            return Text(text, total)
-        return Text(text, self.tokenizer.count(text))
+        if not self.tokenizer.additive:
+            return Text(text, self.tokenizer.count(text))
+        if len(pieces) <= 1:
+            return self._text(text, total) if pieces else Text("", 0)
+        first = pool.count_list[chosen[0]] if chosen else tail[0]
+        last = tail[-1] if tail else pool.count_list[chosen[-1]]
+        return Text(text, total, (pieces[0], first, pieces[-1], last))
 
     @staticmethod
-    def _fill_tail(pool: _Pool, r: int, rng: np.random.Generator, pieces: list[str]) -> int:
-        """Append fillers summing to exactly r tokens (or the least overshoot, if no combination hits r)."""
+    def _fill_tail(pool: _Pool, r: int, rng: np.random.Generator, pieces: list[str]) -> list[int]:
+        """Append fillers summing to exactly r tokens (or the least overshoot, if no combination hits r); return
+        their counts."""
         largest = pool.largest_filler
         sizes: list[int] = []
         while r > _TAIL_PLAN_LIMIT:
             sizes.append(largest)
             r -= largest
-        plan = pool.tail_plans[max(r, 0)]
-        for size in (*sizes, *plan):
+        sizes += pool.tail_plans[max(r, 0)]
+        for size in sizes:
             options = pool.fillers[size]
             pieces.append(options[int(rng.integers(len(options)))])
-        return sum(sizes) + sum(plan)
+        return sizes
