@@ -202,11 +202,12 @@ class TemplateCount:
             elif isinstance(m.content, str) and m.content:
                 text = _first_and_last_lines(m.content)
                 cut.append(Message(m.role, 0, {**m.wire, "content": text}, text, m.calls))
-                counts.append(self.tokenizer.count(text))
+                counts.append(self.tokenizer.encoded_count(text))
             else:
                 cut.append(m)
                 counts.append(m.tokens)
-        return self.skeleton_tokens(catalog, cut, content_tokens=counts) == self.rendered_tokens(catalog, cut)
+        whole = self.template.render([m.wire for m in cut], self._wire_tools(catalog) or None)
+        return self.skeleton_tokens(catalog, cut, content_tokens=counts) == self.tokenizer.encoded_count(whole)
 
 
 def _key(text: str):

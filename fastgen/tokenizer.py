@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import TokenizerError
+from .pre_token_count import PreTokenCount
 
 __all__ = ["Tokenizer", "load_tokenizer", "BUILTIN_DIR", "BUILTIN_NAME", "hub_cache_dir"]
 
@@ -51,6 +52,7 @@ class Tokenizer:
         self.identity = TokenizerIdentity(source, hashlib.sha256(folder_files["tokenizer.json"]).hexdigest(),
                                           hf.get_vocab_size(with_added_tokens=True), commit)
         self.additive = self._probe_additive()
+        self._pre_tokens = PreTokenCount.of(hf, self.encoded_count)
 
     def encode(self, text: str) -> list[int]:
         return self._hf.encode(text, add_special_tokens=False).ids
@@ -70,9 +72,26 @@ class Tokenizer:
         return self._hf.decode(ids, skip_special_tokens=False)
 
     def count(self, text: str) -> int:
+        """The tokens of `text`: by its pre-tokens where the tokenizer allows (pre_token_count), else encoded."""
+        if self._pre_tokens is not None:
+            tokens = self._pre_tokens.count(text)
+            if tokens is not None:
+                return tokens
+        return self.encoded_count(text)
+
+    def encoded_count(self, text: str) -> int:
+        """The tokens of `text`, encoded whole: what proofs compare against."""
         # Not through a batch call: those start the tokenizers thread pool, and a parent that forks workers is better
         # off without threads.
         return len(self._hf.encode(text, add_special_tokens=False).ids)
+
+    def __getstate__(self) -> dict:  # a pickled copy starts with no remembered pre-tokens
+        return {**self.__dict__, "_pre_tokens": None, "_pickled_pre_tokens": self._pre_tokens is not None}
+
+    def __setstate__(self, state: dict) -> None:
+        rebuild = state.pop("_pickled_pre_tokens", False)
+        self.__dict__.update(state)
+        self._pre_tokens = PreTokenCount.of(self._hf, self.encoded_count) if rebuild else None
 
     def count_batch(self, texts: list[str]) -> list[int]:
         return [len(e.ids) for e in self._encode_many(texts)]
@@ -93,7 +112,7 @@ class Tokenizer:
         """Whether joining newline-terminated units never changes their token counts (see content/compose.py)."""
         # One text at a time (count), not count_batch: see count.
         pairs = [(end, start + " y\n") for end in _PROBE_ENDS for start in _PROBE_STARTS]
-        return all(self.count(a + b) == self.count(a) + self.count(b) for a, b in pairs)
+        return all(self.encoded_count(a + b) == self.encoded_count(a) + self.encoded_count(b) for a, b in pairs)
 
     @property
     def has_chat_template(self) -> bool:

@@ -12,7 +12,7 @@ ROOT = Path(fastgen.__file__).parent
 # Bottom to top; a module may import modules of its own layer and the layers below. A new module gets a row here.
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "version", "interrupts", "processes", "engines"),
-    ("spec", "streams"),
+    ("spec", "streams", "pre_token_count"),
     ("tokenizer", "chat_template"),
     ("content", "content.vocab", "content.kinds", "content.compose", "content.budget"),
     ("tools",),
