@@ -81,6 +81,7 @@ class TemplateCount:
         self.whole = whole
         self._pieces: _Remembered = _Remembered()
         self._tools: dict[int, tuple[ToolCatalog, list[dict]]] = {}
+        self._proven: dict = {}  # counts of the stretches between special tokens of proof renderings
 
     @property
     def name(self) -> str:
@@ -207,7 +208,8 @@ class TemplateCount:
                 cut.append(m)
                 counts.append(m.tokens)
         whole = self.template.render([m.wire for m in cut], self._wire_tools(catalog) or None)
-        return self.skeleton_tokens(catalog, cut, content_tokens=counts) == self.tokenizer.encoded_count(whole)
+        return (self.skeleton_tokens(catalog, cut, content_tokens=counts)
+                == self.tokenizer.encoded_count_cut(whole, self._proven))
 
 
 def _key(text: str):

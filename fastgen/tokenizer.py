@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import xxhash
+
 from .errors import TokenizerError
 from .pre_token_count import PreTokenCount
 
@@ -53,6 +55,7 @@ class Tokenizer:
                                           hf.get_vocab_size(with_added_tokens=True), commit)
         self.additive = self._probe_additive()
         self._pre_tokens = PreTokenCount.of(hf, self.encoded_count)
+        self._specials = None  # (every added token, longest first; those that cut a text as they stand)
 
     def encode(self, text: str) -> list[int]:
         return self._hf.encode(text, add_special_tokens=False).ids
@@ -84,6 +87,34 @@ class Tokenizer:
         # Not through a batch call: those start the tokenizers thread pool, and a parent that forks workers is better
         # off without threads.
         return len(self._hf.encode(text, add_special_tokens=False).ids)
+
+    def encoded_count_cut(self, text: str, memo: dict) -> int:
+        """encoded_count(text), with the text first cut at its special tokens, as the tokenizer itself cuts it: each
+        text between them encoded alone and remembered in `memo`, each special token one token. Proof renderings
+        repeat long stretches between the same special tokens (a tool catalog), so each is encoded once."""
+        if self._specials is None:
+            added = [t for t in self._hf.get_added_tokens_decoder().values() if t.content]
+            self._specials = (re.compile("|".join(re.escape(t.content) for t in sorted(
+                added, key=lambda t: len(t.content), reverse=True))) if added else None,
+                {t.content for t in added if not (t.lstrip or t.rstrip or t.single_word or t.normalized)})
+        pattern, plain = self._specials
+        if pattern is None:
+            return self.encoded_count(text)
+        total, at = 0, 0
+        for match in pattern.finditer(text):  # the leftmost, longest added token, as the tokenizer matches them
+            if match.group() in plain:
+                total += self._remembered_count(text[at:match.start()], memo) + 1
+                at = match.end()
+        return total + self._remembered_count(text[at:], memo)
+
+    def _remembered_count(self, text: str, memo: dict) -> int:
+        if not text:
+            return 0
+        key = xxhash.xxh3_128_digest(text.encode())
+        count = memo.get(key)
+        if count is None:
+            count = memo[key] = self.encoded_count(text)
+        return count
 
     def __getstate__(self) -> dict:  # a pickled copy starts with no remembered pre-tokens
         return {**self.__dict__, "_pre_tokens": None, "_pickled_pre_tokens": self._pre_tokens is not None}

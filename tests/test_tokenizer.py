@@ -199,3 +199,17 @@ def test_hub_tokenizer_through_the_command_records_repo_and_commit(hub, tmp_path
                         "--output-dir", str(tmp_path / "t2"), "--config-dir", str(tmp_path / "c2"))
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "t2" / "manifest.json").read_bytes() == (tmp_path / "traces" / "manifest.json").read_bytes()
+
+
+def test_a_count_cut_at_special_tokens_is_the_count_encoded_whole():
+    from tokenizers import AddedToken
+
+    tokenizer = load_tokenizer("builtin")
+    tokenizer._hf.add_special_tokens([AddedToken("<mask>", lstrip=True, rstrip=True)])  # absorbs the spaces around it
+    memo: dict = {}
+    texts = ["<|im_start|>system\nYou are x.<|im_end|>\n<|im_start|>user\nhi  <|im_end|>\n<|im_start|>assistant\n",
+             "<|im_end|><|im_end|>", "plain text, no special token\n", "", "a <mask> b<|im_end|> <mask> c",
+             "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"]
+    for text in texts + texts:  # the second time from the memo
+        assert tokenizer.encoded_count_cut(text, memo) == tokenizer.encoded_count(text), text
+    assert memo, "the stretches between special tokens were remembered"
