@@ -13,6 +13,7 @@ from functools import cached_property
 import numpy as np
 import orjson
 
+from .content.english import fix_articles, plural
 from .content.vocab import Vocab
 from .tokenizer import Tokenizer
 
@@ -81,13 +82,13 @@ def _service_tool(v: Vocab) -> dict:
     props = {
         f"{noun}_id": _prop("string", f"Identifier of the {noun}, as shown in the {v.team()} console."),
         other: _prop("string", f"The {v.adjective()} {other} to {v.verb()}.", enum=sorted({v.noun() for _ in range(3)})),
-        "limit": _prop("integer", f"Maximum number of {other}s to return (default {v.number(5, 200)})."),
-        "include_" + v.adjective(): _prop("boolean", f"Also return {v.adjective()} {noun}s."),
+        "limit": _prop("integer", f"Maximum number of {plural(other)} to return (default {v.number(5, 200)})."),
+        "include_" + v.adjective(): _prop("boolean", f"Also return {v.adjective()} {plural(noun)}."),
     }
     description = (f"{v.verb().capitalize()} the {v.adjective()} {noun} of a {other} through the {v.team()} service. "
                    f"Use it before you {v.verb()} a {v.noun()} or when a test mentions `{v.func_name()}`. "
                    f"Returns JSON with the {noun}, its {v.noun()} and the {v.noun()} history.")
-    return _tool(name, description, props, [f"{noun}_id"])
+    return _tool(name, fix_articles(description), props, [f"{noun}_id"])
 
 
 def _dump(tools: list[dict]) -> str:

@@ -14,7 +14,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "version", "interrupts", "processes", "engines"),
     ("spec", "streams", "pre_token_count"),
     ("tokenizer", "chat_template"),
-    ("content", "content.vocab", "content.kinds", "content.compose", "content.budget"),
+    ("content", "content.english", "content.vocab", "content.kinds", "content.compose", "content.budget"),
     ("tools",),
     ("messages",),
     ("prompt_tokens",),

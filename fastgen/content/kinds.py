@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .english import fix_articles, participle, plural, third_person
 from .vocab import Vocab
 
 __all__ = ["KINDS", "UNIT_MAKERS", "FILLER_MAKERS"]
@@ -26,7 +27,7 @@ def _expr(v: Vocab) -> str:
     if r < 0.45:
         return f"self._{v.noun()}.get({v.var_name()!r}, {v.number(0, 100)})"
     if r < 0.6:
-        return f"[{v.noun()}.{v.noun()} for {v.noun()} in {v.var_name()}s if {v.noun()}.{v.adjective()}]"
+        return f"[{v.noun()}.{v.noun()} for {v.noun()} in {plural(v.var_name())} if {v.noun()}.{v.adjective()}]"
     if r < 0.75:
         return f"{v.func_name()}({v.var_name()}, timeout={v.number(1, 120)})"
     if r < 0.9:
@@ -48,7 +49,7 @@ def _statement(v: Vocab) -> list[str]:
         return ["try:", f"    {v.var_name()} = {_expr(v)}", f"except {v.class_name()} as exc:",
                 f"    raise {v.class_name()}(\"{v.verb()} failed\") from exc"]
     if r < 0.9:
-        return [f"# {v.verb().capitalize()} the {v.adjective()} {v.noun()} before the {v.noun()} is {v.verb()}ed."]
+        return [f"# {v.verb().capitalize()} the {v.adjective()} {v.noun()} before the {v.noun()} is {participle(v.verb())}."]
     return [f"return {_expr(v)}"]
 
 
@@ -57,7 +58,7 @@ def make_code(v: Vocab) -> str:
     lines: list[str] = []
     if v.random() < 0.3:
         cls = v.class_name()
-        lines += [f"class {cls}:", f"    \"\"\"{v.verb().capitalize()}s {v.adjective()} {v.noun()}s for the {v.noun()} {v.noun()}.\"\"\"", ""]
+        lines += [f"class {cls}:", f"    \"\"\"{third_person(v.verb()).capitalize()} {v.adjective()} {plural(v.noun())} for the {v.noun()} {v.noun()}.\"\"\"", ""]
         lines += _indent([f"def __init__(self, {v.noun()}: {v.class_name()}, limit: int = {v.number(1, 500)}) -> None:",
                           f"    self._{v.noun()} = {v.noun()}", "    self._limit = limit"])
         lines.append("")
@@ -80,13 +81,13 @@ def make_code(v: Vocab) -> str:
 def make_prose(v: Vocab) -> str:
     """A paragraph of engineering prose about named code."""
     templates = [
-        "The {fn} path {verb}s the {adj} {noun} before the {noun2} is {verb2}ed, so a {noun3} can observe a stale value.",
-        "When {cls} receives a {noun} with an empty {noun2}, it falls back to the {adj} {noun3} and never {verb}s the cache.",
+        "The {fn} path {verbs} the {adj} {noun} before the {noun2} is {verb2_done}, so a {noun3} can observe a stale value.",
+        "When {cls} receives a {noun} with an empty {noun2}, it falls back to the {adj} {noun3} and never {verbs} the cache.",
         "I traced the {noun} through {path}: {fn}() returns early when the {noun2} is {adj}, which skips the {noun3} check.",
         "This matches the {noun} we saw in the {team} dashboard, where p95 latency rose by {n} ms after the {noun2} change.",
         "The fix should keep {fn} idempotent: calling it twice with the same {noun} must not {verb} a second {noun2}.",
         "{cls} assumes the {noun} is {adj}, but the {noun2} written by {fn} can still be {adj2} for up to {n} seconds.",
-        "Tests in tests/test_{noun}.py cover the happy path only; none of them {verb}s a {adj} {noun2} or a retry.",
+        "Tests in tests/test_{noun}.py cover the happy path only; none of them {verbs} a {adj} {noun2} or a retry.",
         "A safer approach is to {verb} the {noun} under the {noun2} lock and {verb2} it only after {fn} commits.",
         "Reverting {hex} would hide the symptom, but the root cause is the {adj} {noun} shared between {cls} and {fn}.",
         "Note that {noun}_{noun2} is also read by the {team} batch job, so the change has to stay backwards compatible.",
@@ -94,7 +95,9 @@ def make_prose(v: Vocab) -> str:
     sentences = []
     for _ in range(v.number(2, 5)):
         t = templates[v.index(len(templates))]
-        sentences.append(t.format(fn=v.func_name(), verb=v.verb(), verb2=v.verb(), adj=v.adjective(), adj2=v.adjective(),
+        verb, verb2 = v.verb(), v.verb()
+        sentences.append(t.format(fn=v.func_name(), verb=verb, verbs=third_person(verb), verb2=verb2,
+                                  verb2_done=participle(verb2), adj=v.adjective(), adj2=v.adjective(),
                                   noun=v.noun(), noun2=v.noun(), noun3=v.noun(), cls=v.class_name(),
                                   path=v.module_path(), team=v.team(), n=v.number(2, 900), hex=v.hex(7)))
     return " ".join(sentences) + "\n\n"
@@ -137,14 +140,15 @@ def make_diff(v: Vocab) -> str:
 
 def make_tree(v: Vocab) -> str:
     """A directory of a repository map, as `tree` prints it."""
-    top = f"{v.noun()}{v.pick(['', 's', '_core', '_api', '_jobs'])}"
+    noun, suffix = v.noun(), v.pick(["", "s", "_core", "_api", "_jobs"])
+    top = plural(noun) if suffix == "s" else noun + suffix
     lines = [f"{v.pick(['services', 'libs', 'packages', 'apps', 'tools'])}/{top}/"]
     entries = sorted({f"{v.noun()}_{v.pick(['service', 'models', 'api', 'store', 'tasks', 'utils', 'schema'])}.py"
                       for _ in range(v.number(3, 10))})
     sub = sorted({v.noun() for _ in range(v.number(0, 3))})
     for i, name in enumerate(entries):
         last = i == len(entries) - 1 and not sub
-        lines.append(f"{'└── ' if last else '├── '}{name}  # {v.verb()}s {v.adjective()} {v.noun()}s")
+        lines.append(f"{'└── ' if last else '├── '}{name}  # {third_person(v.verb())} {v.adjective()} {plural(v.noun())}")
     for j, d in enumerate(sub):
         lines.append(f"{'└── ' if j == len(sub) - 1 else '├── '}{d}/")
         for k in range(v.number(1, 4)):
@@ -157,7 +161,7 @@ def make_api_doc(v: Vocab) -> str:
     fn = v.func_name()
     params = [(v.var_name(), v.pick(["str", "int", "bool", "datetime", v.class_name(), "list[str]"])) for _ in range(v.number(1, 4))]
     lines = [f"### `{v.class_name()}.{fn}({', '.join(f'{p}: {t}' for p, t in params)})`", "",
-             f"{v.verb().capitalize()}s the {v.adjective()} {v.noun()} for a {v.noun()} and returns the {v.noun()} {v.noun()}.",
+             f"{third_person(v.verb()).capitalize()} the {v.adjective()} {v.noun()} for a {v.noun()} and returns the {v.noun()} {v.noun()}.",
              f"Raises `{v.class_name()}` when the {v.noun()} is {v.adjective()}. Rate limit: {v.number(10, 5000)} calls/min.", ""]
     lines += [f"- `{p}` ({t}): the {v.adjective()} {v.noun()} to {v.verb()}." for p, t in params]
     return "\n".join(lines) + "\n\n"
@@ -222,28 +226,36 @@ def _filler_tree(v: Vocab) -> str:
 
 KINDS = ("code", "prose", "plan", "pytest", "diff", "tree", "api_doc", "guideline", "search", "logline")
 
+def _in_english(make: Callable[[Vocab], str]) -> Callable[[Vocab], str]:
+    """A maker whose articles agree with the words after them (the templates cannot know which word comes)."""
+    def made(v: Vocab) -> str:
+        return fix_articles(make(v))
+    made.__name__ = make.__name__
+    return made
+
+
 UNIT_MAKERS: dict[str, Callable[[Vocab], str]] = {
-    "code": make_code,
-    "prose": make_prose,
-    "plan": make_plan,
-    "pytest": make_pytest_log,
-    "diff": make_diff,
-    "tree": make_tree,
-    "api_doc": make_api_doc,
-    "guideline": make_guideline,
-    "search": make_search,
-    "logline": make_logline,
+    "code": _in_english(make_code),
+    "prose": _in_english(make_prose),
+    "plan": _in_english(make_plan),
+    "pytest": _in_english(make_pytest_log),
+    "diff": _in_english(make_diff),
+    "tree": _in_english(make_tree),
+    "api_doc": _in_english(make_api_doc),
+    "guideline": _in_english(make_guideline),
+    "search": _in_english(make_search),
+    "logline": _in_english(make_logline),
 }
 
 FILLER_MAKERS: dict[str, Callable[[Vocab], str]] = {
-    "code": _filler_code,
-    "prose": _filler_prose,
-    "plan": _filler_prose,
-    "pytest": _filler_log,
-    "diff": _filler_diff,
-    "tree": _filler_tree,
-    "api_doc": _filler_prose,
-    "guideline": _filler_prose,
-    "search": _filler_code,
-    "logline": _filler_log,
+    "code": _in_english(_filler_code),
+    "prose": _in_english(_filler_prose),
+    "plan": _in_english(_filler_prose),
+    "pytest": _in_english(_filler_log),
+    "diff": _in_english(_filler_diff),
+    "tree": _in_english(_filler_tree),
+    "api_doc": _in_english(_filler_prose),
+    "guideline": _in_english(_filler_prose),
+    "search": _in_english(_filler_code),
+    "logline": _in_english(_filler_log),
 }

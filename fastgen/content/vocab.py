@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .english import plural
+
 __all__ = ["Vocab"]
 
 NOUNS = """
@@ -123,7 +125,10 @@ class Vocab:
 
     def module_path(self, root: str = "src") -> str:
         depth = self.number(1, 4)
-        dirs = [self.noun() + ("s" if self.random() < 0.3 else "") for _ in range(depth)]
+        dirs = []
+        for _ in range(depth):
+            noun = self.noun()
+            dirs.append(plural(noun) if self.random() < 0.3 else noun)
         return "/".join([root, *dirs, f"{self.noun()}_{self.pick(['service', 'models', 'utils', 'api', 'store', 'handlers', 'views', 'tasks', 'client', 'schema'])}.py"])
 
     def number(self, lo: int = 0, hi: int = 10000) -> int:
