@@ -20,61 +20,83 @@ def _indent(lines: list[str], n: int = 4) -> list[str]:
     return [pad + line if line else line for line in lines]
 
 
-def _expr(v: Vocab) -> str:
+def _expr(v: Vocab, *, method: bool = False, is_async: bool = False) -> str:
+    """An expression; `self` only inside a method, `await` only inside a coroutine."""
     r = v.random()
     if r < 0.25:
         return f"{v.var_name()}.{v.func_name()}({v.var_name()})"
     if r < 0.45:
-        return f"self._{v.noun()}.get({v.var_name()!r}, {v.number(0, 100)})"
+        owner = f"self._{v.noun()}" if method else v.var_name()
+        return f"{owner}.get({v.var_name()!r}, {v.number(0, 100)})"
     if r < 0.6:
-        return f"[{v.noun()}.{v.noun()} for {v.noun()} in {plural(v.var_name())} if {v.noun()}.{v.adjective()}]"
+        item = v.name()
+        return f"[{item}.{v.name()} for {item} in {plural(v.var_name())} if {item}.{v.name(v.adjective())}]"
     if r < 0.75:
         return f"{v.func_name()}({v.var_name()}, timeout={v.number(1, 120)})"
     if r < 0.9:
         return f"{v.var_name()} + {v.number(1, 64)} * len({v.var_name()})"
-    return f"await self.{v.func_name()}({v.var_name()}=..., retries={v.number(0, 5)})"
+    call = f"{'self.' if method else ''}{v.func_name()}({v.var_name()}=..., retries={v.number(0, 5)})"
+    return f"await {call}" if is_async else call
 
 
-def _statement(v: Vocab) -> list[str]:
+def _statement(v: Vocab, *, method: bool = False, is_async: bool = False) -> list[str]:
     r = v.random()
+    scope = {"method": method, "is_async": is_async}
     if r < 0.35:
-        return [f"{v.var_name()} = {_expr(v)}"]
+        return [f"{v.var_name()} = {_expr(v, **scope)}"]
     if r < 0.5:
         return [f"if {v.var_name()} is None:", f"    raise {v.class_name()}(f\"{v.noun()} {{{v.var_name()}}} not found\")"]
     if r < 0.62:
-        return [f"for {v.noun()} in {_expr(v)}:", f"    {v.var_name()}.append({v.noun()}.{v.noun()})"]
+        item = v.name()
+        return [f"for {item} in {_expr(v, **scope)}:", f"    {v.var_name()}.append({item}.{v.name()})"]
     if r < 0.72:
-        return [f"logger.{v.pick(['debug', 'info', 'warning'])}(\"{v.verb()} %s for %s\", {v.var_name()}, {v.var_name()})"]
+        level = v.pick(["debug", "info", "warning"])
+        return [f"logger.{level}(\"{v.verb()} %s for %s\", {v.var_name()}, {v.var_name()})"]
     if r < 0.82:
-        return ["try:", f"    {v.var_name()} = {_expr(v)}", f"except {v.class_name()} as exc:",
+        return ["try:", f"    {v.var_name()} = {_expr(v, **scope)}", f"except {v.class_name()} as exc:",
                 f"    raise {v.class_name()}(\"{v.verb()} failed\") from exc"]
     if r < 0.9:
-        return [f"# {v.verb().capitalize()} the {v.adjective()} {v.noun()} before the {v.noun()} is {participle(v.verb())}."]
-    return [f"return {_expr(v)}"]
+        return [f"# {v.verb().capitalize()} the {v.adjective()} {v.noun()} before the {v.noun()} is "
+                f"{participle(v.verb())}."]
+    return [f"return {_expr(v, **scope)}"]
+
+
+def _parameters(v: Vocab, taken: set[str]) -> str:
+    """Typed parameters with distinct names (a repeated name does not compile)."""
+    out = []
+    for _ in range(v.number(0, 4)):
+        name = v.var_name()
+        kind = v.pick(["int", "str", "bool", "float", "list[str]", "dict[str, int]", v.class_name()])
+        if name not in taken:
+            taken.add(name)
+            out.append(f"{name}: {kind}")
+    return ", ".join(out)
 
 
 def make_code(v: Vocab) -> str:
-    """A Python function or a small class."""
+    """A Python function or a small class: code that compiles."""
     lines: list[str] = []
-    if v.random() < 0.3:
+    method = v.random() < 0.3
+    if method:
         cls = v.class_name()
-        lines += [f"class {cls}:", f"    \"\"\"{third_person(v.verb()).capitalize()} {v.adjective()} {plural(v.noun())} for the {v.noun()} {v.noun()}.\"\"\"", ""]
-        lines += _indent([f"def __init__(self, {v.noun()}: {v.class_name()}, limit: int = {v.number(1, 500)}) -> None:",
-                          f"    self._{v.noun()} = {v.noun()}", "    self._limit = limit"])
+        doc = f"{third_person(v.verb()).capitalize()} {v.adjective()} {plural(v.noun())} for the {v.noun()} {v.noun()}."
+        lines += [f"class {cls}:", f"    \"\"\"{doc}\"\"\"", ""]
+        field = v.name()
+        if field in ("self", "limit"):
+            field += "_value"
+        lines += _indent([f"def __init__(self, {field}: {v.class_name()}, limit: int = {v.number(1, 500)}) -> None:",
+                          f"    self._{field} = {field}", "    self._limit = limit"])
         lines.append("")
-        body_indent = 4
-    else:
-        body_indent = 0
     for _ in range(v.number(1, 3)):
-        args = ", ".join(f"{v.var_name()}: {v.pick(['int', 'str', 'bool', 'float', 'list[str]', 'dict[str, int]', v.class_name()])}"
-                         for _ in range(v.number(0, 4)))
-        prefix = "async def" if v.random() < 0.2 else "def"
-        sig = f"{prefix} {v.func_name()}({'self, ' if body_indent else ''}{args}) -> {v.pick(['None', 'bool', 'int', 'str', v.class_name()])}:"
+        args = _parameters(v, {"self"})
+        is_async = v.random() < 0.2
+        returns = v.pick(["None", "bool", "int", "str", v.class_name()])
+        sig = (f"{'async def' if is_async else 'def'} {v.func_name()}({'self, ' if method and args else ''}"
+               f"{'self' if method and not args else ''}{args}) -> {returns}:")
         body = [f"\"\"\"{v.verb().capitalize()} the {v.adjective()} {v.noun()} and {v.verb()} its {v.noun()}.\"\"\""]
         for _ in range(v.number(2, 7)):
-            body += _statement(v)
-        fn = [sig, *_indent(body)]
-        lines += _indent(fn, body_indent) + [""]
+            body += _statement(v, method=method, is_async=is_async)
+        lines += _indent([sig, *_indent(body)], 4 if method else 0) + [""]
     return "\n".join(lines) + "\n"
 
 
@@ -198,11 +220,14 @@ def make_logline(v: Vocab) -> str:
 
 # One- and two-token pieces let a composition hit any exact count; they are rare, so texts still read well.
 _TINY = [".\n", "}\n", ")\n", "...\n", "Ok.\n", "--\n"]
+# The same for code, every one a line Python compiles wherever a file's top level allows a statement
+_TINY_CODE = ["#\n", "...\n", "()\n", "##\n", "pass\n"]
 
 
 def _filler_code(v: Vocab) -> str:
-    return v.pick([v.pick(_TINY), f"{v.var_name()} = {v.number(0, 999)}\n", f"# TODO({v.team()}): {v.verb()} {v.noun()}\n",
-                   f"import {v.noun()}\n", f"from .{v.noun()} import {v.class_name()}\n", "pass\n"])
+    return v.pick([v.pick(_TINY_CODE), f"{v.var_name()} = {v.number(0, 999)}\n",
+                   f"# TODO({v.team()}): {v.verb()} {v.noun()}\n", f"import {v.name()}\n",
+                   f"from .{v.name()} import {v.class_name()}\n", "pass\n"])
 
 
 def _filler_prose(v: Vocab) -> str:

@@ -6,6 +6,8 @@ has tens of thousands of distinct names, as a real codebase does, instead of a s
 
 from __future__ import annotations
 
+import keyword
+
 import numpy as np
 
 from .english import plural
@@ -118,9 +120,14 @@ class Vocab:
             parts.insert(0, self.pick([self.adjective(), self.noun()]))
         return "".join(p[:1].upper() + p[1:] for p in parts)
 
+    def name(self, word: str | None = None) -> str:
+        """A noun (or `word`) as an identifier: a keyword gets PEP 8's trailing underscore (import_, async_)."""
+        word = self.noun() if word is None else word
+        return word + "_" if keyword.iskeyword(word) else word
+
     def var_name(self) -> str:
         if self.random() < 0.4:
-            return self.noun()
+            return self.name()
         return f"{self.adjective()}_{self.noun()}"
 
     def module_path(self, root: str = "src") -> str:
