@@ -7,7 +7,7 @@ FASTGEN_ARGS ?=
 BENCH_ARGS ?=
 E2E_ARGS ?=
 
-.PHONY: traces test validate golden check-golden bench e2e e2e-vllm e2e-aiperf env env-all clean
+.PHONY: traces test validate realism golden check-golden bench e2e e2e-vllm e2e-aiperf env env-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ test: env-all
 validate: env-all
 	$(BIN)/fastgen validate traces --workers $(WORKERS)
 
+# Does the text read as what it says? Code compiles, patches apply, test logs agree with themselves (e2e/realism.py).
+realism: env-all
+	$(BIN)/python -m e2e.realism traces
+
 # The golden manifest pins every byte of the default dataset: a change to the output is deliberate and shows in review.
 GOLDEN := golden/default.manifest.json
 CHECK := .golden-check
@@ -35,14 +39,15 @@ CHECK := .golden-check
 golden: traces
 	mkdir -p golden && cp traces/manifest.json $(GOLDEN)
 
-# Regenerate the default set from scratch, compare it with the golden bytes and the committed configs, and put every
-# file through inference-perf's graph builder.
+# Regenerate the default set from scratch, compare it with the golden bytes and the committed configs, put every
+# file through inference-perf's graph builder, and through the realism checks.
 check-golden: env-all
 	rm -rf $(CHECK)
 	$(BIN)/fastgen --tokenizer builtin --workers $(WORKERS) --output-dir $(CHECK)/traces --config-dir $(CHECK)/configs --quiet
 	$(BIN)/fastgen verify $(CHECK)/traces --manifest $(GOLDEN)
 	diff -r configs $(CHECK)/configs
 	$(BIN)/fastgen validate $(CHECK)/traces --workers $(WORKERS)
+	$(BIN)/python -m e2e.realism $(CHECK)/traces
 	rm -rf $(CHECK)
 
 bench: env-all

@@ -7,13 +7,22 @@ import numpy as np
 from .compose import Composer, Text
 from .vocab import Vocab
 
-__all__ = ["compose_block", "file_sections", "split_budget"]
+__all__ = ["compose_block", "opened_block", "file_sections", "split_budget"]
 
 
 def compose_block(composer: Composer, header: str, kind: str, budget: int, rng: np.random.Generator) -> Text:
     """A header line followed by `kind` text, exactly `budget` tokens in all (when the header fits)."""
     head = composer.line(header)
     return composer.join([head, composer.fill(kind, max(budget - head.tokens, 0), rng)])
+
+
+def opened_block(composer: Composer, opening: str, kind: str, budget: int, rng: np.random.Generator) -> Text:
+    """An opening paragraph followed by `kind` text, exactly `budget` tokens; a budget too small for the opening
+    gets `kind` text alone (an answer's opening is worth having, not worth overshooting its size)."""
+    head = composer.line(opening)
+    if head.tokens > budget:
+        return composer.fill(kind, budget, rng)
+    return composer.join([head, composer.fill(kind, budget - head.tokens, rng)])
 
 
 def split_budget(total: int, parts: int, rng: np.random.Generator) -> list[int]:

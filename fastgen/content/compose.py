@@ -9,6 +9,7 @@ joined text is counted by encoding it whole, so recorded counts stay exact eithe
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,13 +22,17 @@ from .vocab import Vocab
 __all__ = ["Text", "Ends", "Composer", "check_unit"]
 
 # Below this many tokens left, a composition switches from whole units to short filler lines of exact size.
-_TAIL = 48
+_TAIL = 0
 _UNITS_PER_KIND = 600
+# Prose is read sentence by sentence, and every answer of every session draws from its pool: a larger pool keeps
+# sentences from recurring across sessions (measured as the distinct-sentence share, e2e/realism.py)
+_UNITS_OF_KIND = {"prose": 2400, "plan": 1200}
 _FILLERS_PER_KIND = 500
 _TAIL_PLAN_LIMIT = 1024
 _SMALL_DRAW = 64  # units drawn at once, up to which their running sum is taken in Python (measured faster)
 _COUNT_MEMO = 4096  # remembered counts of short texts, per process
-_MEMO_TEXT = 256  # characters: longer texts are counted every time
+_MEMO_TEXT = 256
+_FILLER_CHOICE = 6  # distinct fillers a size needs to be used in tails  # characters: longer texts are counted every time
 
 
 Ends = tuple[str, int, str, int]
@@ -59,9 +64,15 @@ class _Pool:
         self.counts = np.asarray(counts, dtype=np.int64)
         self.count_list = list(counts)  # the same, for single lookups (a numpy scalar index is slow)
         self.mean = float(self.counts.mean())
+        self.chars_per_token = sum(map(len, units)) / max(int(self.counts.sum()), 1)
+        self.by_count = sorted(range(len(counts)), key=counts.__getitem__)  # unit indexes, fewest tokens first
+        self.sorted_counts = [counts[i] for i in self.by_count]
         by_count: dict[int, list[str]] = {}
         for text, c in zip(fillers, filler_counts):
             by_count.setdefault(c, []).append(text)
+        # A size only a few fillers have would be said again and again in tails: keep the common sizes (and the
+        # one- and two-token pieces, which every exact count may need)
+        by_count = {c: texts for c, texts in by_count.items() if len(set(texts)) >= _FILLER_CHOICE or c <= 2} or by_count
         self.fillers = {c: by_count[c] for c in sorted(by_count)}
         self.largest_filler = max(self.fillers)
         # For each r, the fewest fillers summing to exactly r, or to the least r' > r that some combination hits.
@@ -79,6 +90,11 @@ class _Pool:
         while budget - total > 2 * self.mean:
             k = int((budget - total) / self.mean) + 8
             picks = rng.integers(n, size=k)
+            if n > 1:  # the same unit twice in a row reads as a glitch: take its neighbour in the pool instead
+                if chosen and picks[0] == chosen[-1]:
+                    picks[0] = (picks[0] + 1) % n
+                while len(repeats := np.flatnonzero(picks[1:] == picks[:-1]) + 1):
+                    picks[repeats] = (picks[repeats] + 1) % n
             if k <= _SMALL_DRAW:  # the same prefix in plain Python: numpy's per-call cost outweighs a short loop
                 left, m, drawn, listed = budget - total, 0, 0, picks.tolist()
                 for i in listed:
@@ -95,15 +111,14 @@ class _Pool:
                 total += int(sums[m - 1]) if m else 0
             if m < k:
                 break
-        misses = 0  # then single units that still fit, so the tail of short fillers stays short
-        while budget - total > 0 and misses < 16:
-            i = int(rng.integers(n))
-            if counts[i] <= budget - total:
-                chosen.append(i)
-                total += counts[i]
-                misses = 0
-            else:
-                misses += 1
+        # then single units drawn among those that still fit, so the tail of short fillers stays short
+        while (fitting := bisect.bisect_right(self.sorted_counts, budget - total)) > 0:
+            k = int(rng.integers(fitting))
+            i = self.by_count[k]
+            if chosen and i == chosen[-1] and fitting > 1:
+                i = self.by_count[(k + 1) % fitting]
+            chosen.append(i)
+            total += counts[i]
         return chosen, total
 
 
@@ -138,9 +153,9 @@ class Composer:
         """The pool of one kind, from its own RNG stream: independent of every other pool, so any process may
         build it (see adopt_pool)."""
         vocab = Vocab(pool_rng(self.seed, KINDS.index(kind)))
-        units = [UNIT_MAKERS[kind](vocab) for _ in range(_UNITS_PER_KIND)]
+        units = [UNIT_MAKERS[kind](vocab) for _ in range(_UNITS_OF_KIND.get(kind, _UNITS_PER_KIND))]
         fillers = [FILLER_MAKERS[kind](vocab) for _ in range(_FILLERS_PER_KIND)]
-        return _Pool(units, self.tokenizer.count_batch(units), fillers, self.tokenizer.count_batch(fillers))
+        return _Pool(units, self.tokenizer.count_many(units), fillers, self.tokenizer.count_many(fillers))
 
     def adopt_pool(self, kind: str, pool: _Pool) -> None:
         self._pools[kind] = pool
@@ -156,6 +171,11 @@ class Composer:
                 self._counts.clear()
             tokens = self._counts[text] = self.tokenizer.count(text)
         return tokens
+
+    def chars_for(self, tokens: int, kind: str) -> int:
+        """About how many characters `tokens` tokens of `kind` text take (its pool's mean): to size a text whose
+        exact count is taken once it is made, without counting every draft of it."""
+        return int(tokens * self.pool(kind).chars_per_token)
 
     def line(self, text: str) -> Text:
         """A fixed text (a header, an instruction), counted by encoding it."""
@@ -205,7 +225,11 @@ class Composer:
             sizes.append(largest)
             r -= largest
         sizes += pool.tail_plans[max(r, 0)]
-        for size in sizes:
+        used: set[str] = set()
+        for size in sizes:  # a line said twice in a row reads as a glitch: each filler once, while the pool has others
             options = pool.fillers[size]
-            pieces.append(options[int(rng.integers(len(options)))])
+            fresh = [o for o in options if o not in used] or options
+            piece = fresh[int(rng.integers(len(fresh)))]
+            used.add(piece)
+            pieces.append(piece)
         return sizes

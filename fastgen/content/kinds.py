@@ -1,4 +1,4 @@
-"""Seeded templates for each kind of text a coding agent sees: code, prose, pytest logs, diffs, trees, docs.
+"""Seeded templates for each kind of text a coding agent sees: code, prose, plans, diffs, trees, docs, log lines.
 
 Every unit obeys one rule that makes token counts additive (see compose.py): it ends with a newline and does not
 start with whitespace or a newline. A unit is a whole, plausible piece (a function, a log section, a hunk),
@@ -12,7 +12,7 @@ from typing import Callable
 from .english import fix_articles, participle, plural, third_person
 from .vocab import Vocab
 
-__all__ = ["KINDS", "UNIT_MAKERS", "FILLER_MAKERS"]
+__all__ = ["KINDS", "UNIT_MAKERS", "FILLER_MAKERS", "statement"]
 
 
 def _indent(lines: list[str], n: int = 4) -> list[str]:
@@ -30,11 +30,13 @@ def _expr(v: Vocab, *, method: bool = False, is_async: bool = False) -> str:
         return f"{owner}.get({v.var_name()!r}, {v.number(0, 100)})"
     if r < 0.6:
         item = v.name()
-        return f"[{item}.{v.name()} for {item} in {plural(v.var_name())} if {item}.{v.name(v.adjective())}]"
+        return f"[{item}.{v.name()} for {item} in {v.name(plural(v.noun()))} if {item}.{v.name(v.adjective())}]"
     if r < 0.75:
         return f"{v.func_name()}({v.var_name()}, timeout={v.number(1, 120)})"
-    if r < 0.9:
+    if r < 0.82:
         return f"{v.var_name()} + {v.number(1, 64)} * len({v.var_name()})"
+    if r < 0.9:
+        return f"({v.var_name()}[{v.number(0, 4)}:{v.number(4, 32)}], {v.var_name()}.get({v.noun()!r}) or {{}})"
     call = f"{'self.' if method else ''}{v.func_name()}({v.var_name()}=..., retries={v.number(0, 5)})"
     return f"await {call}" if is_async else call
 
@@ -42,8 +44,10 @@ def _expr(v: Vocab, *, method: bool = False, is_async: bool = False) -> str:
 def _statement(v: Vocab, *, method: bool = False, is_async: bool = False) -> list[str]:
     r = v.random()
     scope = {"method": method, "is_async": is_async}
-    if r < 0.35:
+    if r < 0.27:
         return [f"{v.var_name()} = {_expr(v, **scope)}"]
+    if r < 0.35:
+        return [f"{v.var_name()}[{v.noun()!r}] = {v.var_name()}[{v.number(0, 8)}]"]
     if r < 0.5:
         return [f"if {v.var_name()} is None:", f"    raise {v.class_name()}(f\"{v.noun()} {{{v.var_name()}}} not found\")"]
     if r < 0.62:
@@ -59,6 +63,11 @@ def _statement(v: Vocab, *, method: bool = False, is_async: bool = False) -> lis
         return [f"# {v.verb().capitalize()} the {v.adjective()} {v.noun()} before the {v.noun()} is "
                 f"{participle(v.verb())}."]
     return [f"return {_expr(v, **scope)}"]
+
+
+def statement(v: Vocab) -> list[str]:
+    """The lines of a statement that compiles anywhere in a plain function's body (no self, no await)."""
+    return _statement(v)
 
 
 def _parameters(v: Vocab, taken: set[str]) -> str:
@@ -115,7 +124,7 @@ def make_prose(v: Vocab) -> str:
         "Note that {noun}_{noun2} is also read by the {team} batch job, so the change has to stay backwards compatible.",
     ]
     sentences = []
-    for _ in range(v.number(2, 5)):
+    for _ in range(v.number(1, 5)):
         t = templates[v.index(len(templates))]
         verb, verb2 = v.verb(), v.verb()
         sentences.append(t.format(fn=v.func_name(), verb=verb, verbs=third_person(verb), verb2=verb2,
@@ -130,23 +139,6 @@ def make_plan(v: Vocab) -> str:
     step = v.number(1, 9)
     return (f"{step}. {v.verb().capitalize()} `{v.func_name()}` in `{v.module_path()}` and check how it handles a "
             f"{v.adjective()} {v.noun()}; then run `pytest tests/test_{v.noun()}.py -k {v.func_name()}`.\n")
-
-
-def make_pytest_log(v: Vocab) -> str:
-    """A pytest section: collected files with dots, or a failure with a traceback."""
-    test_file = f"tests/{v.noun()}/test_{v.noun()}_{v.noun()}.py"
-    if v.random() < 0.55:
-        marks = "".join(v.pick([".", ".", ".", ".", "s", "F"]) for _ in range(v.number(5, 40)))
-        pct = v.number(1, 100)
-        return f"{test_file} {marks}{' ' * max(1, 50 - len(marks))}[{pct:3d}%]\n"
-    fn = v.func_name()
-    lines = [f"_____________________ test_{fn} _____________________", "",
-             f"    def test_{fn}({v.noun()}_fixture):",
-             f">       assert {v.func_name()}({v.var_name()}) == {v.number(0, 99)}",
-             f"E       AssertionError: assert {v.number(0, 99)} == {v.number(0, 99)}",
-             f"E        +  where {v.number(0, 99)} = {v.func_name()}(<{v.class_name()} id={v.hex(6)}>)", "",
-             f"{test_file}:{v.number(10, 900)}: AssertionError"]
-    return "\n".join(lines) + "\n"
 
 
 def make_diff(v: Vocab) -> str:
@@ -235,9 +227,10 @@ def _filler_prose(v: Vocab) -> str:
                    f"The {v.noun()} is {v.adjective()}.\n"])
 
 
-def _filler_log(v: Vocab) -> str:
-    return v.pick([v.pick(_TINY), f"PASSED tests/test_{v.noun()}.py::test_{v.func_name()}\n", f"collected {v.number(1, 900)} items\n",
-                   f"{v.number(1, 90)} passed in {v.number(1, 60)}.{v.number(0, 99):02d}s\n"])
+def _filler_logline(v: Vocab) -> str:
+    level = v.pick(["INFO", "DEBUG", "WARN"])
+    return v.pick([v.pick(_TINY), f"{level} {v.noun()} ok\n", f"{level} {v.verb()} {v.noun()}\n",
+                   f"{level} {v.noun()}.{v.noun()} {v.verb()}\n", f"DEBUG {v.noun()}_id={v.hex(8)}\n"])
 
 
 def _filler_diff(v: Vocab) -> str:
@@ -249,7 +242,7 @@ def _filler_tree(v: Vocab) -> str:
     return v.pick([v.pick(_TINY), f"├── {v.noun()}.py\n", f"└── {v.noun()}_{v.noun()}.py\n", f"docs/{v.noun()}.md\n"])
 
 
-KINDS = ("code", "prose", "plan", "pytest", "diff", "tree", "api_doc", "guideline", "search", "logline")
+KINDS = ("code", "prose", "plan", "diff", "tree", "api_doc", "guideline", "search", "logline")
 
 def _in_english(make: Callable[[Vocab], str]) -> Callable[[Vocab], str]:
     """A maker whose articles agree with the words after them (the templates cannot know which word comes)."""
@@ -263,7 +256,6 @@ UNIT_MAKERS: dict[str, Callable[[Vocab], str]] = {
     "code": _in_english(make_code),
     "prose": _in_english(make_prose),
     "plan": _in_english(make_plan),
-    "pytest": _in_english(make_pytest_log),
     "diff": _in_english(make_diff),
     "tree": _in_english(make_tree),
     "api_doc": _in_english(make_api_doc),
@@ -276,11 +268,10 @@ FILLER_MAKERS: dict[str, Callable[[Vocab], str]] = {
     "code": _in_english(_filler_code),
     "prose": _in_english(_filler_prose),
     "plan": _in_english(_filler_prose),
-    "pytest": _in_english(_filler_log),
     "diff": _in_english(_filler_diff),
     "tree": _in_english(_filler_tree),
     "api_doc": _in_english(_filler_prose),
     "guideline": _in_english(_filler_prose),
     "search": _in_english(_filler_code),
-    "logline": _in_english(_filler_log),
+    "logline": _in_english(_filler_logline),
 }

@@ -64,6 +64,8 @@ boundary edge case condition assumption invariant contract behaviour behavior ex
 workaround mitigation follow-up ticket reviewer maintainer on-call incident report dashboard alert
 """.split()
 
+SHORT_NAMES = "i n k x key value item result data path count row ctx resp req obj idx buf msg err cfg out args".split()
+
 TEAMS = "payments platform search growth infra identity billing data mobile web core ml risk ops".split()
 TLDS = "io dev internal corp net".split()
 
@@ -106,10 +108,10 @@ class Vocab:
 
     def func_name(self) -> str:
         parts = [self.verb()]
-        if self.random() < 0.5:
+        if self.random() < 0.3:
             parts.append(self.adjective())
         parts.append(self.noun())
-        if self.random() < 0.3:
+        if self.random() < 0.15:
             parts.append(self.noun())
         return "_".join(parts)
 
@@ -126,7 +128,10 @@ class Vocab:
         return word + "_" if keyword.iskeyword(word) else word
 
     def var_name(self) -> str:
-        if self.random() < 0.4:
+        r = self.random()
+        if r < 0.45:  # real code is full of short locals: they set its characters per token as much as long names
+            return self.pick(SHORT_NAMES)
+        if r < 0.75:
             return self.name()
         return f"{self.adjective()}_{self.noun()}"
 

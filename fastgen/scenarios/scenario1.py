@@ -9,6 +9,10 @@
 
 Each turn's input is the previous input plus the previous output plus one new message, so inference-perf builds a
 linear chain with SHARED, OUTPUT, UNIQUE segments, and the live tool call is fed forward by its id.
+
+One story runs through the session: the file context shows the module the bug report names and that module's test
+file; the logs run those tests; each patch edits the function the report names, applies to the module as the
+context (then the first patch) left it, and is reported as its diff says; the answers open on these facts.
 """
 
 from __future__ import annotations
@@ -16,8 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..blocks import ScenarioBlocks
-from ..content.budget import compose_block, file_sections
+from ..content.budget import compose_block, opened_block, split_budget
 from ..content.compose import Composer, Text
+from ..content.patch import Patch, make_patch, patch_summary
+from ..content.notes import opening
+from ..content.plan import numbered
+from ..content.pytest_log import UnitTest, module_functions, pytest_log, module_tests
 from ..content.vocab import Vocab
 from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
 from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
@@ -31,6 +39,7 @@ SCENARIO_ID = 1
 NAME = DIRECTORY = "scenario1"
 EVENTS = 6  # the design's turn shape: six turns, one request each
 TOOL_EVENTS = frozenset({2, 4})  # turns 3 and 5 call apply_patch
+_TOKENS_PER_TEST = 45  # about what a test of module_tests() takes: only a first guess at the test file's size
 
 
 @dataclass(frozen=True)
@@ -61,17 +70,66 @@ class Scenario1Spec(ScenarioSpec):
 
 
 
-def _patch_call(composer: Composer, rng, path: str, budget: int):
-    head = composer.line(f"--- a/{path}\n")
-    head2 = composer.line(f"+++ b/{path}\n")
-    diff = composer.join([head, head2, composer.fill("diff", max(budget - head.tokens - head2.tokens, 1), rng)])
-    return make_call(composer, rng, "apply_patch", {"path": path, "patch": diff.text})
+def _patch_call(composer: Composer, rng, patch: Patch):
+    return make_call(composer, rng, "apply_patch", {"path": patch.path, "patch": patch.diff})
 
 
-def _patch_applied(composer: Composer, rng, path: str, budget: int) -> Text:
-    v = Vocab(rng)
-    return compose_block(composer, f"Patch applied to {path}: {v.number(1, 4)} hunk(s), "
-                                   f"+{v.number(2, 40)} -{v.number(1, 30)} lines.\n", "logline", budget, rng)
+def _patch_applied(composer: Composer, rng, patch: Patch, budget: int) -> Text:
+    return compose_block(composer, patch_summary(patch), "logline", budget, rng)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """The files turn 1 shows: the module the bug is in, its tests and some neighbours."""
+
+    text: Text
+    target: str
+    code: str  # the target module's text, as shown
+    test_path: str
+    cases: list[UnitTest]
+
+
+def _file_context(composer: Composer, rng, v: Vocab, budget: int) -> _Context:
+    paths = list(dict.fromkeys(v.module_path() for _ in range(int(rng.integers(3, 7)))))
+    target = paths[0]
+    package, stem = target.removeprefix("src/").rsplit("/", 1)
+    test_path = f"tests/{package}/test_{stem}"
+    head = composer.line("Files relevant to the bug report:\n")
+    path_lines = [composer.line(f"### {p}\n") for p in [*paths, test_path]]
+    tests = int(rng.integers(4, 9))
+    estimate = _TOKENS_PER_TEST * tests  # the test file is written after its module, from the module's functions
+    body = budget - head.tokens - sum(p.tokens for p in path_lines) - estimate
+    shares = split_budget(max(body, len(paths)), len(paths), rng)
+    code = composer.fill("code", shares[0], rng)
+    module = f"{package.replace('/', '.')}.{stem.removesuffix('.py')}"
+    test_text, cases = module_tests(v, test_path, module, module_functions(code.text), tests)
+    test_file = composer.line(test_text)
+    if len(shares) > 1:  # a neighbour takes up what the estimate missed
+        shares[-1] = max(shares[-1] + estimate - test_file.tokens, 1)
+    bodies = [code, *(composer.fill("code", share, rng) for share in shares[1:]), test_file]
+    parts = [head]
+    for path, file in zip(path_lines, bodies):
+        parts += [path, file]
+    return _Context(composer.join(parts), target, code.text, test_path, cases)
+
+
+def _headed(composer: Composer, header: str, budget: int, body) -> Text:
+    """A header line and `body(tokens left)`, `budget` tokens in all."""
+    head = composer.line(header)
+    return composer.join([head, body(max(budget - head.tokens, 0))])
+
+
+def _changed(*patches: Patch) -> dict:
+    """What the patches changed, as an answer states it."""
+    hunks = sum(p.hunks for p in patches)
+    return dict(hunks=hunks, hunk_word="place" if hunks == 1 else "places", added=sum(p.added for p in patches),
+                removed=sum(p.removed for p in patches))
+
+
+def _failures(v: Vocab, cases: list[UnitTest], k: int) -> dict[str, int]:
+    """k failing tests and the wrong values their calls returned."""
+    chosen = dict.fromkeys(cases[v.index(len(cases))] for _ in range(k))
+    return {c.name: c.expected + v.number(1, 60) for c in chosen}
 
 
 def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int,
@@ -80,26 +138,42 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
     rng = session_rng(seed, SCENARIO_ID, index)
     v = Vocab(rng)
     ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
-    target = v.module_path()
+    context = _file_context(composer, rng, v, s.file_context)
+    target, cases, repo = context.target, context.cases, blocks.repo
+    culprit = (module_functions(context.code) or [v.func_name()])[0]
+    first_failures = _failures(v, cases, 1 + v.index(3))
+    still = dict(list(first_failures.items())[:1])
+    first = make_patch(v, target, context.code, composer.chars_for(s.patch.draw(rng), "code"), focus=culprit)
+    second = make_patch(v, target, first.after, composer.chars_for(s.patch.draw(rng), "code"), focus=culprit)
+    facts = dict(ticket=ticket, culprit=culprit, target=target, test_path=context.test_path, tests=len(cases),
+                 failing=next(iter(still)))
 
-    files = file_sections(composer, rng, header="Files relevant to the bug report:\n", budget=s.file_context,
-                          files=int(rng.integers(3, 7)))
-    bug = compose_block(composer, f"Bug report {ticket}: {v.func_name()} returns a stale {v.noun()} under "
+    def answer(kind: str, budget: int, **more) -> Text:
+        return opened_block(composer, opening(v, kind, **facts, **more), "plan" if kind == "plan" else "prose",
+                            budget, rng)
+
+    bug = compose_block(composer, f"Bug report {ticket}: {culprit} returns a stale {v.noun()} under "
                                   f"concurrent {v.noun()} updates (see {target}).\n", "prose", s.bug_report.draw(rng), rng)
-    analysis = Output(composer.fill("prose", s.analysis.draw(rng), rng))
+    analysis = Output(answer("analysis", s.analysis.draw(rng)))
     inspect = compose_block(composer, f"Before changing {target}, inspect the tests that cover it and tell me which "
                                       f"ones should catch {ticket}.\n", "prose", s.inspect_request.draw(rng), rng)
-    plan = Output(composer.fill("plan", s.inspection_plan.draw(rng), rng))
-    logs = compose_block(composer, f"Output of `pytest -x tests/ -k {v.noun()}`:\n", "pytest", s.test_logs.draw(rng), rng)
-    patch1 = Output(calls=(_patch_call(composer, rng, target, s.patch.draw(rng)),))
-    applied1 = _patch_applied(composer, rng, target, s.patch_result.draw(rng))
-    explanation = Output(composer.fill("prose", s.explanation.draw(rng), rng))
-    failing = compose_block(composer, "I ran the full suite after your patch; these tests still fail:\n", "pytest",
-                            s.failing_tests.draw(rng), rng)
-    patch2 = Output(calls=(_patch_call(composer, rng, target, s.patch.draw(rng)),))
-    applied2 = composer.join([_patch_applied(composer, rng, target, s.patch_result.draw(rng)),
-                              compose_block(composer, "$ pytest -q\n", "pytest", s.passing_tests.draw(rng), rng)])
-    summary = Output(composer.fill("prose", s.summary.draw(rng), rng))
+    plan = Output(numbered(composer, answer("plan", s.inspection_plan.draw(rng))))
+    logs = _headed(composer, f"Output of `pytest {context.test_path}`:\n", s.test_logs.draw(rng),
+                   lambda budget: pytest_log(composer, rng, command="", cases=cases, failed=first_failures,
+                                             repo=repo, budget=budget))
+    patch1 = Output(calls=(_patch_call(composer, rng, first),))
+    applied1 = _patch_applied(composer, rng, first, s.patch_result.draw(rng))
+    explanation = Output(answer("explanation", s.explanation.draw(rng), **_changed(first)))
+    failing = _headed(composer, "I ran the full suite after your patch; these tests still fail:\n",
+                      s.failing_tests.draw(rng),
+                      lambda budget: pytest_log(composer, rng, command="pytest", cases=cases, failed=still, repo=repo,
+                                                budget=budget, other_files=int(rng.integers(4, 12))))
+    patch2 = Output(calls=(_patch_call(composer, rng, second),))
+    applied2 = composer.join([_patch_applied(composer, rng, second, s.patch_result.draw(rng)),
+                              pytest_log(composer, rng, command=f"pytest -rP {context.test_path}", cases=cases,
+                                         failed={}, repo=repo, budget=s.passing_tests.draw(rng),
+                                         report_passes=True)])
+    summary = Output(answer("summary", s.summary.draw(rng), **_changed(first, second)))
 
     # (the message this turn adds after the previous output, the output of this turn)
     steps: list[tuple[Message | None, Output]] = [
@@ -112,7 +186,7 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
     ]
     turns: list[Turn] = []
     t = index * s.session_spacing_ms
-    messages: tuple[Message, ...] = (blocks.system, blocks.repo_map, user(files), user(bug))
+    messages: tuple[Message, ...] = (blocks.system, blocks.repo_map, user(context.text), user(bug))
     prev_output: Output | None = None
     for number, (new_message, output) in enumerate(steps, start=1):
         if prev_output is not None:

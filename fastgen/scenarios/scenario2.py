@@ -1,7 +1,9 @@
 """Scenario 2: one root context fans out into five parallel candidate fixes.
 
-    root      [system, repo map, bug report, logs] (55-95K with the tools)  -> coordinator response
-    branch k  root input + root output + instruction k                        -> candidate k (prose + diff)
+    root      [system, repo map, bug report, module, logs] (55-95K with the tools)  -> coordinator response
+    branch k  root input + root output + instruction k                                -> candidate k (prose + diff)
+
+Each candidate's diff patches the module the root shows (each afresh), so it applies to it.
 
 Sync and stagger share every byte of content (one content RNG stream) and differ only in when the branches start:
 within 0.5 s of the root's end, or 1-5 s after it. Every branch ends after the last sibling has started, because
@@ -18,6 +20,7 @@ from annotated_types import MinLen
 from ..blocks import ScenarioBlocks
 from ..content.budget import compose_block
 from ..content.compose import Composer
+from ..content.patch import make_patch
 from ..content.vocab import Vocab
 from ..messages import Output, SessionPlan, Turn, user
 from ..spec import Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
@@ -61,6 +64,7 @@ class Scenario2Spec(ScenarioSpec):
     set_spacing_ms: Millis = 60_000
 
 
+_MODULE_TOKENS = 6000  # at most, of the root prompt's own text: the module every candidate patches
 _INSTRUCTIONS = {
     "smallest patch": "Produce the smallest patch that fixes {ticket}; touch as few lines as you can.",
     "refactor first": "Refactor the code around {ticket} first so the fix becomes obvious, then fix it.",
@@ -78,12 +82,17 @@ def root_budget(spec: Spec, index: int) -> int:
     return s.root_prompt.lo + (s.root_prompt.hi - s.root_prompt.lo) * index // (s.sets - 1)
 
 
-def _branch_output(composer: Composer, rng, budget: int):
-    prose = composer.fill("prose", max(budget // 3, 1), rng)
+def _branch_output(composer: Composer, rng, budget: int, path: str, code: str):
+    """Prose, then a diff of the module the root prompt shows (each candidate patches it afresh); prose alone where
+    the budget cannot hold the smallest diff as well."""
     fence = composer.line("```diff\n")
     close = composer.line("```\n")
-    diff = composer.fill("diff", max(budget - prose.tokens - fence.tokens - close.tokens, 1), rng)
-    return composer.join([prose, fence, diff, close])
+    patch = make_patch(Vocab(rng), path, code, composer.chars_for(budget * 2 // 3, "code"))
+    diff = composer.line(patch.diff)
+    prose = budget - diff.tokens - fence.tokens - close.tokens
+    if prose < 1:
+        return composer.fill("prose", budget, rng)
+    return composer.join([composer.fill("prose", prose, rng), fence, diff, close])
 
 
 def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int,
@@ -94,12 +103,17 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
     v = Vocab(rng)
     ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
 
-    bug = compose_block(composer, f"Bug report {ticket}: intermittent {v.class_name()} in {v.module_path()}.\n",
+    path = v.module_path()
+    bug = compose_block(composer, f"Bug report {ticket}: intermittent {v.class_name()} in {path}.\n",
                         "prose", s.bug_report.draw(rng), rng)
     fixed = blocks.catalog.tokens + blocks.system.tokens + blocks.repo_map.tokens + bug.tokens
+    rest = max(root_budget(spec, index) - fixed, 2)
+    module = compose_block(composer, f"The module the failures point at:\n### {path}\n", "code",
+                           min(rest // 3, _MODULE_TOKENS), rng)
+    code = module.text.split("\n", 2)[2]
     logs = compose_block(composer, f"Production logs around the failures of {ticket}:\n", "logline",
-                         max(root_budget(spec, index) - fixed, 1), rng)
-    root = (blocks.system, blocks.repo_map, user(bug), user(logs))
+                         max(rest - module.tokens, 1), rng)
+    root = (blocks.system, blocks.repo_map, user(bug), user(module), user(logs))
     root_output = Output(composer.fill("prose", s.root_output.draw(rng), rng))
     branches = []
     for k, name in enumerate(s.branches):
@@ -107,7 +121,7 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
         text = _INSTRUCTIONS[name].format(ticket=ticket) if name in _INSTRUCTIONS else name  # a user's name as is
         instruction = composer.line(f"Candidate {letter} ({name}): {text}\n")
         messages = root + (root_output.as_history(), user(instruction))
-        branches.append((messages, Output(_branch_output(composer, rng, s.branch_output.draw(rng)))))
+        branches.append((messages, Output(_branch_output(composer, rng, s.branch_output.draw(rng), path, code))))
     return [_timed(spec, blocks, seed, index, layout, root, root_output, branches) for layout in LAYOUTS]
 
 
@@ -139,7 +153,7 @@ def largest_requests(spec: Spec) -> list[Request]:
     # an instruction line (a token is at least a byte, so a name's bytes bound its tokens).
     root = max(s.root_prompt.hi, s.tools + s.system + s.repo_map + s.bug_report.hi + CALL_TOKENS_BOUND)
     instruction = CALL_TOKENS_BOUND + max(len(name.encode()) for name in s.branches)
-    return [Request("scenario 2 branch", root + s.root_output.hi + instruction, s.branch_output.hi, 6)]
+    return [Request("scenario 2 branch", root + s.root_output.hi + instruction, s.branch_output.hi, 7)]
 
 
 def config_entries(spec: Spec) -> list[ConfigEntry]:

@@ -17,8 +17,10 @@ import math
 from dataclasses import dataclass
 
 from ..blocks import ScenarioBlocks
-from ..content.budget import compose_block, file_sections
-from ..content.compose import Composer
+from ..content.budget import compose_block, file_sections, opened_block
+from ..content.compose import Composer, Text
+from ..content.notes import opening
+from ..content.pytest_log import pytest_log, synthetic_cases
 from ..content.vocab import Vocab
 from ..errors import SpecError
 from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
@@ -67,7 +69,7 @@ class Scenario3Spec(ScenarioSpec):
     def scaled(self, *, sessions: float, budgets: float) -> "Scenario3Spec":
         scaled = super().scaled(sessions=sessions, budgets=budgets)
         return dataclasses.replace(scaled, modules=max(1, min(self.modules, scaled.sessions)))  # a module a session
-# tool -> the kind of text its result holds
+# tool -> the kind of text its result holds ("pytest": a run of the selected tests, built by pytest_log)
 _TOOL_RESULTS = {"read_file": "code", "run_tests": "pytest", "search_code": "search", "run_command": "logline",
                  "list_dir": "tree"}
 
@@ -82,6 +84,18 @@ def _tool_arguments(v: Vocab, name: str, module: str) -> dict:
     if name == "run_command":
         return {"command": f"make -C {module} {v.pick(['lint', 'typecheck', 'build', 'migrate-check'])}"}
     return {"path": module, "depth": 2}
+
+
+def _result_text(composer: Composer, rng, v: Vocab, call, header: str, size: int, repo: str) -> Text:
+    """A tool's answer, `size` tokens: a pytest run of the tests the call selected, or text of the tool's kind."""
+    if call.name != "run_tests":
+        return compose_block(composer, header, _TOOL_RESULTS[call.name], size, rng)
+    head = composer.line(header)
+    args = call.arguments
+    cases = synthetic_cases(v, args["target"], args["keyword"], v.number(2, 12))
+    failed = {c.name: c.expected + v.number(1, 60) for c in cases if v.random() < 0.3}
+    return composer.join([head, pytest_log(composer, rng, command="", cases=cases, failed=failed, repo=repo,
+                                           budget=max(size - head.tokens, 0))])
 
 
 def _fit_results(spec: Spec, base: int, base_messages: int, calls: list, results: list[int], floors: list[int],
@@ -139,10 +153,12 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
     # A result is at least its header line (compose_block cannot make less), whatever the budgets say.
     floors = [max(s.tool_output.lo, composer.line(h).tokens) for h in headers]
     sizes = [max(s.tool_output.draw(rng), floor) for floor in floors]
-    final = composer.fill("prose", s.final_output.draw(rng), rng)
+    tools = " and ".join(dict.fromkeys(f"`{c.name}`" for c in calls)) or "nothing but reading"
+    final = opened_block(composer, opening(v, "final", ticket=ticket, target=module.path, tools=tools), "prose",
+                         s.final_output.draw(rng), rng)
     base = blocks.catalog.tokens + sum(m.tokens for m in stable)
     sizes = _fit_results(spec, base, len(stable), calls, sizes, floors, final.tokens)
-    results = [tool_result(c, compose_block(composer, h, _TOOL_RESULTS[c.name], size, rng))
+    results = [tool_result(c, _result_text(composer, rng, v, c, h, size, blocks.repo))
                for c, h, size in zip(calls, headers, sizes)]
 
     outputs = [Output(calls=(c,)) for c in calls] + [Output(final)]
