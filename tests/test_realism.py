@@ -17,7 +17,7 @@ SMALL_CHECKS = {"a shown Python file compiles", "a read_file result compiles", "
 CHECKS = SMALL_CHECKS | {"failure's assert, E and where lines agree", "PASSED lines are the passed tests",
                          "the passing run lists every test of the shown file", "short summary repeats the values"}
 # Across the 100 sessions of scenario 1 at the default budgets, more than half of the sentences the agent says are
-# said once: 0.54 measured; prose drawn from the old pool alone, with no session facts, gave 0.23.
+# said once: 0.55 measured; prose drawn from the old pool alone, with no session facts, gave 0.23.
 DISTINCT_SENTENCES = 0.5
 
 
