@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+
 from .english import plural
 from .kinds import statement
 from .vocab import Vocab

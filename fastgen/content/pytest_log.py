@@ -4,7 +4,7 @@ A log a reviewer believes names tests that exist, fails an assertion with the va
 in its summary the tests its progress lines mark, and reaches 100% once. So a log is built from the run's outcome
 (which tests, which failed, the values they got), not drawn from a pool of log lines; the only free text is the
 application's captured log output, composed to make the exact token budget. Parts a small budget cannot hold (the
-session header, the tracebacks, the short summary) are left out in that order; the final summary line always stays.
+tracebacks, the session header, the short summary) are left out in that order; the final summary line always stays.
 """
 
 from __future__ import annotations
@@ -153,7 +153,8 @@ def pytest_log(composer: Composer, rng: np.random.Generator, *, command: str, ca
         short = [f"PASSED {c.node_id}" for c in cases] if report_passes else []
     info = f"{_sep('=', 'short test summary info')}\n" + "".join(s + "\n" for s in short) if short else ""
 
-    # What a small budget drops first comes first; the order in the text is fixed below.
+    # Kept in this order while they fit (a small budget loses the tracebacks first); without the captured-log header
+    # the log lines stand alone, as a run's live log output would. The order in the text is the last line's.
     parts = {"summary": composer.line(summary)}
     room = budget - parts["summary"].tokens
     for key, text in (("captured", captured), ("info", info), ("header", header), ("sections", "".join(sections))):
@@ -162,9 +163,5 @@ def pytest_log(composer: Composer, rng: np.random.Generator, *, command: str, ca
             if part.tokens <= room:
                 parts[key] = part
                 room -= part.tokens
-    if "captured" not in parts:  # the log lines then stand alone, as a run's live log output would
-        parts["captured"] = Text("", 0)
-    log = composer.fill("logline", room, rng) if room > 0 else Text("", 0)
-    order = ["header", "sections", "captured", "log", "info", "summary"]
-    parts["log"] = log
-    return composer.join([parts[k] for k in order if k in parts])
+    parts["log"] = composer.fill("logline", room, rng) if room > 0 else Text("", 0)
+    return composer.join([parts[k] for k in ("header", "sections", "captured", "log", "info", "summary") if k in parts])
