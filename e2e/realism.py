@@ -31,7 +31,8 @@ import orjson
 import xxhash
 
 _SECTION = re.compile(r"^### (\S+\.py)\n", re.MULTILINE)
-_SECTION_END = re.compile(r"^(### |Your open files:$|Workspace )", re.MULTILINE)  # the next file, or a message's next part
+# what ends a file's section: the next file, or the header of a message's next part
+_SECTION_END = re.compile(r"^(### |Your open files:$|Workspace )", re.MULTILINE)
 _PROGRESS = re.compile(r"^(\S+\.py) ([.Fs]+) +\[ *(\d+)%\]$", re.MULTILINE)
 _SUMMARY = re.compile(r"^=+ ((?:\d+ \w+, )*\d+ \w+) in [\d.]+s =+$", re.MULTILINE)
 _COLLECTED = re.compile(r"^collected (\d+) items$", re.MULTILINE)
@@ -219,8 +220,7 @@ def check_file(path: Path, report: Report, seen: set[int]) -> None:
                 seen.add(key)
                 check_text(text, report, where, assistant=message["role"] == "assistant")
     if path.parent.name.startswith("scenario2"):
-        branches = [s for s in spans if s["attributes"].get("gen_ai.input.messages")]
-        outputs = [_text(m.get("parts")) for s in branches
+        outputs = [_text(m.get("parts")) for s in spans
                    for m in orjson.loads(s["attributes"]["gen_ai.output.messages"])]
         check_branch_diffs(orjson.loads(spans[0]["attributes"]["gen_ai.input.messages"]), outputs, report, where)
     if path.parent.name == "scenario1":

@@ -21,8 +21,6 @@ from .vocab import Vocab
 
 __all__ = ["Text", "Ends", "Composer", "check_unit"]
 
-# Below this many tokens left, a composition switches from whole units to short filler lines of exact size.
-_TAIL = 0
 _UNITS_PER_KIND = 600
 # Prose is read sentence by sentence, and every answer of every session draws from its pool: a larger pool keeps
 # sentences from recurring across sessions (measured as the distinct-sentence share, e2e/realism.py)
@@ -31,8 +29,8 @@ _FILLERS_PER_KIND = 500
 _TAIL_PLAN_LIMIT = 1024
 _SMALL_DRAW = 64  # units drawn at once, up to which their running sum is taken in Python (measured faster)
 _COUNT_MEMO = 4096  # remembered counts of short texts, per process
-_MEMO_TEXT = 256
-_FILLER_CHOICE = 6  # distinct fillers a size needs to be used in tails  # characters: longer texts are counted every time
+_MEMO_TEXT = 256  # characters: longer texts are counted every time
+_FILLER_CHOICE = 6  # distinct fillers a size needs to be used in tails
 
 
 Ends = tuple[str, int, str, int]
@@ -72,7 +70,8 @@ class _Pool:
             by_count.setdefault(c, []).append(text)
         # A size only a few fillers have would be said again and again in tails: keep the common sizes (and the
         # one- and two-token pieces, which every exact count may need)
-        by_count = {c: texts for c, texts in by_count.items() if len(set(texts)) >= _FILLER_CHOICE or c <= 2} or by_count
+        common = {c: texts for c, texts in by_count.items() if len(set(texts)) >= _FILLER_CHOICE or c <= 2}
+        by_count = common or by_count
         self.fillers = {c: by_count[c] for c in sorted(by_count)}
         self.largest_filler = max(self.fillers)
         # For each r, the fewest fillers summing to exactly r, or to the least r' > r that some combination hits.
@@ -202,7 +201,7 @@ class Composer:
     def fill(self, kind: str, n: int, rng: np.random.Generator) -> Text:
         """A text of `kind` with exactly n tokens (or the smallest possible text, if n is below that)."""
         pool = self.pool(kind)
-        chosen, total = pool.draw_units(n - _TAIL, rng)
+        chosen, total = pool.draw_units(n, rng)  # whole units while any fits, then short fillers of exact size
         pieces = [pool.units[i] for i in chosen]
         tail = self._fill_tail(pool, n - total, rng, pieces)
         total += sum(tail)
