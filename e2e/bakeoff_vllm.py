@@ -64,7 +64,10 @@ TOLERANCE_POINTS = 0.5  # measured: equal to 0.01 point (vLLM counts the same us
 #   1.48 -> 0.02 and 0.00.
 FIRST_TURN_TOLERANCE_POINTS = 0.5
 SIMULTANEOUS_START = {"scenario1/c10"}  # every session starts at once: first-turn sharing is vLLM's step timing
-LATER_TURNS_TOLERANCE_POINTS = {"scenario1/c10": 1.0, "scenario2/c10_sync": 0.5, "scenario3/c100_noisy": 1.0}
+# scenario2/c10_sync measured 0.00 before the root showed a module and the candidates patched it; on the set of
+# 2026-12-02, two clean-clone runs on the same bytes measured 0.16 and 0.82 (vLLM above the prediction: which of five
+# siblings arriving within 0.5 s find the root's answer computed depends on its step timing): 1.0, as the others.
+LATER_TURNS_TOLERANCE_POINTS = {"scenario1/c10": 1.0, "scenario2/c10_sync": 1.0, "scenario3/c100_noisy": 1.0}
 SERVERS = (("vllm-1gib", {"kv_cache_gib": 1}), ("vllm-small", {"kv_cache_gib": 1, "num_blocks": SMALL_BLOCKS}))
 
 

@@ -10,7 +10,7 @@
   the percentages rise to 100 once, each failure's assert, `E` and `where` lines carry the same values, the short
   summary names the failures the log shows; in scenario 1, the failing tests are tests of the shown test file and the
   passing run lists all of them;
-- numbered lists count 1, 2, 3; no assistant text says the same line twice in a row;
+- numbered lists count 1, 2, 3; no assistant text says the same line twice in a row; a/an agree with the next word;
 - the share of distinct sentences in the assistant's prose (reported, and held to a floor by the test).
 
 Prints what it checked and every problem (the first 20), and exits 1 if there is any.
@@ -45,6 +45,8 @@ _STEP = re.compile(r"^(\d+)\. ", re.MULTILINE)
 _PATCH_RESULT = re.compile(r"^Patch applied to (\S+): (\d+) hunks?, \+(\d+) -(\d+) lines\.$", re.MULTILINE)
 _TEST_DEF = re.compile(r"^def (test_\w+)\(", re.MULTILINE)
 _FENCED_DIFF = re.compile(r"^```diff\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+# "a" before a vowel other than u (a unique, a user), "an" before a consonant: the forms fastgen never means
+_DISAGREEING_ARTICLE = re.compile(r"\b[Aa] [aeioAEIO][a-z]+|\b[Aa]n [b-df-hj-np-tv-zB-DF-HJ-NP-TV-Z][a-z]+")
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]")
 
 
@@ -196,6 +198,7 @@ def check_text(text: str, report: Report, where: str, *, assistant: bool) -> Non
         report.check(_compiles(text.split("\n", 1)[1]), "a read_file result compiles", where)
     if "test session starts" in text or _SUMMARY.search(text):
         check_pytest_log(text, report, where)
+    report.check(not _DISAGREEING_ARTICLE.search(text), "articles agree with the next word", where)
     steps = [int(n) for n in _STEP.findall(text)]
     if steps:
         report.check(steps == list(range(1, len(steps) + 1)), "numbered steps count 1, 2, 3", where)

@@ -34,7 +34,8 @@ def test_a_test_file_compiles_and_each_case_points_at_its_assert():
 
 
 def test_module_functions_are_the_top_level_synchronous_ones():
-    code = "def a():\n    pass\nasync def b():\n    pass\nclass C:\n    def d(self):\n        pass\ndef a():\n    pass\n"
+    code = ("def a():\n    pass\nasync def b():\n    pass\nclass C:\n    def d(self):\n        pass\n"
+            "def a():\n    pass\n")
     assert module_functions(code) == ["a"]
 
 

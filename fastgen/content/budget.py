@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from .compose import Composer, Text
 from .vocab import Vocab
 
-__all__ = ["compose_block", "opened_block", "file_sections", "split_budget"]
+__all__ = ["headed_block", "compose_block", "opened_block", "file_sections", "split_budget"]
+
+
+def headed_block(composer: Composer, header: str, budget: int, body: Callable[[int], Text]) -> Text:
+    """A header line followed by `body(the tokens left)`, exactly `budget` tokens in all where the header fits and
+    the body makes what it is given."""
+    head = composer.line(header)
+    return composer.join([head, body(max(budget - head.tokens, 0))])
 
 
 def compose_block(composer: Composer, header: str, kind: str, budget: int, rng: np.random.Generator) -> Text:
     """A header line followed by `kind` text, exactly `budget` tokens in all (when the header fits)."""
-    head = composer.line(header)
-    return composer.join([head, composer.fill(kind, max(budget - head.tokens, 0), rng)])
+    return headed_block(composer, header, budget, lambda tokens: composer.fill(kind, tokens, rng))
 
 
 def opened_block(composer: Composer, opening: str, kind: str, budget: int, rng: np.random.Generator) -> Text:

@@ -34,8 +34,8 @@ _OPENINGS = {
         "+{added} -{removed} lines, all in `{target}`.",
     ],
     "summary": [
-        "{ticket} is fixed: both patches to `{target}` are applied ({hunks} {hunk_word} changed, +{added} -{removed} lines "
-        "in all), and `pytest -rP {test_path}` passes all {tests} tests, `{failing}` included.",
+        "{ticket} is fixed: both patches to `{target}` are applied ({hunks} {hunk_word} changed, "
+        "+{added} -{removed} lines in all), and `pytest -rP {test_path}` passes all {tests} tests, `{failing}` included.",
         "Done. `{culprit}` in `{target}` reads the current {noun} now; the {tests} tests of `{test_path}` pass, "
         "among them `{failing}`, which failed before the second patch.",
     ],

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .compose import Composer, Text
-from .english import third_person
+from .english import fix_articles, third_person
 from .vocab import Vocab
 
 __all__ = ["UnitTest", "module_tests", "pytest_log", "module_functions", "synthetic_cases"]
@@ -55,7 +55,8 @@ def module_tests(v: Vocab, path: str, module: str, functions: list[str], count: 
     names: set[str] = set()
     for _ in range(count):
         target = used[v.index(len(used))]
-        name = f"test_{target}_{v.pick(['returns', 'keeps', 'rejects', 'handles', 'skips', 'retries'])}_{v.adjective()}_{v.noun()}"
+        verb = v.pick(["returns", "keeps", "rejects", "handles", "skips", "retries"])
+        name = f"test_{target}_{verb}_{v.adjective()}_{v.noun()}"
         if name in names:
             continue
         names.add(name)
@@ -71,8 +72,12 @@ def module_tests(v: Vocab, path: str, module: str, functions: list[str], count: 
 def synthetic_cases(v: Vocab, path: str, keyword: str, count: int) -> list[UnitTest]:
     """Tests of a file the context does not show, named after the -k keyword that selected them."""
     names = dict.fromkeys(f"test_{keyword}_{v.adjective()}_{v.noun()}" for _ in range(count))
-    return [UnitTest(path, name, keyword, fixture, f"{keyword} handles a {v.adjective()} {fixture}.", v.number(0, 100),
-                     8 + 5 * i) for i, (name, fixture) in enumerate((name, v.name()) for name in names)]
+    cases = []
+    for i, name in enumerate(names):
+        fixture = v.name()
+        doc = fix_articles(f"{keyword} handles a {v.adjective()} {fixture}.")
+        cases.append(UnitTest(path, name, keyword, fixture, doc, v.number(0, 100), 8 + 5 * i))
+    return cases
 
 
 def _sep(char: str, title: str = "") -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..blocks import ScenarioBlocks
-from ..content.budget import compose_block, opened_block, split_budget
+from ..content.budget import compose_block, headed_block, opened_block, split_budget
 from ..content.compose import Composer, Text
 from ..content.patch import Patch, make_patch, patch_summary
 from ..content.notes import opening
@@ -113,12 +113,6 @@ def _file_context(composer: Composer, rng, v: Vocab, budget: int) -> _Context:
     return _Context(composer.join(parts), target, code.text, test_path, cases)
 
 
-def _headed(composer: Composer, header: str, budget: int, body) -> Text:
-    """A header line and `body(tokens left)`, `budget` tokens in all."""
-    head = composer.line(header)
-    return composer.join([head, body(max(budget - head.tokens, 0))])
-
-
 def _changed(*patches: Patch) -> dict:
     """What the patches changed, as an answer states it."""
     hunks = sum(p.hunks for p in patches)
@@ -158,13 +152,13 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
     inspect = compose_block(composer, f"Before changing {target}, inspect the tests that cover it and tell me which "
                                       f"ones should catch {ticket}.\n", "prose", s.inspect_request.draw(rng), rng)
     plan = Output(numbered(composer, answer("plan", s.inspection_plan.draw(rng))))
-    logs = _headed(composer, f"Output of `pytest {context.test_path}`:\n", s.test_logs.draw(rng),
+    logs = headed_block(composer, f"Output of `pytest {context.test_path}`:\n", s.test_logs.draw(rng),
                    lambda budget: pytest_log(composer, rng, command="", cases=cases, failed=first_failures,
                                              repo=repo, budget=budget))
     patch1 = Output(calls=(_patch_call(composer, rng, first),))
     applied1 = _patch_applied(composer, rng, first, s.patch_result.draw(rng))
     explanation = Output(answer("explanation", s.explanation.draw(rng), **_changed(first)))
-    failing = _headed(composer, "I ran the full suite after your patch; these tests still fail:\n",
+    failing = headed_block(composer, "I ran the full suite after your patch; these tests still fail:\n",
                       s.failing_tests.draw(rng),
                       lambda budget: pytest_log(composer, rng, command="pytest", cases=cases, failed=still, repo=repo,
                                                 budget=budget, other_files=int(rng.integers(4, 12))))

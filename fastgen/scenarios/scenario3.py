@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 
 from ..blocks import ScenarioBlocks
-from ..content.budget import compose_block, file_sections, opened_block
+from ..content.budget import compose_block, file_sections, headed_block, opened_block
 from ..content.compose import Composer, Text
 from ..content.notes import opening
 from ..content.pytest_log import pytest_log, synthetic_cases
@@ -90,12 +90,15 @@ def _result_text(composer: Composer, rng, v: Vocab, call, header: str, size: int
     """A tool's answer, `size` tokens: a pytest run of the tests the call selected, or text of the tool's kind."""
     if call.name != "run_tests":
         return compose_block(composer, header, _TOOL_RESULTS[call.name], size, rng)
-    head = composer.line(header)
     args = call.arguments
+    return headed_block(composer, header, size, lambda tokens: _test_run(composer, rng, v, args, tokens, repo))
+
+
+def _test_run(composer: Composer, rng, v: Vocab, args: dict, tokens: int, repo: str) -> Text:
+    """The log of the tests a run_tests call selects (named after its -k keyword), some of them failing."""
     cases = synthetic_cases(v, args["target"], args["keyword"], v.number(2, 12))
     failed = {c.name: c.expected + v.number(1, 60) for c in cases if v.random() < 0.3}
-    return composer.join([head, pytest_log(composer, rng, command="", cases=cases, failed=failed, repo=repo,
-                                           budget=max(size - head.tokens, 0))])
+    return pytest_log(composer, rng, command="", cases=cases, failed=failed, repo=repo, budget=tokens)
 
 
 def _fit_results(spec: Spec, base: int, base_messages: int, calls: list, results: list[int], floors: list[int],
