@@ -125,7 +125,7 @@ def check_pytest_log(log: str, report: Report, where: str) -> tuple[set[str], se
     return {f"{f}::{n}" for f, n in failed}, {f"{f}::{n}" for f, n in passed}
 
 
-def _git_apply(files: dict[str, str], path: str, diff: str) -> str | None:
+def git_apply(files: dict[str, str], path: str, diff: str) -> str | None:
     """The file after `diff`, if `git apply --check` accepts it against `files[path]`; else None."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -151,7 +151,7 @@ def check_patches(messages: list[dict], report: Report, where: str) -> None:
         report.check(path in files, "patch targets a file the context showed", where)
         if path not in files:
             continue
-        after = _git_apply(files, path, diff)
+        after = git_apply(files, path, diff)
         report.check(after is not None, "git apply --check accepts the patch", where)
         if after is None:
             continue
@@ -170,7 +170,7 @@ def check_branch_diffs(messages: list[dict], outputs: list[str], report: Report,
     for output in outputs:
         for diff in _FENCED_DIFF.findall(output):
             path = diff.split("\n", 1)[0].removeprefix("--- a/")
-            report.check(path in files and _git_apply(files, path, diff) is not None,
+            report.check(path in files and git_apply(files, path, diff) is not None,
                          "a candidate's diff applies to the module shown", where)
 
 

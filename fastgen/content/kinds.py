@@ -66,8 +66,12 @@ def _statement(v: Vocab, *, method: bool = False, is_async: bool = False) -> lis
 
 
 def statement(v: Vocab) -> list[str]:
-    """The lines of a statement that compiles anywhere in a plain function's body (no self, no await)."""
-    return _statement(v)
+    """The lines of a statement that compiles anywhere in a plain function's body (no self, no await) and is not
+    only a comment, so it may stand alone in a block."""
+    while True:
+        lines = _statement(v)
+        if not lines[0].startswith("#"):
+            return lines
 
 
 def _parameters(v: Vocab, taken: set[str]) -> str:

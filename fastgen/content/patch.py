@@ -49,14 +49,6 @@ def _drawn(v: Vocab, lines: list[str], among: range):
                 yield i
 
 
-def _statement(v: Vocab) -> list[str]:
-    """A statement that is not only a comment: it may stand alone in a block."""
-    while True:
-        lines = statement(v)
-        if not lines[0].startswith("#"):
-            return lines
-
-
 def _hunks(edits: dict[int, tuple[int, list[str]]]) -> list[list[int]]:
     """The edits' line indexes, grouped into hunks: one hunk while at most twice the context lies between changes."""
     groups: list[list[int]] = []
@@ -117,7 +109,7 @@ def make_patch(v: Vocab, path: str, text: str, max_chars: int, focus: str | None
         if i in edits:
             continue
         indent = before[i][: len(before[i]) - len(before[i].lstrip(" "))]
-        edit = (1, [indent + line + "\n" for _ in range(1 + v.index(3)) for line in _statement(v)])
+        edit = (1, [indent + line + "\n" for _ in range(1 + v.index(3)) for line in statement(v)])
         if edits and len(_diff(path, before, {**edits, i: edit})) > max_chars:
             break
         edits[i] = edit

@@ -108,9 +108,9 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
                         "prose", s.bug_report.draw(rng), rng)
     fixed = blocks.catalog.tokens + blocks.system.tokens + blocks.repo_map.tokens + bug.tokens
     rest = max(root_budget(spec, index) - fixed, 2)
-    module = compose_block(composer, f"The module the failures point at:\n### {path}\n", "code",
-                           min(rest // 3, _MODULE_TOKENS), rng)
-    code = module.text.split("\n", 2)[2]
+    heading = composer.line(f"The module the failures point at:\n### {path}\n")
+    body = composer.fill("code", max(min(rest // 3, _MODULE_TOKENS) - heading.tokens, 0), rng)
+    module, code = composer.join([heading, body]), body.text
     logs = compose_block(composer, f"Production logs around the failures of {ticket}:\n", "logline",
                          max(rest - module.tokens, 1), rng)
     root = (blocks.system, blocks.repo_map, user(bug), user(module), user(logs))
