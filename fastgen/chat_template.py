@@ -23,7 +23,7 @@ import json
 from functools import lru_cache
 from typing import Optional, Sequence
 
-__all__ = ["ChatTemplate", "FrozenJSON", "server_messages", "template_source"]
+__all__ = ["ChatTemplate", "FrozenJSON", "server_message", "server_messages", "template_source"]
 
 # The day `strftime_now` answers with (see the module docstring).
 FIXED_DATE = (2026, 6, 15)
@@ -139,23 +139,25 @@ def server_messages(messages: Sequence[dict]) -> list[dict]:
     string content): role; content, a string ("" when absent; text parts joined by newlines); an assistant
     message's tool_calls with their arguments parsed from JSON (not JSON, or empty: {}); a tool message's
     tool_call_id; name when given."""
-    out = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, list):
-            content = "\n".join(part.get("text", "") for part in content
-                                if isinstance(part, dict) and part.get("type") == "text")
-        seen = {"role": message.get("role"), "content": content if isinstance(content, str) else ""}
-        calls = message.get("tool_calls")
-        if seen["role"] == "assistant" and isinstance(calls, list) and calls:
-            seen["tool_calls"] = [{**call, "function": {**(call.get("function") or {}), "arguments": _arguments_object(
-                (call.get("function") or {}).get("arguments"))}} for call in calls]
-        if seen["role"] == "tool" and "tool_call_id" in message:
-            seen["tool_call_id"] = message["tool_call_id"]
-        if isinstance(message.get("name"), str):
-            seen["name"] = message["name"]
-        out.append(seen)
-    return out
+    return [server_message(message) for message in messages]
+
+
+def server_message(message: dict) -> dict:
+    """One message of server_messages."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "\n".join(part.get("text", "") for part in content
+                            if isinstance(part, dict) and part.get("type") == "text")
+    seen = {"role": message.get("role"), "content": content if isinstance(content, str) else ""}
+    calls = message.get("tool_calls")
+    if seen["role"] == "assistant" and isinstance(calls, list) and calls:
+        seen["tool_calls"] = [{**call, "function": {**(call.get("function") or {}), "arguments": _arguments_object(
+            (call.get("function") or {}).get("arguments"))}} for call in calls]
+    if seen["role"] == "tool" and "tool_call_id" in message:
+        seen["tool_call_id"] = message["tool_call_id"]
+    if isinstance(message.get("name"), str):
+        seen["name"] = message["name"]
+    return seen
 
 
 class ChatTemplate:
@@ -179,8 +181,14 @@ class ChatTemplate:
     def render(self, messages: Sequence[dict], tools: Optional[Sequence[dict]] = None, *,
                add_generation_prompt: bool = True) -> str:
         """The prompt text for wire-form messages and tools (as the request body carries them)."""
+        return self.render_seen(server_messages(messages), tools, add_generation_prompt=add_generation_prompt)
+
+    def render_seen(self, messages: list[dict], tools: Optional[Sequence[dict]] = None, *,
+                    add_generation_prompt: bool = True) -> str:
+        """render, for messages already in the form the template sees (server_messages): a caller that renders
+        the same messages many times converts each once."""
         source = self._sources[bool(tools)]
         if source is None:
             raise ValueError("the tokenizer has no chat template for this request")
-        return _compiled(source).render(messages=server_messages(messages), tools=list(tools) if tools else None,
+        return _compiled(source).render(messages=messages, tools=list(tools) if tools else None,
                                         add_generation_prompt=add_generation_prompt, **self._special)

@@ -16,6 +16,7 @@ from .blocks import CatalogStage, ScenarioBlocks, build_blocks, catalog_stage
 from .content.compose import Composer
 from .content.kinds import KINDS
 from .errors import SpecError
+from .pool_cache import PoolCache
 from .scenarios import in_spec, layouts, scenario_by_id
 from .prompt_tokens import PromptCount, TemplateCount, measured_margin, prompt_count
 from .spans import session_chunks
@@ -84,17 +85,26 @@ class DatasetBuilder:
         self._blocks: dict[int, ScenarioBlocks] = {}
         self._stages: dict[int, CatalogStage] = {}  # built by prepare(), consumed by blocks()
 
-    def prepare(self, build_pieces: Callable[[list[Piece]], list] | None = None) -> "DatasetBuilder":
+    def prepare(self, build_pieces: Callable[[list[Piece]], list] | None = None,
+                cache: PoolCache | None = None) -> "DatasetBuilder":
         """Build every pool and shared block now (and escape them), so forked workers inherit them ready.
 
         Most of this time goes to pieces(spec), independent of each other: `build_pieces` may build them in other processes
-        (workers.build_pieces), in any order, and return the results in the order given.
+        (workers.build_pieces), in any order, and return the results in the order given. Pools found in `cache` are
+        not built, and the pools built are stored there.
         """
         todo = list(pieces(self.spec))
-        results = (build_pieces or self._build_here)(todo)
+        for what, key in todo:
+            pool = cache.load(key) if cache is not None and what == "pool" else None
+            if pool is not None:
+                self.composer.adopt_pool(key, pool)
+        todo = [(what, key) for what, key in todo if what != "pool" or not self.composer.has_pool(key)]
+        results = (build_pieces or self._build_here)(todo) if todo else []
         for (what, key), result in zip(todo, results, strict=True):
             if what == "pool":
                 self.composer.adopt_pool(key, result)
+                if cache is not None:
+                    cache.store(key, result)
             else:
                 self._stages[key] = result
         for scenario in in_spec(self.spec):

@@ -22,6 +22,7 @@ from .dataset import DatasetBuilder, Task, check_fits, directories, file_name, f
 from .errors import OutputError
 from .manifest import MANIFEST_NAME, FileRecord, human_size, manifest_bytes, record
 from .outdir import Staging, discard, open_staging, place_all
+from .pool_cache import PoolCache, cache_folder
 from .scenarios import scenario_by_id
 from .spec import Spec
 from .tokenizer import Tokenizer
@@ -50,6 +51,7 @@ class RunOptions:
     configs: ConfigOptions = field(default_factory=ConfigOptions)
     count: str = "auto"  # spans' input_tokens: template, content, or auto (template when the tokenizer has one)
     notice: Optional[Callable[[str], None]] = None  # one-line notices about the run (a slow counting fallback)
+    pool_cache: bool = True  # read and keep prepared content pools in the user's cache folder (pool_cache.py)
 
 
 def _progress(total: int, enabled: bool):
@@ -90,7 +92,8 @@ def _generate_into(staging: Staging, options: RunOptions, tokenizer: Tokenizer) 
         (root / name).mkdir()
     todo = tasks(options.spec)
     builder = DatasetBuilder(tokenizer, options.spec, seed=options.seed, model=options.model, count=options.count)
-    builder.prepare(build_pieces(builder, options.workers))
+    cache = PoolCache(cache_folder(), tokenizer.identity.sha256, options.seed) if options.pool_cache else None
+    builder.prepare(build_pieces(builder, options.workers), cache)
     if getattr(builder.count, "whole", False) and options.notice is not None:
         options.notice("the chat template's prompts do not decompose into per-message pieces under this tokenizer: "
                        "every span's input tokens are counted by rendering its prompt whole (exact, but slow)")

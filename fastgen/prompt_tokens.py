@@ -22,7 +22,7 @@ from typing import Optional, Protocol, Sequence
 
 import xxhash
 
-from .chat_template import ChatTemplate, FrozenJSON
+from .chat_template import ChatTemplate, FrozenJSON, server_message
 from .messages import Message, SessionPlan, Turn
 from .spec import TemplateMargin
 from .tokenizer import Tokenizer
@@ -36,6 +36,7 @@ _MARK = re.compile("\ue000(\\d+)\ue001")  # private-use characters: never in gen
 _WIDTHS = (48, 512, 8192)
 _REMEMBERED = 16384  # distinct skeleton pieces kept per process
 _EDGES = "_template_edges"  # where a message keeps its edge pre-tokens
+_SEEN = "_template_seen"  # and its form in the template (_seen)
 _SHORT_PIECE = 256  # characters: a longer piece (the tools preamble) is remembered by its hash
 # Added to a measured template margin's base: sessions not sampled render other tool-call arguments (JSON re-rendered
 # by the template with spaces) and other edges. Measured on the default set: no span needs any of it (the largest
@@ -117,14 +118,15 @@ class TemplateCount:
             tokens = m.tokens if content_tokens is None else content_tokens[i]
             edges = self._edges_of(m) if isinstance(m.content, str) and m.content else None
             edges_at.append(edges)
+            seen = _seen(m)
             if edges is None:
-                wires.append(m.wire)
+                wires.append(seen)
                 inner.append(0)
                 continue
             head, head_tokens, tail, tail_tokens, _ = edges
-            wires.append({**m.wire, "content": f"{head}\ue000{i}\ue001{tail}"})
+            wires.append({**seen, "content": f"{head}\ue000{i}\ue001{tail}"})
             inner.append(tokens - head_tokens - tail_tokens)
-        parts = _MARK.split(self.template.render(wires, self._wire_tools(catalog) or None))
+        parts = _MARK.split(self.template.render_seen(wires, self._wire_tools(catalog) or None))
         marks = [int(i) for i in parts[1::2]]
         total = sum(inner[i] for i in marks)
         for k, piece in enumerate(parts[0::2]):
@@ -210,6 +212,15 @@ class TemplateCount:
         whole = self.template.render([m.wire for m in cut], self._wire_tools(catalog) or None)
         return (self.skeleton_tokens(catalog, cut, content_tokens=counts)
                 == self.tokenizer.encoded_count_cut(whole, self._proven))
+
+
+def _seen(message: Message) -> dict:
+    """The message as the template sees it (chat_template.server_message), converted once: a session's messages
+    are rendered again in every later turn."""
+    held = message.__dict__.get(_SEEN)
+    if held is None:
+        held = message.__dict__[_SEEN] = server_message(message.wire)
+    return held
 
 
 def _key(text: str):

@@ -92,7 +92,8 @@ def _pool(builder: DatasetBuilder, workers: int, *, root: Path | None = None, zs
 def build_pieces(builder: DatasetBuilder, workers: int) -> Callable[[list[Piece]], list]:
     """DatasetBuilder.prepare's pieces built by `workers` processes forked from the unprepared builder."""
     def build(pieces: list[Piece]) -> list:
-        if workers <= 1:
+        # catalogs alone (their pools came from the cache) take milliseconds: less than starting processes
+        if workers <= 1 or all(what != "pool" for what, _ in pieces):
             return [builder.build_piece(piece) for piece in pieces]
         try:
             with _pool(builder, min(workers, len(pieces))) as executor:

@@ -1,6 +1,7 @@
 """The sequence of variants, one process each, back to back on the same machine, and their byte checks.
 
-Order: native, fastgen at each worker count, `fastgen analyze` of the last one's dataset, the write floor three
+Order: native, fastgen at each worker count (cold: no pool cache), fastgen at the most workers with its pools read
+from the pool cache (warm), `fastgen analyze` of that dataset, the write floor three
 times (fed the last fastgen output: plain writes into warm memory, then settled; then settled with uncached
 writes), zstd at each level, then the optional scale check (with `fastgen analyze` of every session of one
 directory of each of its two datasets). Each variant starts from a clean slate (previous output deleted, then sync,
@@ -40,10 +41,12 @@ class Options:
 
 
 def _fastgen_argv(out: Path, workers: int, scale: float, budget_scale: float, level: int | None = None,
-                  tokenizer: str = "builtin") -> list[str]:
+                  tokenizer: str = "builtin", cache: bool = False) -> list[str]:
+    """fastgen's arguments; without `cache`, cold: its content pools built afresh (--no-cache)."""
     argv = ["--tokenizer", tokenizer, "--seed", str(SEED), "--workers", str(workers), "--output-dir",
             str(out / "traces"), "--config-dir", str(out / "configs"), "--quiet", "--scale", repr(scale),
             "--budget-scale", repr(budget_scale)]
+    argv += [] if cache else ["--no-cache"]
     return argv + (["--compress", "zstd", "--level", str(level)] if level is not None else [])
 
 
@@ -52,7 +55,8 @@ def _row(name: str, kind: str, res: dict, sync_s: float, *, workers: int, scale:
     children = res["children_rss_kib"]
     extra = {k: res[k] for k in ("read_s", "prepare_s", "settle_s", "dontcache") if k in res}  # the floor's untimed preparation
     return {**extra, "variant": name, "kind": kind, "workers": workers, "scale": scale, "zstd_level": level,
-            "wall_s": wall_s, "process_s": res["process_s"], "timed_s": res["timed_s"], "sync_before_s": sync_s,
+            "wall_s": wall_s, "cpu_s": res["cpu_s"], "process_s": res["process_s"], "timed_s": res["timed_s"],
+            "sync_before_s": sync_s,
             "files": files, "bytes": size, "disk_bytes": disk, "rss_mib": res["rss_kib"] / 1024,
             "worker_rss_mib": children / 1024 if children else None}
 
@@ -124,14 +128,21 @@ def _native(run: _Run) -> None:
                          disk=size, wall_s=res["process_s"]))
 
 
-def _fastgen(run: _Run, workers: int) -> Path:
-    o, name = run.opts, f"fastgen-w{workers}"
-    argv = _fastgen_argv(run.out(name), workers, o.scale, o.budget_scale)
-    out, res, sync_s = run.variant(name, "fastgen", {"argv": argv})
+def _fastgen(run: _Run, workers: int, *, warm: bool = False) -> Path:
+    """fastgen at `workers`: cold, its content pools built afresh; or warm, read from the pool cache (a folder of
+    the bench's own, filled first by a small untimed run: the pools do not depend on the sessions or budgets)."""
+    o = run.opts
+    name, kind = (f"fastgen-w{workers}-warm", "fastgen-warm") if warm else (f"fastgen-w{workers}", "fastgen")
+    params: dict = {"argv": _fastgen_argv(run.out(name), workers, o.scale, o.budget_scale, cache=warm)}
+    if warm:
+        params["env"] = {"XDG_CACHE_HOME": str(run.root / "cache")}
+        fill = _fastgen_argv(run.out("cache-fill"), workers, 0.02, 0.05, cache=True)
+        run.variant("cache-fill", "fastgen", {**params, "argv": fill}, settle=0.0)
+    out, res, sync_s = run.variant(name, "fastgen", params)
     records, problems = manifest_sessions(out / "traces")
     run.check_plain(name, records, problems)
     size = sum(s for s, _ in records.values())
-    run.rows.append(_row(name, "fastgen", res, sync_s, workers=workers, scale=o.scale, files=len(records), size=size,
+    run.rows.append(_row(name, kind, res, sync_s, workers=workers, scale=o.scale, files=len(records), size=size,
                          disk=size, wall_s=res["process_s"]))
     return out
 
@@ -218,6 +229,7 @@ def run(opts: Options, log: Callable[[str], None]) -> dict:
         last = None
         for workers in opts.workers:
             last = _fastgen(r, workers)
+        last = _fastgen(r, max(opts.workers), warm=True)  # the same bytes (checked): analyze and the floors take them
         _analyze(r, last, f"analyze-w{max(opts.workers)}", "analyze", max(opts.workers), opts.scale)
         if opts.settle:
             last = _floor(r, last, "floor-warm", 0.0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = ["analyze_scale_summary", "derive", "scale_summary"]
 
 _MB = 1e6
+_GENERATORS = ("native", "fastgen", "fastgen-warm")
 
 
 def _find(rows: list[dict], kind: str) -> dict | None:
@@ -19,7 +20,8 @@ def _find(rows: list[dict], kind: str) -> dict | None:
 
 def derive(rows: list[dict]) -> None:
     """Add to each row: mb, disk_mb, mb_s, files_s, and where they apply
-    over_floor   wall / the faster settled floor's (native and fastgen rows: 1.0 would be as fast as the kernel's writes)
+    over_floor   wall / the faster settled floor's (native and fastgen rows, cold and warm: 1.0 would be as fast as the
+                 kernel's writes)
     over_warm_floor  the same against the floor written into warm memory (only with --settle; see launch.py)
     native_over  native's wall / this wall (fastgen rows: the speedup over the original generator)
     zstd_ratio   uncompressed / compressed bytes, and mb_s_per_worker = uncompressed MB / wall / workers
@@ -30,11 +32,11 @@ def derive(rows: list[dict]) -> None:
         r["mb"], r["disk_mb"] = r["bytes"] / _MB, r["disk_bytes"] / _MB
         r["mb_s"] = r["mb"] / r["wall_s"]
         r["files_s"] = r["files"] / r["wall_s"]
-        if floor and r["kind"] in ("native", "fastgen"):
+        if floor and r["kind"] in _GENERATORS:
             r["over_floor"] = r["wall_s"] / floor["wall_s"]
-        if warm and r["kind"] in ("native", "fastgen"):
+        if warm and r["kind"] in _GENERATORS:
             r["over_warm_floor"] = r["wall_s"] / warm["wall_s"]
-        if native and r["kind"] == "fastgen":
+        if native and r["kind"] in ("fastgen", "fastgen-warm"):
             r["native_over"] = native["wall_s"] / r["wall_s"]
         if r["kind"] == "vocab" and r["workers"] in builtin:
             r["over_builtin"] = r["wall_s"] / builtin[r["workers"]]["wall_s"]

@@ -15,6 +15,7 @@ _COLUMNS = [
     ("variant", "variant", "{}"),
     ("wkrs", "workers", "{}"),
     ("wall s", "wall_s", "{:.3f}"),
+    ("CPU s", "cpu_s", "{:.2f}"),
     ("MB", "mb", "{:,.0f}"),
     ("disk MB", "disk_mb", "{:,.0f}"),
     ("MB/s", "mb_s", "{:,.0f}"),
@@ -31,6 +32,8 @@ _COLUMNS = [
 _LEGEND = """\
 wall s: whole process (start, imports, setup, work, exit); floor: its write loop only. Every variant starts
   --settle seconds after the previous output was deleted; floor-warm writes into memory freed moments before.
+CPU s: user + system CPU of the process and its pool workers (floor: of its write loop); the kernel's writeback
+  threads are in no row. fastgen-wK: cold (--no-cache); -warm: pools from the pool cache.
 MB: uncompressed trace JSON made (10^6 bytes); disk MB: bytes written (compressed for zstd).
 RSS MiB: peak of the process itself; wkr RSS MiB: largest pool worker (fastgen with >1 worker).
 /floor: wall over the faster settled floor's (plain or uncached writes): how many times the bare writes it costs;
@@ -100,7 +103,10 @@ def environment() -> dict:
         except OSError:
             return None
 
+    model = next((line.split(":", 1)[1].strip() for line in (read("/proc/cpuinfo") or "").splitlines()
+                  if line.startswith("model name")), platform.processor() or None)
     return {"python": sys.version.split()[0], "platform": platform.platform(), "cpu_count": os.cpu_count(),
+            "cpu_model": model,
             "fastgen": __version__, "mem_total": (read("/proc/meminfo") or "").split("\n")[0].split(":")[-1].strip(),
             "vm_dirty_ratio": read("/proc/sys/vm/dirty_ratio"),
             "vm_dirty_background_ratio": read("/proc/sys/vm/dirty_background_ratio")}

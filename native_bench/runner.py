@@ -5,8 +5,8 @@ variant's peak memory alone. RUSAGE_SELF is this process; RUSAGE_CHILDREN is the
 pool workers, which the pool joins before the command returns). Both are KiB on Linux.
 
 The job file (a file, not an argument: a file list can outgrow one argv string) names the kind, its parameters
-and where to write the result: timed_s (what the variant itself times), rss_kib, children_rss_kib, and rc (non-zero
-if the command failed). The caller adds the whole process's wall time.
+and where to write the result: timed_s (what the variant itself times), rss_kib, children_rss_kib, cpu_s, and rc
+(non-zero if the command failed). The caller adds the whole process's wall time.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ def _fastgen(p: dict) -> dict:
     import runpy
 
     sys.argv = ["fastgen", *p["argv"]]
+    os.environ.update(p.get("env", {}))
     t = time.perf_counter()
     try:
         runpy.run_module("fastgen", run_name="__main__", alter_sys=True)
@@ -80,6 +81,7 @@ def _floor(p: dict) -> dict:
     from fastgen.writer import RWF_DONTCACHE  # Linux 6.14+, the flag fastgen's writer uses
 
     dontcache = p.get("dontcache", False) and _supports(out, RWF_DONTCACHE)
+    cpu = _cpu(resource.getrusage(resource.RUSAGE_SELF))
     t = time.perf_counter()
     made: set[str] = set()
     for rel, data in files:
@@ -94,8 +96,14 @@ def _floor(p: dict) -> dict:
                 f.write(data)
     # read_s and prepare_s (read, delete, sync, settle) are untimed context: a slow read_s means the page cache had
     # already dropped the source (read back from disk).
-    return {"timed_s": time.perf_counter() - t, "rc": 0, "read_s": read_s, "prepare_s": prepare_s,
+    timed_s = time.perf_counter() - t
+    return {"timed_s": timed_s, "cpu_s": _cpu(resource.getrusage(resource.RUSAGE_SELF)) - cpu, "rc": 0,
+            "read_s": read_s, "prepare_s": prepare_s,
             "settle_s": p["settle_s"], "dontcache": dontcache}
+
+
+def _cpu(usage) -> float:
+    return usage.ru_utime + usage.ru_stime
 
 
 def _write_with_flags(path: Path, data: bytes, flags: int) -> None:
@@ -128,8 +136,13 @@ _KINDS = {"native": _native, "fastgen": _fastgen, "floor": _floor}
 def main(argv: list[str]) -> int:
     job = json.loads(Path(argv[0]).read_text())
     result = _KINDS[job["kind"]](job["params"])
-    result["rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    result["children_rss_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    result["rss_kib"] = own.ru_maxrss
+    result["children_rss_kib"] = children.ru_maxrss
+    # user and system CPU of the process and every child it reaped (pool workers): the work a variant made the cores
+    # do, which moves far less between runs than the wall time (the kernel's writeback threads are not in it); the
+    # floor gives its timed loop's own
+    result.setdefault("cpu_s", _cpu(own) + _cpu(children))
     Path(job["result"]).write_text(json.dumps(result))
     return result["rc"]
 

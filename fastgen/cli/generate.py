@@ -63,6 +63,10 @@ def generate_parser() -> argparse.ArgumentParser:
     p.add_argument("--absolute-paths", action="store_true", help="write absolute paths into the configs")
     p.add_argument("--compress", choices=["zstd"], help="write .json.zst files (fastgen unpack DIR restores .json)")
     p.add_argument("--level", type=int_in(1, 22, "--level"), help="zstd level, with --compress zstd (unset: 3)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="build the content pools afresh and keep none (by default they are kept in "
+                        "$XDG_CACHE_HOME/fastgen, ~/.cache/fastgen, and a later run with the same fastgen, tokenizer "
+                        "and seed starts from them; the output is the same bytes either way)")
     p.add_argument("--force", action="store_true", help="write into folders that hold other files; fastgen then "
                    "replaces only files its previous manifest lists and never overwrites one it did not write")
     return p
@@ -202,7 +206,7 @@ def run_generate(args) -> int:
                          output_dir=args.output_dir, workers=args.workers,
                          progress=not args.quiet and sys.stderr.isatty(), arguments=arguments, zstd_level=zstd_level,
                          force=args.force, config_dir=args.config_dir, configs=config_options, count=count,
-                         notice=warn)
+                         notice=warn, pool_cache=not args.no_cache)
     records = generate(options, tokenizer)
     traces = [r for r in records if not r.path.startswith(TOKENIZER_FOLDER + "/")]
     say(f"wrote {len(traces)} trace files ({sum(r.size for r in traces) / 1e9:.2f} GB) to {args.output_dir} "

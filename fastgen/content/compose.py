@@ -19,7 +19,7 @@ from ..tokenizer import Tokenizer
 from .kinds import FILLER_MAKERS, KINDS, UNIT_MAKERS
 from .vocab import Vocab
 
-__all__ = ["Text", "Ends", "Composer", "check_unit"]
+__all__ = ["Text", "Ends", "Composer", "Pool", "check_unit"]
 
 _UNITS_PER_KIND = 600
 # Prose is read sentence by sentence, and every answer of every session draws from its pool: a larger pool keeps
@@ -56,8 +56,12 @@ def check_unit(text: str) -> None:
         raise ValueError(f"unit must end with a newline and start with a non-space: {text[:40]!r}")
 
 
-class _Pool:
+class Pool:
+    """The units and fillers of one kind with their token counts, and what drawing from them needs. `parts` are
+    the constructor's arguments: everything else is derived from them (a pool cache stores just those)."""
+
     def __init__(self, units: list[str], counts: list[int], fillers: list[str], filler_counts: list[int]):
+        self.parts = (units, list(counts), fillers, list(filler_counts))
         self.units = units
         self.counts = np.asarray(counts, dtype=np.int64)
         self.count_list = list(counts)  # the same, for single lookups (a numpy scalar index is slow)
@@ -139,25 +143,28 @@ class Composer:
     def __init__(self, tokenizer: Tokenizer, seed: int):
         self.tokenizer = tokenizer
         self.seed = seed
-        self._pools: dict[str, _Pool] = {}
+        self._pools: dict[str, Pool] = {}
         self._counts: dict[str, int] = {}
 
-    def pool(self, kind: str) -> _Pool:
+    def pool(self, kind: str) -> Pool:
         pool = self._pools.get(kind)
         if pool is None:
             pool = self._pools[kind] = self.make_pool(kind)
         return pool
 
-    def make_pool(self, kind: str) -> _Pool:
+    def make_pool(self, kind: str) -> Pool:
         """The pool of one kind, from its own RNG stream: independent of every other pool, so any process may
         build it (see adopt_pool)."""
         vocab = Vocab(pool_rng(self.seed, KINDS.index(kind)))
         units = [UNIT_MAKERS[kind](vocab) for _ in range(_UNITS_OF_KIND.get(kind, _UNITS_PER_KIND))]
         fillers = [FILLER_MAKERS[kind](vocab) for _ in range(_FILLERS_PER_KIND)]
-        return _Pool(units, self.tokenizer.count_many(units), fillers, self.tokenizer.count_many(fillers))
+        return Pool(units, self.tokenizer.count_many(units), fillers, self.tokenizer.count_many(fillers))
 
-    def adopt_pool(self, kind: str, pool: _Pool) -> None:
+    def adopt_pool(self, kind: str, pool: Pool) -> None:
         self._pools[kind] = pool
+
+    def has_pool(self, kind: str) -> bool:
+        return kind in self._pools
 
     def count(self, text: str) -> int:
         """tokenizer.count, remembered for the short texts that recur (tool names, headers, argument shapes).
@@ -215,7 +222,7 @@ class Composer:
         return Text(text, total, (pieces[0], first, pieces[-1], last))
 
     @staticmethod
-    def _fill_tail(pool: _Pool, r: int, rng: np.random.Generator, pieces: list[str]) -> list[int]:
+    def _fill_tail(pool: Pool, r: int, rng: np.random.Generator, pieces: list[str]) -> list[int]:
         """Append fillers summing to exactly r tokens (or the least overshoot, if no combination hits r); return
         their counts."""
         largest = pool.largest_filler
