@@ -18,6 +18,7 @@ from .vocab import Vocab
 __all__ = ["Patch", "make_patch", "patch_summary"]
 
 _CONTEXT = 3  # lines of context around each change, as diff -u and git diff give
+_HEADER = 64  # characters, at least: "@@ -a,b +c,d @@" with its newline, for any file fastgen writes
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,14 @@ def _diff(path: str, before: list[str], edits: dict[int, tuple[int, list[str]]])
     return "".join(out)
 
 
+def _hunk_bound(before: list[str], i: int, edit: tuple[int, list[str]]) -> int:
+    """The most characters one more edit adds to a diff: its own hunk, context and header (whose line numbers
+    take at most _HEADER characters); merged with a neighbour's, it adds less."""
+    removed, added = edit
+    start, stop = max(i - _CONTEXT, 0), min(i + removed + _CONTEXT, len(before))
+    return _HEADER + sum(len(line) + 1 for line in before[start:stop]) + sum(len(line) + 1 for line in added)
+
+
 def _body(lines: list[str], function: str) -> range:
     """The lines of top-level function `function`'s body (empty if the file has no such function)."""
     head = f"def {function}("
@@ -105,13 +114,17 @@ def make_patch(v: Vocab, path: str, text: str, max_chars: int, focus: str | None
     before = text.splitlines(keepends=True)
     body = _body(before, focus) if focus else range(0)
     edits: dict[int, tuple[int, list[str]]] = {}
+    bound = 0  # at least the diff's length so far: the diff is written again only when this says it may not fit
     for i in itertools.chain(_drawn(v, before, body), _drawn(v, before, range(len(before)))):
         if i in edits:
             continue
         indent = before[i][: len(before[i]) - len(before[i].lstrip(" "))]
         edit = (1, [indent + line + "\n" for _ in range(1 + v.index(3)) for line in statement(v)])
-        if edits and len(_diff(path, before, {**edits, i: edit})) > max_chars:
-            break
+        bound += _hunk_bound(before, i, edit)
+        if edits and bound > max_chars:
+            bound = len(_diff(path, before, {**edits, i: edit}))
+            if bound > max_chars:
+                break
         edits[i] = edit
     if not edits:  # nothing inside a function: append a statement at module level
         edits[len(before)] = (0, [f"{v.var_name()} = {v.number(0, 999)}\n"])
