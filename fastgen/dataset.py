@@ -30,7 +30,7 @@ __all__ = ["Task", "directories", "files_per_task", "tasks", "DatasetBuilder", "
 # Listed roughly slowest first (measured with the built-in tokenizer), so a pool of workers that takes them in order
 # ends on short ones; the order changes no byte of the output.
 Piece = tuple[str, object]
-_SLOWEST_POOLS_FIRST = ("code", "diff", "prose", "api_doc", "tree")
+_SLOWEST_POOLS_FIRST = ("code", "prose", "api_doc", "tree")
 
 
 def pieces(spec: Spec) -> tuple[Piece, ...]:

@@ -31,7 +31,7 @@ def test_pool_units_obey_the_boundary_rule(composer, kind):
 def test_join_of_units_counts_as_the_sum_of_parts(composer, builtin):
     rng = np.random.default_rng(5)
     parts = [composer.line("### src/app/models.py\n"), composer.fill("code", 300, rng),
-             composer.line("```diff\n"), composer.fill("diff", 120, rng), composer.fill("prose", 77, rng)]
+             composer.line("```text\n"), composer.fill("tree", 120, rng), composer.fill("prose", 77, rng)]
     joined = composer.join(parts)
     assert joined.tokens == sum(p.tokens for p in parts) == builtin.count(joined.text)
 
@@ -56,8 +56,6 @@ def test_composed_text_is_not_word_salad(composer):
     code = composer.fill("code", 20000, rng).text
     assert len(set(code.split())) > 2000
     assert code.count("def ") > 50 and code.count("return ") > 20
-    diff = composer.fill("diff", 2000, rng).text
-    assert all(line[:1] in "@+- " for line in diff.splitlines() if line)
     log = composer.fill("logline", 2000, rng).text
     assert "latency_ms=" in log and "PASSED" not in log
     tree = composer.fill("tree", 2000, rng).text

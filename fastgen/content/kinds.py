@@ -1,7 +1,8 @@
-"""Seeded templates for each kind of text a coding agent sees: code, prose, plans, diffs, trees, docs, log lines.
+"""Seeded templates for each kind of text a coding agent sees: code, prose, plans, trees, docs, log lines
+(diffs are written from real edits of shown files: patch.py).
 
 Every unit obeys one rule that makes token counts additive (see compose.py): it ends with a newline and does not
-start with whitespace or a newline. A unit is a whole, plausible piece (a function, a log section, a hunk),
+start with whitespace or a newline. A unit is a whole, plausible piece (a function, a log section, a step),
 so a composed block reads as the kind it claims to be.
 """
 
@@ -145,17 +146,6 @@ def make_plan(v: Vocab) -> str:
             f"{v.adjective()} {v.noun()}; then run `pytest tests/test_{v.noun()}.py -k {v.func_name()}`.\n")
 
 
-def make_diff(v: Vocab) -> str:
-    """A unified-diff hunk."""
-    start = v.number(1, 800)
-    removed = [f"-    {line}" for s in range(v.number(1, 4)) for line in _statement(v)]
-    added = [f"+    {line}" for s in range(v.number(1, 5)) for line in _statement(v)]
-    ctx_before = [f"     {line}" for line in _statement(v)]
-    ctx_after = [f"     {line}" for line in _statement(v)]
-    header = f"@@ -{start},{len(removed) + 2} +{start},{len(added) + 2} @@ def {v.func_name()}("
-    return "\n".join([header, *ctx_before, *removed, *added, *ctx_after]) + "\n"
-
-
 def make_tree(v: Vocab) -> str:
     """A directory of a repository map, as `tree` prints it."""
     noun, suffix = v.noun(), v.pick(["", "s", "_core", "_api", "_jobs"])
@@ -237,16 +227,11 @@ def _filler_logline(v: Vocab) -> str:
                    f"{level} {v.noun()}.{v.noun()} {v.verb()}\n", f"DEBUG {v.noun()}_id={v.hex(8)}\n"])
 
 
-def _filler_diff(v: Vocab) -> str:
-    return v.pick(["+\n", "-\n", f"+{v.var_name()} = {v.number(0, 999)}\n", f"-import {v.noun()}\n",
-                   f"+from .{v.noun()} import {v.class_name()}\n", "+    pass\n", "-    pass\n"])
-
-
 def _filler_tree(v: Vocab) -> str:
     return v.pick([v.pick(_TINY), f"├── {v.noun()}.py\n", f"└── {v.noun()}_{v.noun()}.py\n", f"docs/{v.noun()}.md\n"])
 
 
-KINDS = ("code", "prose", "plan", "diff", "tree", "api_doc", "guideline", "search", "logline")
+KINDS = ("code", "prose", "plan", "tree", "api_doc", "guideline", "search", "logline")
 
 def _in_english(make: Callable[[Vocab], str]) -> Callable[[Vocab], str]:
     """A maker whose articles agree with the words after them (the templates cannot know which word comes)."""
@@ -260,7 +245,6 @@ UNIT_MAKERS: dict[str, Callable[[Vocab], str]] = {
     "code": _in_english(make_code),
     "prose": _in_english(make_prose),
     "plan": _in_english(make_plan),
-    "diff": _in_english(make_diff),
     "tree": _in_english(make_tree),
     "api_doc": _in_english(make_api_doc),
     "guideline": _in_english(make_guideline),
@@ -272,7 +256,6 @@ FILLER_MAKERS: dict[str, Callable[[Vocab], str]] = {
     "code": _in_english(_filler_code),
     "prose": _in_english(_filler_prose),
     "plan": _in_english(_filler_prose),
-    "diff": _in_english(_filler_diff),
     "tree": _in_english(_filler_tree),
     "api_doc": _in_english(_filler_prose),
     "guideline": _in_english(_filler_prose),

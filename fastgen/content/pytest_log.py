@@ -18,7 +18,7 @@ from .compose import Composer, Text
 from .english import fix_articles, third_person
 from .vocab import Vocab
 
-__all__ = ["UnitTest", "module_tests", "pytest_log", "module_functions", "synthetic_cases"]
+__all__ = ["UnitTest", "module_tests", "pytest_log", "module_functions", "synthetic_cases", "wrong_values"]
 
 _WIDTH = 80
 _TOP_LEVEL_DEF = re.compile(r"^def (\w+)\(", re.MULTILINE)
@@ -78,6 +78,11 @@ def synthetic_cases(v: Vocab, path: str, keyword: str, count: int) -> list[UnitT
         doc = fix_articles(f"{keyword} handles a {v.adjective()} {fixture}.")
         cases.append(UnitTest(path, name, keyword, fixture, doc, v.number(0, 100), 8 + 5 * i))
     return cases
+
+
+def wrong_values(v: Vocab, failing) -> dict[str, int]:
+    """What each failing test's call returned instead of its expected value (test name -> value)."""
+    return {c.name: c.expected + v.number(1, 60) for c in failing}
 
 
 def _sep(char: str, title: str = "") -> str:

@@ -25,7 +25,7 @@ from ..content.compose import Composer, Text
 from ..content.patch import Patch, make_patch, patch_summary
 from ..content.notes import opening
 from ..content.plan import numbered
-from ..content.pytest_log import UnitTest, module_functions, pytest_log, module_tests
+from ..content.pytest_log import UnitTest, module_functions, pytest_log, module_tests, wrong_values
 from ..content.vocab import Vocab
 from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
 from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
@@ -122,8 +122,7 @@ def _changed(*patches: Patch) -> dict:
 
 def _failures(v: Vocab, cases: list[UnitTest], k: int) -> dict[str, int]:
     """k failing tests and the wrong values their calls returned."""
-    chosen = dict.fromkeys(cases[v.index(len(cases))] for _ in range(k))
-    return {c.name: c.expected + v.number(1, 60) for c in chosen}
+    return wrong_values(v, dict.fromkeys(cases[v.index(len(cases))] for _ in range(k)))
 
 
 def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int,

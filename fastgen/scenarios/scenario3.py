@@ -20,7 +20,7 @@ from ..blocks import ScenarioBlocks
 from ..content.budget import compose_block, file_sections, headed_block, opened_block
 from ..content.compose import Composer, Text
 from ..content.notes import opening
-from ..content.pytest_log import pytest_log, synthetic_cases
+from ..content.pytest_log import pytest_log, synthetic_cases, wrong_values
 from ..content.vocab import Vocab
 from ..errors import SpecError
 from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
@@ -97,7 +97,7 @@ def _result_text(composer: Composer, rng, v: Vocab, call, header: str, size: int
 def _test_run(composer: Composer, rng, v: Vocab, args: dict, tokens: int, repo: str) -> Text:
     """The log of the tests a run_tests call selects (named after its -k keyword), some of them failing."""
     cases = synthetic_cases(v, args["target"], args["keyword"], v.number(2, 12))
-    failed = {c.name: c.expected + v.number(1, 60) for c in cases if v.random() < 0.3}
+    failed = wrong_values(v, [c for c in cases if v.random() < 0.3])
     return pytest_log(composer, rng, command="", cases=cases, failed=failed, repo=repo, budget=tokens)
 
 
