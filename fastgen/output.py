@@ -92,7 +92,8 @@ def _generate_into(staging: Staging, options: RunOptions, tokenizer: Tokenizer) 
         (root / name).mkdir()
     todo = tasks(options.spec)
     builder = DatasetBuilder(tokenizer, options.spec, seed=options.seed, model=options.model, count=options.count)
-    cache = PoolCache(cache_folder(), tokenizer.identity.sha256, options.seed) if options.pool_cache else None
+    folder = cache_folder() if options.pool_cache else None
+    cache = PoolCache(folder, tokenizer.identity.sha256, options.seed) if folder is not None else None
     builder.prepare(build_pieces(builder, options.workers), cache)
     if getattr(builder.count, "whole", False) and options.notice is not None:
         options.notice("the chat template's prompts do not decompose into per-message pieces under this tokenizer: "

@@ -30,12 +30,16 @@ _KEEP = 128  # entries (about 0.5 MB each on average): nine pools for each of 14
 _FIELDS = ("units", "counts", "fillers", "filler_counts")
 
 
-def cache_folder(env: Mapping[str, str] = os.environ) -> Path:
+def cache_folder(env: Mapping[str, str] = os.environ) -> Path | None:
     """Where entries live: $XDG_CACHE_HOME/fastgen/pools, or ~/.cache/fastgen/pools where that is unset or not an
-    absolute path (as the XDG base directory specification says to treat it)."""
+    absolute path (as the XDG base directory specification says to treat it); None without a home folder either."""
     base = env.get("XDG_CACHE_HOME", "")
-    root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
-    return root / "fastgen" / "pools"
+    if os.path.isabs(base):
+        return Path(base) / "fastgen" / "pools"
+    try:
+        return Path.home() / ".cache" / "fastgen" / "pools"
+    except RuntimeError:  # no HOME and no password entry (a bare container user): no cache, nothing else changes
+        return None
 
 
 @lru_cache(maxsize=1)

@@ -113,20 +113,20 @@ class TemplateCount:
     def skeleton_tokens(self, catalog: ToolCatalog, messages: Sequence[Message], *,
                         content_tokens: Optional[Sequence[int]] = None) -> int:
         """The same count from a skeleton rendering; `content_tokens` overrides the messages' own counts."""
-        wires, inner, edges_at = [], [], []
+        forms, inner, edges_at = [], [], []
         for i, m in enumerate(messages):
             tokens = m.tokens if content_tokens is None else content_tokens[i]
             edges = self._edges_of(m) if isinstance(m.content, str) and m.content else None
             edges_at.append(edges)
             seen = _seen(m)
             if edges is None:
-                wires.append(seen)
+                forms.append(seen)
                 inner.append(0)
                 continue
             head, head_tokens, tail, tail_tokens, _ = edges
-            wires.append({**seen, "content": f"{head}\ue000{i}\ue001{tail}"})
+            forms.append({**seen, "content": f"{head}\ue000{i}\ue001{tail}"})
             inner.append(tokens - head_tokens - tail_tokens)
-        parts = _MARK.split(self.template.render_seen(wires, self._wire_tools(catalog) or None))
+        parts = _MARK.split(self.template.render_seen(forms, self._wire_tools(catalog) or None))
         marks = [int(i) for i in parts[1::2]]
         total = sum(inner[i] for i in marks)
         for k, piece in enumerate(parts[0::2]):

@@ -20,11 +20,17 @@ def composer(builtin):
     return Composer(builtin, seed=5)
 
 
-def test_cache_folder_follows_xdg_cache_home():
+def test_cache_folder_follows_xdg_cache_home(monkeypatch):
     assert cache_folder({"XDG_CACHE_HOME": "/srv/cache"}) == Path("/srv/cache/fastgen/pools")
     # unset, empty or relative: the specification's default
     default = Path.home() / ".cache" / "fastgen" / "pools"
     assert cache_folder({}) == cache_folder({"XDG_CACHE_HOME": ""}) == cache_folder({"XDG_CACHE_HOME": "c"}) == default
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", no_home)
+    assert cache_folder({}) is None
 
 
 def test_a_stored_pool_reads_back_and_composes_the_same_texts(tmp_path, composer, builtin):
