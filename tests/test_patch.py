@@ -55,3 +55,39 @@ def test_a_file_without_functions_gets_a_module_level_line():
     assert (patch.hunks, patch.added, patch.removed) == (1, 1, 0)
     assert _git_apply("m.py", code, patch.diff) == patch.after
     compile(patch.after, "m.py", "exec")
+
+
+def _patch_by_rewriting_the_diff(v: Vocab, path: str, text: str, max_chars: int, focus: str | None = None):
+    """make_patch as it was before it bounded the diff's length: the whole diff written again for every edit tried."""
+    from fastgen.content import patch as p
+
+    before = text.splitlines(keepends=True)
+    body = p._body(before, focus) if focus else range(0)
+    edits: dict = {}
+    for i in p.itertools.chain(p._drawn(v, before, body), p._drawn(v, before, range(len(before)))):
+        if i in edits:
+            continue
+        indent = before[i][: len(before[i]) - len(before[i].lstrip(" "))]
+        edit = (1, [indent + line + "\n" for _ in range(1 + v.index(3)) for line in p.statement(v)])
+        if edits and len(p._diff(path, before, {**edits, i: edit})) > max_chars:
+            break
+        edits[i] = edit
+    return p._diff(path, before, edits)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_length_bound_takes_the_same_edits_as_writing_every_diff(builtin, seed):
+    """make_patch writes the diff again only when an upper bound on its length says it may not fit; where the bound
+    were not one, it would keep an edit that does not fit. Many room sizes, long and short paths, files of 9 to 1,300
+    lines (line numbers of 1 to 4 digits): the same diffs as writing the diff for every edit."""
+    composer = Composer(builtin, seed=4)
+    rng = np.random.default_rng(100 + seed)
+    for size in (120, 900, 16000):
+        code = composer.fill("code", size, rng).text
+        for path in ("a.py", "src/" + "deeply/" * 12 + "nested_module.py"):
+            for room in (1, 150, 400, 900, 2500, 6000):
+                def same_draws() -> Vocab:
+                    return Vocab(np.random.default_rng([seed, size, room]))
+
+                assert make_patch(same_draws(), path, code, room).diff == \
+                    _patch_by_rewriting_the_diff(same_draws(), path, code, room)

@@ -88,8 +88,8 @@ def _diff(path: str, before: list[str], edits: dict[int, tuple[int, list[str]]])
 
 
 def _hunk_bound(before: list[str], i: int, edit: tuple[int, list[str]]) -> int:
-    """The most characters one more edit adds to a diff: its own hunk, context and header (whose line numbers
-    take at most _HEADER characters); merged with a neighbour's, it adds less."""
+    """The most characters one more edit adds to its diff's own hunks: its hunk, context and header (whose line
+    numbers take at most _HEADER characters); merged with a neighbour's, it adds less."""
     removed, added = edit
     start, stop = max(i - _CONTEXT, 0), min(i + removed + _CONTEXT, len(before))
     return _HEADER + sum(len(line) + 1 for line in before[start:stop]) + sum(len(line) + 1 for line in added)
@@ -114,13 +114,15 @@ def make_patch(v: Vocab, path: str, text: str, max_chars: int, focus: str | None
     before = text.splitlines(keepends=True)
     body = _body(before, focus) if focus else range(0)
     edits: dict[int, tuple[int, list[str]]] = {}
-    bound = 0  # at least the diff's length so far: the diff is written again only when this says it may not fit
+    # at least the diff's length so far: the diff is written again only when this says it may not fit
+    bound = len(_diff(path, before, {}))
     for i in itertools.chain(_drawn(v, before, body), _drawn(v, before, range(len(before)))):
         if i in edits:
             continue
         indent = before[i][: len(before[i]) - len(before[i].lstrip(" "))]
         edit = (1, [indent + line + "\n" for _ in range(1 + v.index(3)) for line in statement(v)])
-        bound += _hunk_bound(before, i, edit)
+        # its own hunk, and a digit more in each later hunk's header line numbers (a hunk per edit at most)
+        bound += _hunk_bound(before, i, edit) + len(edits)
         if edits and bound > max_chars:
             bound = len(_diff(path, before, {**edits, i: edit}))
             if bound > max_chars:
