@@ -94,19 +94,20 @@ class DatasetBuilder:
         not built, and the pools built are stored there.
         """
         todo = list(pieces(self.spec))
-        for what, key in todo:
-            pool = cache.load(key) if cache is not None and what == "pool" else None
-            if pool is not None:
-                self.composer.adopt_pool(key, pool)
-        todo = [(what, key) for what, key in todo if what != "pool" or not self.composer.has_pool(key)]
+        cached = {key: cache.load(key) for what, key in todo if what == "pool"} if cache is not None else {}
+        todo = [(what, key) for what, key in todo if cached.get(key) is None]
         results = (build_pieces or self._build_here)(todo) if todo else []
         for (what, key), result in zip(todo, results, strict=True):
             if what == "pool":
-                self.composer.adopt_pool(key, result)
+                cached[key] = result
                 if cache is not None:
                     cache.store(key, result)
             else:
                 self._stages[key] = result
+        for kind, pool in cached.items():
+            self.composer.adopt_pool(kind, pool)
+        if cache is not None:
+            cache.trim()
         for scenario in in_spec(self.spec):
             blocks = self.blocks(scenario.id)
             _ = blocks.catalog.escaped  # cached properties: computed here, once, before any fork

@@ -1,23 +1,30 @@
 """Prepared content pools kept on disk between runs, so a later run on the same machine skips building them.
 
-A pool is a pure function of fastgen's code, the tokenizer, the seed and its kind, and its entry is keyed by a hash
-of all four: the code as the bytes of every module of the package (an edited checkout never reads a pool an older
-version made), the tokenizer as the sha256 of its tokenizer.json. Entries live in $XDG_CACHE_HOME/fastgen/pools
-(~/.cache/fastgen/pools by default), one JSON file per pool (the pool's units, fillers and their counts: data, never
-code), written under a temporary name and renamed. An entry that is missing, unreadable or not what it should be is
-built again; a folder that cannot be written is skipped: the cache only ever saves time, it never changes a byte of
-the output. The folder keeps the most recently written entries (_KEEP) and deletes older ones of its own.
-`fastgen --no-cache` neither reads nor writes it.
+A pool is a pure function of fastgen's code and the libraries it draws and counts with, the tokenizer, the seed and
+its kind, and its entry is keyed by a hash of all of them: the code as the bytes of every module of the package (an
+edited checkout never reads a pool an older version made), numpy's, tokenizers' and Python's versions (numpy may
+change how a Generator draws between releases), the tokenizer as the sha256 of its tokenizer.json. Entries live in
+$XDG_CACHE_HOME/fastgen/pools (~/.cache/fastgen/pools by default), one file per pool: a line with the XXH3-128 of
+the rest, then JSON (the pool's units, fillers and their counts: data, never code), written under a temporary name
+and renamed. An entry that is missing, unreadable or not exactly what was written is built again; a folder that
+cannot be written is skipped: the cache only ever saves time, it never changes a byte of the output. The folder
+keeps the most recently used entries (_KEEP) and deletes older ones of its own. `fastgen --no-cache` neither reads
+nor writes it.
 """
 
 from __future__ import annotations
 
 import os
+import platform
+import tempfile
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
+import numpy
 import orjson
+import tokenizers
 import xxhash
 
 from .content.compose import Pool
@@ -26,7 +33,11 @@ from .version import __version__
 __all__ = ["PoolCache", "cache_folder", "code_fingerprint"]
 
 _SUFFIX = ".pool.json"
-_KEEP = 128  # entries (about 0.5 MB each on average): nine pools for each of 14 tokenizer-and-seed pairs
+_PART = ".part"
+# entries (about 0.3 MB each, 2.2 MB a set with the built-in tokenizer): 8 pools for each of 16 tokenizer-and-seed
+# pairs
+_KEEP = 128
+_STALE_PART_S = 3600  # a temporary file this old was left by a run that was killed while writing it
 _FIELDS = ("units", "counts", "fillers", "filler_counts")
 
 
@@ -37,20 +48,49 @@ def cache_folder(env: Mapping[str, str] = os.environ) -> Path | None:
     if os.path.isabs(base):
         return Path(base) / "fastgen" / "pools"
     try:
-        return Path.home() / ".cache" / "fastgen" / "pools"
-    except RuntimeError:  # no HOME and no password entry (a bare container user): no cache, nothing else changes
+        home = Path.home()
+    except RuntimeError:  # no HOME and no password entry (a bare container user)
         return None
+    # HOME="" reads as "/": not a home anyone meant to write a cache into
+    return home / ".cache" / "fastgen" / "pools" if home.is_absolute() and home != Path("/") else None
 
 
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """A hash of fastgen's version and every module of the package, path and bytes, in path order."""
+    """A hash of fastgen's version, every module of the package (path and bytes, in path order) and the versions of
+    what pools are drawn and counted with."""
     package = Path(__file__).resolve().parent
-    digest = xxhash.xxh3_128(__version__.encode())
+    digest = xxhash.xxh3_128("|".join((__version__, numpy.__version__, tokenizers.__version__,
+                                       platform.python_version())).encode())
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def _entry_bytes(kind: str, pool: Pool) -> bytes:
+    payload = orjson.dumps({"kind": kind, **dict(zip(_FIELDS, pool.parts))})
+    return xxhash.xxh3_128_hexdigest(payload).encode() + b"\n" + payload
+
+
+def _pool_of(kind: str, data: bytes) -> Pool | None:
+    """The pool an entry holds, or None unless it is whole (its hash matches) and of the expected shape."""
+    digest, _, payload = data.partition(b"\n")
+    if digest != xxhash.xxh3_128_hexdigest(payload).encode():
+        return None
+    try:
+        doc = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or doc.get("kind") != kind or not all(
+            isinstance(doc.get(name), list) for name in _FIELDS):
+        return None
+    units, counts, fillers, filler_counts = (doc[name] for name in _FIELDS)
+    if not (units and fillers and len(units) == len(counts) and len(fillers) == len(filler_counts)
+            and all(isinstance(t, str) and t for t in units + fillers)
+            and all(type(c) is int and c > 0 for c in counts + filler_counts)):
+        return None
+    return Pool(units, counts, fillers, filler_counts)
 
 
 class PoolCache:
@@ -64,44 +104,45 @@ class PoolCache:
         return self.folder / f"{self._prefix}-{kind}{_SUFFIX}"
 
     def load(self, kind: str) -> Pool | None:
-        """The stored pool of `kind`, or None where there is none that reads back whole."""
+        """The stored pool of `kind` (marked used, for trim), or None where there is none that reads back whole."""
+        path = self.path(kind)
         try:
-            doc = orjson.loads(self.path(kind).read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            pool = _pool_of(kind, path.read_bytes())
+            if pool is not None:
+                os.utime(path)
+        except OSError:
             return None
-        if not isinstance(doc, dict) or doc.get("kind") != kind or not all(
-                isinstance(doc.get(name), list) for name in _FIELDS):
-            return None
-        units, counts, fillers, filler_counts = (doc[name] for name in _FIELDS)
-        if not (units and fillers and len(units) == len(counts) and len(fillers) == len(filler_counts)
-                and all(isinstance(t, str) for t in units + fillers)
-                and all(type(c) is int for c in counts + filler_counts)):
-            return None
-        return Pool(units, counts, fillers, filler_counts)
+        return pool
 
     def store(self, kind: str, pool: Pool) -> None:
-        """Write the entry of `kind` (all or nothing), then trim the folder; a failure only means no entry."""
-        target = self.path(kind)
-        temp = target.with_name(f"{target.name}.{os.getpid()}.part")
+        """Write the entry of `kind`, all or nothing; a failure only means no entry (Ctrl-C still stops the run)."""
+        temp = None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            temp.write_bytes(orjson.dumps({"kind": kind, **dict(zip(_FIELDS, pool.parts))}))
-            os.replace(temp, target)
-        except OSError:
-            try:
-                temp.unlink(missing_ok=True)
-            except OSError:
-                pass  # no folder, or one that takes nothing: nothing was left there
-            return
-        self._trim()
+            fd, name = tempfile.mkstemp(dir=self.folder, prefix=f".{kind}-", suffix=_PART)
+            temp = Path(name)
+            with os.fdopen(fd, "wb") as f:
+                f.write(_entry_bytes(kind, pool))
+            os.replace(temp, self.path(kind))
+        except BaseException as exc:
+            if temp is not None:
+                try:
+                    temp.unlink(missing_ok=True)
+                except OSError:
+                    pass
+            if not isinstance(exc, Exception):
+                raise
 
-    def _trim(self) -> None:
-        """Delete the oldest entries beyond _KEEP (only files this module names)."""
+    def trim(self) -> None:
+        """Delete the least recently used entries beyond _KEEP, and temporary files a killed run left (only files
+        this module names)."""
         try:
             entries = [(p.stat().st_mtime_ns, p.name, p) for p in self.folder.glob(f"*{_SUFFIX}")]
+            parts = [(p.stat().st_mtime, p) for p in self.folder.glob(f".*{_PART}")]
         except OSError:
             return
-        for _, _, path in sorted(entries, reverse=True)[_KEEP:]:
+        stale = [p for mtime, p in parts if mtime < time.time() - _STALE_PART_S]  # housekeeping: never in the output
+        for path in [p for _, _, p in sorted(entries, reverse=True)[_KEEP:]] + stale:
             try:
                 path.unlink()
             except OSError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 __all__ = ["analyze_scale_summary", "derive", "scale_summary"]
 
 _MB = 1e6
-_GENERATORS = ("native", "fastgen", "fastgen-warm")
+_GENERATORS = ("native", "fastgen", "fastgen-warm")  # rows compared with the floor; all but native with native too
 
 
 def _find(rows: list[dict], kind: str) -> dict | None:
@@ -36,7 +36,7 @@ def derive(rows: list[dict]) -> None:
             r["over_floor"] = r["wall_s"] / floor["wall_s"]
         if warm and r["kind"] in _GENERATORS:
             r["over_warm_floor"] = r["wall_s"] / warm["wall_s"]
-        if native and r["kind"] in ("fastgen", "fastgen-warm"):
+        if native and r["kind"] in _GENERATORS[1:]:
             r["native_over"] = native["wall_s"] / r["wall_s"]
         if r["kind"] == "vocab" and r["workers"] in builtin:
             r["over_builtin"] = r["wall_s"] / builtin[r["workers"]]["wall_s"]

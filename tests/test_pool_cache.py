@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xxhash
 
 from fastgen import pool_cache
 from fastgen.content.compose import Composer
@@ -30,6 +31,8 @@ def test_cache_folder_follows_xdg_cache_home(monkeypatch):
         raise RuntimeError("Could not determine home directory.")
 
     monkeypatch.setattr(Path, "home", no_home)
+    assert cache_folder({}) is None
+    monkeypatch.setattr(Path, "home", lambda: Path("/"))  # what HOME="" gives
     assert cache_folder({}) is None
 
 
@@ -56,26 +59,65 @@ def test_entries_are_keyed_by_tokenizer_seed_and_code(tmp_path, composer, builti
     assert PoolCache(tmp_path, sha, seed=5).load("tree") is None
 
 
-@pytest.mark.parametrize("damage", ["truncated", "not json", "other kind", "counts of another length", "a count "
-                                    "that is text"])
+def _rewrite(path: Path, doc: dict) -> None:
+    """An entry holding `doc`, with the hash of what it holds: only the shape checks can refuse it."""
+    payload = json.dumps(doc).encode()
+    path.write_bytes(xxhash.xxh3_128_hexdigest(payload).encode() + b"\n" + payload)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "a digit changed", "not json", "other kind",
+                                    "counts of another length", "a count that is text", "a count that is true",
+                                    "a count of zero"])
 def test_a_damaged_entry_is_not_read(tmp_path, composer, builtin, damage):
     cache = PoolCache(tmp_path, builtin.identity.sha256, seed=5)
     cache.store("search", composer.pool("search"))
     path = cache.path("search")
-    doc = json.loads(path.read_bytes())
+    assert cache.load("search") is not None
+    data = path.read_bytes()
+    digest, _, payload = data.partition(b"\n")
+    doc = json.loads(payload)
     if damage == "truncated":
-        path.write_bytes(path.read_bytes()[:1000])
+        path.write_bytes(data[:1000])
+    elif damage == "a digit changed":  # still JSON of the right shape: only the hash tells
+        at = payload.index(b'"counts":[') + len(b'"counts":[')
+        digit = payload[at:at + 1]
+        path.write_bytes(digest + b"\n" + payload[:at] + (b"2" if digit == b"1" else b"1") + payload[at + 1:])
     elif damage == "not json":
-        path.write_bytes(b"\x00" * 64)
+        junk = b"\x00" * 64
+        path.write_bytes(xxhash.xxh3_128_hexdigest(junk).encode() + b"\n" + junk)
     else:
         if damage == "other kind":
             doc["kind"] = "prose"
         elif damage == "counts of another length":
             doc["counts"].pop()
-        else:
+        elif damage == "a count that is text":
             doc["filler_counts"][0] = "7"
-        path.write_text(json.dumps(doc))
+        elif damage == "a count that is true":
+            doc["filler_counts"][0] = True
+        else:
+            doc["counts"][3] = 0
+        _rewrite(path, doc)
     assert cache.load("search") is None
+
+
+def test_a_store_that_fails_leaves_no_temporary_file_and_ctrl_c_still_stops(tmp_path, composer, builtin,
+                                                                          monkeypatch):
+    cache = PoolCache(tmp_path, builtin.identity.sha256, seed=5)
+
+    def broken(kind, pool):
+        raise TypeError("not serializable")
+
+    monkeypatch.setattr(pool_cache, "_entry_bytes", broken)
+    cache.store("tree", composer.pool("tree"))  # no exception: no entry
+    assert list(tmp_path.iterdir()) == []
+
+    def interrupted(kind, pool):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pool_cache, "_entry_bytes", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cache.store("tree", composer.pool("tree"))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_unwritable_folder_only_means_no_entry(tmp_path, composer, builtin):
@@ -86,7 +128,8 @@ def test_an_unwritable_folder_only_means_no_entry(tmp_path, composer, builtin):
     assert cache.load("tree") is None and blocker.read_text() == "a file where the folder would be"
 
 
-def test_the_folder_keeps_the_newest_entries_and_nothing_else_is_touched(tmp_path, composer, builtin, monkeypatch):
+def test_the_folder_keeps_the_most_recently_used_entries_and_nothing_else_is_touched(tmp_path, composer, builtin,
+                                                                                        monkeypatch):
     monkeypatch.setattr(pool_cache, "_KEEP", 3)
     mine = tmp_path / "notes.txt"
     mine.write_text("the user's")
@@ -95,8 +138,16 @@ def test_the_folder_keeps_the_newest_entries_and_nothing_else_is_touched(tmp_pat
     for age, kind in enumerate(kinds):
         cache.store(kind, composer.pool(kind))
         os.utime(cache.path(kind), ns=(10**18 + age, 10**18 + age))  # written in this order, whatever the clock says
-    cache._trim()
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, *(cache.path(k).name for k in kinds[2:])])
+    assert cache.load("tree") is not None  # the oldest, used now
+    left_by_a_kill = tmp_path / ".plan-x1.part"
+    left_by_a_kill.write_text("half an entry")
+    os.utime(left_by_a_kill, (10**9, 10**9))
+    being_written = tmp_path / ".plan-x2.part"
+    being_written.write_text("another run's entry, being written")
+    cache.trim()
+    kept = ["tree", "guideline", "plan"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [mine.name, being_written.name, *(cache.path(k).name for k in kept)])
 
 
 def test_a_warm_run_writes_the_same_bytes_and_no_cache_keeps_nothing(tmp_path, monkeypatch):
@@ -112,8 +163,8 @@ def test_a_warm_run_writes_the_same_bytes_and_no_cache_keeps_nothing(tmp_path, m
     cold = generate("cold", shared)
     entries = sorted((shared / "fastgen" / "pools").iterdir())
     assert len(entries) == len(KINDS)
-    stamps = [p.stat().st_mtime_ns for p in entries]
+    files = [p.stat().st_ino for p in entries]
     assert generate("warm", shared) == cold
-    assert [p.stat().st_mtime_ns for p in entries] == stamps  # read, not built and stored again
+    assert [p.stat().st_ino for p in entries] == files  # read, not built and stored again (a new file)
     assert generate("uncached", tmp_path / "unused", "--no-cache") == cold
     assert not (tmp_path / "unused").exists()

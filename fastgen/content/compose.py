@@ -61,10 +61,10 @@ class Pool:
     the constructor's arguments: everything else is derived from them (a pool cache stores just those)."""
 
     def __init__(self, units: list[str], counts: list[int], fillers: list[str], filler_counts: list[int]):
-        self.parts = (units, list(counts), fillers, list(filler_counts))
         self.units = units
         self.counts = np.asarray(counts, dtype=np.int64)
         self.count_list = list(counts)  # the same, for single lookups (a numpy scalar index is slow)
+        self.parts = (units, self.count_list, fillers, list(filler_counts))
         self.mean = float(self.counts.mean())
         self.chars_per_token = sum(map(len, units)) / max(int(self.counts.sum()), 1)
         self.by_count = sorted(range(len(counts)), key=counts.__getitem__)  # unit indexes, fewest tokens first
@@ -162,9 +162,6 @@ class Composer:
 
     def adopt_pool(self, kind: str, pool: Pool) -> None:
         self._pools[kind] = pool
-
-    def has_pool(self, kind: str) -> bool:
-        return kind in self._pools
 
     def count(self, text: str) -> int:
         """tokenizer.count, remembered for the short texts that recur (tool names, headers, argument shapes).

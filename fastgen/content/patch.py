@@ -18,7 +18,9 @@ from .vocab import Vocab
 __all__ = ["Patch", "make_patch", "patch_summary"]
 
 _CONTEXT = 3  # lines of context around each change, as diff -u and git diff give
-_HEADER = 64  # characters, at least: "@@ -a,b +c,d @@" with its newline, for any file fastgen writes
+# characters allowed for a hunk's header line, more than "@@ -a,b +c,d @@\n" takes: 12 fixed and four numbers, each
+# under 10 digits in any file fastgen writes
+_HEADER = 64
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,8 @@ def make_patch(v: Vocab, path: str, text: str, max_chars: int, focus: str | None
             continue
         indent = before[i][: len(before[i]) - len(before[i].lstrip(" "))]
         edit = (1, [indent + line + "\n" for _ in range(1 + v.index(3)) for line in statement(v)])
-        # its own hunk, and a digit more in each later hunk's header line numbers (a hunk per edit at most)
+        # its own hunk, and a digit more in each later hunk's header line numbers (a hunk per edit at most; one
+        # edit adds a few lines, far from the 91 that could add two digits)
         bound += _hunk_bound(before, i, edit) + len(edits)
         if edits and bound > max_chars:
             bound = len(_diff(path, before, {**edits, i: edit}))
