@@ -39,8 +39,8 @@ CHECK := .golden-check
 golden: traces
 	mkdir -p golden && cp traces/manifest.json $(GOLDEN)
 
-# Regenerate the default set from scratch (no pool cache), compare it with the golden bytes and the committed configs, put every
-# file through inference-perf's graph builder, and through the realism checks.
+# Regenerate the default set from scratch (no pool cache), compare it with the golden bytes and the committed
+# configs, put every file through inference-perf's graph builder, and through the realism checks.
 check-golden: env-all
 	rm -rf $(CHECK)
 	$(BIN)/fastgen --tokenizer builtin --workers $(WORKERS) --output-dir $(CHECK)/traces --config-dir $(CHECK)/configs --quiet --no-cache

@@ -152,15 +152,15 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
                                       f"ones should catch {ticket}.\n", "prose", s.inspect_request.draw(rng), rng)
     plan = Output(numbered(composer, answer("plan", s.inspection_plan.draw(rng))))
     logs = headed_block(composer, f"Output of `pytest {context.test_path}`:\n", s.test_logs.draw(rng),
-                   lambda budget: pytest_log(composer, rng, command="", cases=cases, failed=first_failures,
-                                             repo=repo, budget=budget))
+                        lambda budget: pytest_log(composer, rng, command="", cases=cases, failed=first_failures,
+                                                  repo=repo, budget=budget))
     patch1 = Output(calls=(_patch_call(composer, rng, first),))
     applied1 = _patch_applied(composer, rng, first, s.patch_result.draw(rng))
     explanation = Output(answer("explanation", s.explanation.draw(rng), **_changed(first)))
     failing = headed_block(composer, "I ran the full suite after your patch; these tests still fail:\n",
-                      s.failing_tests.draw(rng),
-                      lambda budget: pytest_log(composer, rng, command="pytest", cases=cases, failed=still, repo=repo,
-                                                budget=budget, other_files=int(rng.integers(4, 12))))
+                           s.failing_tests.draw(rng),
+                           lambda budget: pytest_log(composer, rng, command="pytest", cases=cases, failed=still,
+                                                     repo=repo, budget=budget, other_files=int(rng.integers(4, 12))))
     patch2 = Output(calls=(_patch_call(composer, rng, second),))
     applied2 = composer.join([_patch_applied(composer, rng, second, s.patch_result.draw(rng)),
                               pytest_log(composer, rng, command=f"pytest -rP {context.test_path}", cases=cases,
