@@ -19,15 +19,22 @@ from .scenarios import ConfigEntry, in_spec
 from .spans import REPORT_LABELS
 from .spec import Spec
 
-__all__ = ["ConfigEntry", "ConfigOptions", "METRICS_TYPES", "SERVER_TYPES", "check_label", "config_layout",
-           "render_configs", "report_section",
-           "write_configs", "reports_root"]
+__all__ = ["ConfigEntry", "ConfigOptions", "METRICS_TYPES", "OUTPUTS_MODES", "SERVER_TYPES",
+           "TOOL_CALL_MAX_TOKENS_MODES", "check_label", "config_layout", "render_configs", "replay_modes",
+           "report_section", "write_configs", "reports_root"]
 
 SERVER_TYPES = ("vllm", "sglang")
 # A fixed worker count keeps the committed configs machine-independent (inference-perf defaults to cpu_count()).
 NUM_WORKERS = 4
 SCRAPE_INTERVAL_S = 15
 METRICS_TYPES = ("prometheus", "default")
+# What a later turn's prompt holds where an earlier turn's answer was: the engine's own answer (live, inference-perf's
+# default: the agent loop as it runs, but from turn 2 on each engine replays different prompts) or the recorded one
+# (every engine replays the same prompts, byte for byte: what a side-by-side verdict rests on).
+OUTPUTS_MODES = ("live", "recorded")
+# max_tokens of a forced tool-call turn: inference-perf's floor, max(4 x recorded, 4096), or the recorded length
+# (a model that never closes the call then stops at the recorded length instead of decoding up to 4096 tokens).
+TOOL_CALL_MAX_TOKENS_MODES = ("floor", "recorded")
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,8 @@ class ConfigOptions:
     max_wait_ms: Optional[int] = None
     absolute_paths: bool = False
     label: Optional[str] = None  # the reports' folder under reports/ (default: the server type)
+    outputs: str = "live"  # OUTPUTS_MODES
+    tool_call_max_tokens: str = "floor"  # TOOL_CALL_MAX_TOKENS_MODES
 
 
 def config_layout(spec: Spec) -> list[ConfigEntry]:
@@ -68,6 +77,8 @@ def render_configs(
     metrics: str = "default",
     max_wait_ms: Optional[int] = None,
     label: Optional[str] = None,
+    outputs: str = "live",
+    tool_call_max_tokens: str = "floor",
 ) -> dict[str, str]:
     """Relative config path -> YAML text. Paths are relative to each config's folder unless absolute_paths.
 
@@ -77,6 +88,7 @@ def render_configs(
         raise SpecError(f"server type {server_type!r} is not supported; use one of: {', '.join(SERVER_TYPES)}")
     if metrics not in METRICS_TYPES:
         raise SpecError(f"metrics type {metrics!r} is not supported; use one of: {', '.join(METRICS_TYPES)}")
+    replay = replay_modes(outputs, tool_call_max_tokens)
     label = check_label(label or server_type)
     rendered = {}
     for entry in config_layout(spec):
@@ -100,9 +112,10 @@ def render_configs(
             prometheus_url=prometheus_url,
             metrics=metrics,
             max_wait_ms=max_wait_ms,
+            replay=replay,
         )
         body = yaml.safe_dump(document, sort_keys=False, default_flow_style=False, allow_unicode=True)
-        rendered[entry.path] = _header(entry, absolute_paths, paths["report"]) + body
+        rendered[entry.path] = _header(entry, absolute_paths, paths["report"], outputs) + body
     return rendered
 
 
@@ -117,6 +130,7 @@ def _document(
     prometheus_url: str,
     metrics: str,
     max_wait_ms: Optional[int],
+    replay: dict[str, bool],
 ) -> dict:
     # Key order here is the order in the file: fixed, so regenerating gives identical bytes.
     return {
@@ -124,7 +138,7 @@ def _document(
         # Every span carries the tool catalog, and inference-perf 0.7.0 then sends ignore_eos: false on every request
         # whatever this says: the file says what really happens.
         "server": {"type": server_type, "model_name": model, "base_url": base_url, "ignore_eos": False},
-        "data": {"type": "otel_trace_replay", "otel_trace_replay": _replay_section(paths["traces"], max_wait_ms)},
+        "data": {"type": "otel_trace_replay", "otel_trace_replay": _replay_section(paths["traces"], max_wait_ms, replay)},
         "load": _load_section(entry, base_seed),
         "metrics": _metrics_section(metrics, prometheus_url),
         "tokenizer": {"pretrained_model_name_or_path": paths["tokenizer"]},
@@ -144,12 +158,26 @@ def report_section() -> dict:
     }
 
 
-def _replay_section(trace_directory: str, max_wait_ms: Optional[int]) -> dict:
+def replay_modes(outputs: str, tool_call_max_tokens: str) -> dict[str, bool]:
+    """The otel_trace_replay keys of an outputs mode and a tool-call max_tokens mode (OUTPUTS_MODES,
+    TOOL_CALL_MAX_TOKENS_MODES)."""
+    if outputs not in OUTPUTS_MODES:
+        raise SpecError(f"outputs mode {outputs!r} is not known; use one of: {', '.join(OUTPUTS_MODES)}")
+    if tool_call_max_tokens not in TOOL_CALL_MAX_TOKENS_MODES:
+        raise SpecError(f"tool-call max_tokens mode {tool_call_max_tokens!r} is not known; use one of: "
+                        f"{', '.join(TOOL_CALL_MAX_TOKENS_MODES)}")
+    return {"disable_output_substitution": outputs == "recorded",
+            "override_tool_call_max_tokens": tool_call_max_tokens == "floor"}
+
+
+def _replay_section(trace_directory: str, max_wait_ms: Optional[int], replay: dict[str, bool]) -> dict:
     # max_wait_ms caps each recorded think/tool gap the replay sleeps through (inference-perf's default, 15000, when
     # unset). Only quick functional runs (the e2e) lower it; it changes the load's timing, not what is sent.
     section: dict = {"trace_directory": trace_directory}
     if max_wait_ms is not None:
         section["max_wait_ms"] = max_wait_ms
+    # Written out even at inference-perf's defaults: the file says what a run measures (see OUTPUTS_MODES).
+    section.update(replay)
     section["attribute_to_label_map"] = dict(REPORT_LABELS)
     return section
 
@@ -192,7 +220,7 @@ def _config_path(target: Path, config_dir: Path, absolute: bool) -> str:
     return Path(os.path.relpath(resolved, config_dir.resolve())).as_posix()
 
 
-def _header(entry: ConfigEntry, absolute: bool, report: str) -> str:
+def _header(entry: ConfigEntry, absolute: bool, report: str, outputs: str) -> str:
     # Nothing here depends on where the folders are: the same text is true wherever --config-dir points.
     name = PurePosixPath(entry.path).name
     if absolute:
@@ -207,6 +235,9 @@ def _header(entry: ConfigEntry, absolute: bool, report: str) -> str:
         "# output lengths are not pinned: every span carries the tool catalog, so inference-perf sends ignore_eos "
         "false and each engine decodes until it stops (at most the recorded count on text turns); compare "
         "output-token totals and per-token latencies",
+        "# later turns carry each engine's own answers (fastgen --outputs live): prompts differ between engines from "
+        "turn 2 on" if outputs == "live" else
+        "# later turns carry the recorded answers (fastgen --outputs recorded): every engine replays the same prompts",
     ]
     return "".join(line + "\n" for line in lines)
 

@@ -218,3 +218,21 @@ def test_write_configs_rewrite_gives_identical_bytes_and_no_temp_files(roots):
 def test_write_configs_path_outside_the_root_raises_output_error(roots):
     with pytest.raises(OutputError, match="leaves the config folder"):
         write_configs(roots["config_root"], {"../escape.yml": "x: 1\n"})
+
+
+@pytest.mark.parametrize("outputs, tool_tokens, substitution_off, override", [
+    ("live", "floor", False, True), ("recorded", "recorded", True, False), ("recorded", "floor", True, True)])
+def test_render_configs_outputs_and_tool_call_modes_reach_inference_perf(roots, outputs, tool_tokens,
+                                                                           substitution_off, override):
+    rendered = render(roots, outputs=outputs, tool_call_max_tokens=tool_tokens)
+    for path, config in load_all(roots, rendered).values():
+        replay = config.data.otel_trace_replay
+        assert (replay.disable_output_substitution, replay.override_tool_call_max_tokens) == (substitution_off,
+                                                                                            override), path
+        assert f"(fastgen --outputs {outputs})" in path.read_text()
+
+
+@pytest.mark.parametrize("bad", [{"outputs": "replayed"}, {"tool_call_max_tokens": "4096"}])
+def test_render_configs_unknown_replay_mode_raises_spec_error(roots, bad):
+    with pytest.raises(SpecError, match="is not known; use one of"):
+        render(roots, **bad)

@@ -16,7 +16,7 @@ __all__ = ["generate_parser", "run_generate", "run_workload", "workload_parser"]
 
 
 def generate_parser() -> argparse.ArgumentParser:
-    from ..configs import METRICS_TYPES, SERVER_TYPES
+    from ..configs import METRICS_TYPES, OUTPUTS_MODES, SERVER_TYPES, TOOL_CALL_MAX_TOKENS_MODES
 
     p = Parser(prog="fastgen", description="Generate the coding-agent KV-cache benchmark: trace files for "
                 "inference-perf's otel_trace_replay and one config per scenario and load level.",
@@ -60,6 +60,13 @@ def generate_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-wait-ms", type=int_in(0, 10**7, "--max-wait-ms"),
                    help="cap on the recorded gaps the replay waits out between turns (max_wait_ms in the configs; "
                    "unset: inference-perf's 15000); for quick functional runs")
+    p.add_argument("--outputs", choices=OUTPUTS_MODES, default="live",
+                   help="what later turns' prompts hold where an earlier answer was: live, each engine's own answer "
+                   "(the agent loop as it runs; prompts differ between engines from turn 2 on), or recorded, the "
+                   "trace's answer (every engine replays the same prompts: the fair side-by-side)")
+    p.add_argument("--tool-call-max-tokens", choices=TOOL_CALL_MAX_TOKENS_MODES, default="floor",
+                   help="max_tokens of forced tool-call turns: floor, inference-perf's max(4 x recorded, 4096), or "
+                   "recorded, the trace's length")
     p.add_argument("--absolute-paths", action="store_true", help="write absolute paths into the configs")
     p.add_argument("--compress", choices=["zstd"], help="write .json.zst files (fastgen unpack DIR restores .json)")
     p.add_argument("--level", type=int_in(1, 22, "--level"), help="zstd level, with --compress zstd (unset: 3)")
@@ -172,7 +179,8 @@ def _config_options(args):
     metrics = args.metrics or ("prometheus" if args.prometheus_url else "default")
     return ConfigOptions(server_type=args.server_type, base_url=args.base_url,
                          prometheus_url=args.prometheus_url or DEFAULT_PROMETHEUS_URL, metrics=metrics,
-                         max_wait_ms=args.max_wait_ms, absolute_paths=args.absolute_paths, label=args.label)
+                         max_wait_ms=args.max_wait_ms, absolute_paths=args.absolute_paths, label=args.label,
+                         outputs=args.outputs, tool_call_max_tokens=args.tool_call_max_tokens)
 
 
 def run_generate(args) -> int:
