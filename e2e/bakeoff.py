@@ -9,10 +9,13 @@ and every reset (fake_engine.py). Both commands run as a user runs them, in thei
 
 - every config completed on both, and the engine saw one reset before each config (its log);
 - request for request, the (prompt, cached) tokens compare read from each run equal the engine's log between that
-  config's reset and the next; the report's hit % of each config is 100 x cached / prompt from the log;
+  config's reset and the next; the report's hit % of each config is 100 x cached / prompt from the log (the median over
+  repeats of each repeat's);
 - the smaller cache never has the higher hit ratio, has the lower one over all configs (one session at a time fits
   either cache, so those configs hit the same), and wherever it hits 10 points less (a scenario-1 text turn of one
-  config, or a scenario-3 config), the higher median TTFT (there must be such a place);
+  config, or a scenario-3 config; there must be such a place), the higher median prefill charge, read from what the
+  engine charges (never from an ordering of two timings, which a busy machine can flip), with every request's TTFT
+  at least its charge;
 - the sampled /metrics cover each run: a sample at or before its first request and one at or after its last;
 - `fastgen analyze` predicted it: the big engine's hit % within 1 point of the unbounded ceiling, the small one's
   within 3 of the ceiling at its capacity (`compare --analysis` sets them side by side).
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -31,12 +35,13 @@ from pathlib import Path
 from typing import Optional
 
 from fastgen.bakeoff.plan import select_configs
+from fastgen.bakeoff.reset import PROBE_MARKER
 from fastgen.bakeoff.runs import METRICS_FILE
 from fastgen.results import read_runs
 
 from .run import Dataset, generate
 
-__all__ = ["DEFAULT_CONFIGS", "FakeEngineProcess", "check_bakeoff", "main", "run_fake_bakeoff"]
+__all__ = ["DEFAULT_CONFIGS", "FakeEngineProcess", "check_bakeoff", "is_probe", "main", "run_fake_bakeoff"]
 
 DEFAULT_CONFIGS = ("scenario1/c1", "scenario1/c10", "scenario2/c10_sync", "scenario2/c10_stagger",
                    "scenario3/c100_stable", "scenario3/c100_noisy")
@@ -103,15 +108,25 @@ def fastgen_command(*args: str, timeout_s: float = 1800) -> subprocess.Completed
 
 def segments(log: list[dict]) -> list[list[dict]]:
     """The engine's chat requests between one reset that emptied the cache and the next (the first segment is
-    before any)."""
+    before any). The bakeoff's reset probes are left out, and the resets of one verification (with nothing but
+    probes between them) are one boundary."""
     parts: list[list[dict]] = [[]]
+    reset_seen = False
     for entry in log:
         if entry.get("event") == "reset":
-            if entry.get("done"):
+            if entry.get("done") and (parts[-1] or not reset_seen):
                 parts.append([])
-        else:
+            reset_seen = reset_seen or bool(entry.get("done"))
+        elif not is_probe(entry):
             parts[-1].append(entry)
     return parts
+
+
+def is_probe(entry: dict) -> bool:
+    """Whether a logged chat request is the bakeoff's reset probe (fastgen.bakeoff.reset)."""
+    messages = (entry.get("body") or {}).get("messages") or [{}]
+    content = messages[0].get("content") if isinstance(messages[0], dict) else None
+    return isinstance(content, str) and content.startswith(PROBE_MARKER)
 
 
 def _usage_pairs(entries: list[dict]) -> Counter:
@@ -123,12 +138,21 @@ def _usage_pairs(entries: list[dict]) -> Counter:
     return pairs
 
 
+def _value(cell) -> Optional[float]:
+    """A report.json cell's number: a figure's or a ratio's value (format 2), or the number itself."""
+    return cell.get("value") if isinstance(cell, dict) else cell
+
+
+def _rows(table: dict) -> list[dict]:
+    return [dict(zip(table["columns"], row)) for row in table["rows"]]
+
+
 def check_bakeoff(workdir: Path, configs: list[str], logs: dict[str, list[dict]]) -> list[str]:
     """The failures (empty: every check held)."""
     failures = []
     report = json.loads((workdir / "report" / "report.json").read_text())
     runs_table = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
-    report_hits = {row[0]: (row[5], row[6]) for row in runs_table["rows"]}
+    report_hits = {row["config"]: (_value(row["hit % A"]), _value(row["hit % B"])) for row in _rows(runs_table)}
     measured: dict[str, list[float]] = {}
     for side, spec in enumerate(ENGINES):
         runs, problems = read_runs(workdir / "reports" / spec.label)
@@ -136,36 +160,42 @@ def check_bakeoff(workdir: Path, configs: list[str], logs: dict[str, list[dict]]
         parts = segments(logs[spec.label])
         if parts[0]:
             failures.append(f"{spec.label}: {len(parts[0])} requests before the first reset")
-        if len(parts) - 1 != len(configs):
-            failures.append(f"{spec.label}: {len(parts) - 1} resets for {len(configs)} configs")
-        for name, part in zip(configs, parts[1:]):
+        # one reset before each repeat of each config, in the bakeoff's order
+        order = [(name, repeat) for name in configs for repeat in (runs[name].repeats if name in runs else [None])]
+        if len(parts) - 1 != len(order):
+            failures.append(f"{spec.label}: {len(parts) - 1} resets for {len(order)} runs of {len(configs)} configs")
+        pooled: dict[str, list[float]] = {}  # config -> each repeat's hit % from the engine's log
+        for (name, repeat), part in zip(order, parts[1:]):
             run = runs.get(name)
             if run is None or run.status != "completed":
                 failures.append(f"{spec.label} {name}: not completed ({run.status if run else 'missing'})")
                 continue
             logged = _usage_pairs(part)
-            read = Counter((r.prompt_tokens, r.cached_tokens) for r in run.requests)
+            read = Counter((r.prompt_tokens, r.cached_tokens) for r in repeat.requests)
             if logged != read:
-                failures.append(f"{spec.label} {name}: the run's (prompt, cached) tokens differ from the engine log "
-                                f"({sum(read.values())} against {sum(logged.values())} requests)")
+                failures.append(f"{spec.label} {name} repeat {repeat.index}: the run's (prompt, cached) tokens differ "
+                                f"from the engine log ({sum(read.values())} against {sum(logged.values())} requests)")
             prompt = sum(p * n for (p, _), n in logged.items())
             cached = sum(c * n for (_, c), n in logged.items())
-            hit = 100.0 * cached / prompt if prompt else None
+            if prompt:
+                pooled.setdefault(name, []).append(100.0 * cached / prompt)
+            failures += _coverage(spec.label, name, repeat, repeat.folder / METRICS_FILE)
+        for name, hits in pooled.items():
+            hit = statistics.median(hits)  # the report's figure: the median over repeats of each one's pooled ratio
             measured.setdefault(name, [None, None])[side] = hit
             shown = report_hits.get(name, (None, None))[side]
-            if hit is None or shown is None or abs(shown - hit) > 1e-4:
+            if shown is None or abs(shown - hit) > 1e-4:
                 failures.append(f"{spec.label} {name}: report hit % {shown}, the engine's log {hit}")
-            failures += _coverage(spec.label, name, run, workdir / "reports" / spec.label / name / METRICS_FILE)
     # One session at a time fits either cache, so some configs hit the same on both; none may hit more on the small
     # one, and together the small one must hit less.
     for name, (big, small) in measured.items():
         if big is not None and small is not None and small > big + 1e-9:
             failures.append(f"{name}: the small cache's hit % {small:.1f} is above the big one's {big:.1f}")
-    pooled = [sum(v[side] or 0 for v in measured.values()) for side in (0, 1)]
-    if not pooled[1] < pooled[0]:
-        failures.append(f"the small cache's hit ratios ({pooled[1]:.1f} summed) are not below the big one's "
-                        f"({pooled[0]:.1f})")
-    failures += _misses_cost_time(report)
+    pooled_sides = [sum(v[side] or 0 for v in measured.values()) for side in (0, 1)]
+    if not pooled_sides[1] < pooled_sides[0]:
+        failures.append(f"the small cache's hit ratios ({pooled_sides[1]:.1f} summed) are not below the big one's "
+                        f"({pooled_sides[0]:.1f})")
+    failures += _misses_cost_time(workdir, report)
     failures += _near_the_ceilings(runs_table)
     return failures
 
@@ -177,22 +207,23 @@ CEILING_TOLERANCE_POINTS = (1.0, 3.0)
 
 def _near_the_ceilings(runs_table: dict) -> list[str]:
     """The big engine hits what analyze predicts for an unbounded cache, the small one what it predicts at its
-    capacity, within CEILING_TOLERANCE_POINTS."""
+    capacity, within CEILING_TOLERANCE_POINTS (one analysis serves both: "ceiling % inf", "ceiling % cap"; one per
+    side: "ceiling A % inf", ...)."""
     failures = []
-    for row in runs_table["rows"]:
-        cells = dict(zip(runs_table["columns"], row))
-        for side, column, tolerance in (("A", "ceiling % (analyze, infinite)", CEILING_TOLERANCE_POINTS[0]),
-                                        ("B", "ceiling % at capacity", CEILING_TOLERANCE_POINTS[1])):
-            measured, predicted = cells[f"hit % {side}"], cells.get(column)
+    for cells in _rows(runs_table):
+        for side, kind, tolerance in (("A", "inf", CEILING_TOLERANCE_POINTS[0]),
+                                      ("B", "cap", CEILING_TOLERANCE_POINTS[1])):
+            column = next((c for c in (f"ceiling {side} % {kind}", f"ceiling % {kind}") if c in cells), None)
+            measured, predicted = _value(cells[f"hit % {side}"]), cells.get(column) if column else None
             if measured is None or predicted is None or abs(measured - predicted) > tolerance:
                 failures.append(f"{cells['config']}: hit % {side} {measured}, analyze predicted {predicted} "
                                 f"({column}), more than {tolerance} points apart")
     return failures
 
 
-def _coverage(label: str, name: str, run, metrics: Path) -> list[str]:
+def _coverage(label: str, name: str, repeat, metrics: Path) -> list[str]:
     times = [json.loads(line)["t"] for line in metrics.read_text().splitlines() if line.strip()]
-    sessions = run.sessions
+    sessions = repeat.sessions
     if len(times) < 2 or not sessions:
         return [f"{label} {name}: {len(times)} metric samples"]
     first, last = min(s.start for s in sessions), max(s.end for s in sessions)
@@ -202,28 +233,57 @@ def _coverage(label: str, name: str, run, metrics: Path) -> list[str]:
     return []
 
 
-MISS_GAP_POINTS = 10.0  # below this the TTFT a miss adds (a few ms here) drowns in the prefill queue's noise
+MISS_GAP_POINTS = 10.0  # where the small cache hits this much less, its misses must show in the TTFT it reports
 
 
-def _misses_cost_time(report: dict) -> list[str]:
-    """Misses cost time: wherever the small cache hits at least MISS_GAP_POINTS less (a text turn of a scenario-1
-    config, or a scenario-3 config), its median TTFT is the higher; and there is at least one such place."""
-    rows = []
-    for section in report["sections"]:
-        for table in section["tables"]:
-            if table["title"] in ("By load level and turn", "Hit ratio and TTFT per config"):
-                rows += [dict(zip(table["columns"], row)) for row in table["rows"]]
-    failures, compared = [], 0
+def _charge_ms(request) -> float:
+    """What the fake engine charged a request before its first token: its uncached prompt tokens at
+    PREFILL_US_PER_TOKEN (queueing for the one prefill lane can only add to it)."""
+    return (request.prompt_tokens - (request.cached_tokens or 0)) * PREFILL_US_PER_TOKEN / 1000.0
+
+
+def _misses_cost_time(workdir: Path, report: dict) -> list[str]:
+    """Misses cost time, read from what the engines charged rather than from an ordering of two timings that a busy
+    machine can flip: every text request's TTFT, as compare reads it, is at least its engine's charge for the
+    uncached tokens; and wherever the small cache hits at least MISS_GAP_POINTS less (a text turn of a scenario-1
+    config, or a scenario-3 config; there must be such a place), its median charge is the higher and the report's
+    median TTFT there is at least that charge."""
+    failures = []
+    requests = {}
+    for spec in ENGINES:
+        runs, _ = read_runs(workdir / "reports" / spec.label)
+        requests[spec.label] = runs
+        for name, run in runs.items():
+            for r in run.requests:
+                if r.ttft is not None and not r.failed and r.prompt_tokens is not None \
+                        and r.ttft * 1000.0 < _charge_ms(r) - 1e-3:
+                    failures.append(f"{spec.label} {name} {r.session} turn {r.turn}: TTFT {r.ttft * 1000.0:.2f} ms is "
+                                    f"below the {_charge_ms(r):.2f} ms the engine charged for its uncached tokens")
+    rows = [cells for section in report["sections"] for table in section["tables"]
+            if table["title"] in ("By load level and turn", "Hit ratio and TTFT per config") for cells in _rows(table)]
+    compared = 0
     for cells in rows:
-        big, small = cells["hit % A"], cells["hit % B"]
+        big, small = _value(cells["hit % A"]), _value(cells["hit % B"])
         if cells.get("kind", "text") != "text" or big is None or small is None or big - small < MISS_GAP_POINTS:
             continue
         compared += 1
-        a, b = cells["TTFT p50 ms A"], cells["TTFT p50 ms B"]
-        if not (a is not None and b is not None and b > a):
-            where = f"{cells['config']}" + (f" turn {cells['turn']}" if "turn" in cells else "")
-            failures.append(f"{where}: the small cache hits {small:.1f} % against {big:.1f} %, but its median TTFT "
-                            f"{b} ms is not above the big one's {a} ms")
+        where = f"{cells['config']}" + (f" turn {cells['turn']}" if "turn" in cells else "")
+        charges = []
+        for spec in ENGINES:
+            run = requests[spec.label].get(cells["config"])
+            # as the report's figure: each repeat's median, then the median over repeats
+            medians = [statistics.median(_charge_ms(r) for r in chosen) for chosen in (
+                [r for r in repeat.requests if r.ttft is not None and not r.failed
+                 and ("turn" not in cells or r.turn == cells["turn"])] for repeat in (run.repeats if run else []))
+                if chosen]
+            charges.append(statistics.median(medians) if medians else None)
+        shown = _value(cells["TTFT p50 ms B"])
+        if None in charges or not charges[1] > charges[0]:
+            failures.append(f"{where}: the small cache hits {small:.1f} % against {big:.1f} %, but its median "
+                            f"prefill charge {charges[1]} ms is not above the big one's {charges[0]} ms")
+        elif shown is None or shown < charges[1] - 1e-3:
+            failures.append(f"{where}: the small cache's median TTFT in the report ({shown} ms) is below its median "
+                            f"prefill charge ({charges[1]:.2f} ms): the report's TTFT is not the engine's")
     if not compared:
         failures.append(f"no config or turn where the small cache hits {MISS_GAP_POINTS:g} points less; the pair "
                         "shows nothing")

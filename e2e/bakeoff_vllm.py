@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import time
 from pathlib import Path
 from typing import Optional
@@ -74,9 +75,9 @@ SERVERS = (("vllm-1gib", {"kv_cache_gib": 1}), ("vllm-small", {"kv_cache_gib": 1
 def _first_request_cached(run_dir: Path) -> Optional[int]:
     runs, _ = read_runs(run_dir.parent.parent)
     run = runs.get(f"{run_dir.parent.name}/{run_dir.name}")
-    if run is None or not run.requests:
+    if run is None or not run.repeats or not run.repeats[0].requests:
         return None
-    return min(run.requests, key=lambda r: r.start).cached_tokens
+    return min(run.repeats[0].requests, key=lambda r: r.start).cached_tokens  # one clock: the first repeat's
 
 
 def _vllm_hit_percent(metrics: Path) -> Optional[float]:
@@ -114,10 +115,10 @@ def _first_turns_count_as_recorded(workdir: Path) -> list[str]:
         for name in CONFIGS:
             requests = runs[name].requests
             first = {}
-            for r in requests:
-                if r.session not in first or r.turn < first[r.session].turn:
-                    first[r.session] = r
-            for session, r in sorted(first.items()):
+            for r in requests:  # each repeat replays every session again
+                if (r.repeat, r.session) not in first or r.turn < first[(r.repeat, r.session)].turn:
+                    first[(r.repeat, r.session)] = r
+            for (_, session), r in sorted(first.items()):
                 want = recorded.get((session, r.turn))
                 compared += 1
                 if r.prompt_tokens != want:
@@ -163,10 +164,10 @@ def _near_the_prediction(workdir: Path) -> list[str]:
     predicted = {c["config"]: c for c in json.loads((workdir / "analysis.json").read_text())["configs"]}
     runs, _ = read_runs(workdir / "reports" / SERVERS[0][0])
     failures = []
-    for name in CONFIGS:
+    for name, repeat in ((name, repeat) for name in CONFIGS for repeat in runs[name].repeats):
         by_turn = predicted[name]["by_turn"]
         first = min(by_turn, key=int)
-        requests = [r for r in runs[name].requests if r.prompt_tokens is not None and r.cached_tokens is not None]
+        requests = [r for r in repeat.requests if r.prompt_tokens is not None and r.cached_tokens is not None]
         if len(requests) != predicted[name]["requests"]:
             failures.append(f"{name}: {len(requests)} requests reported usage, analyze replayed "
                             f"{predicted[name]['requests']}")
@@ -177,7 +178,7 @@ def _near_the_prediction(workdir: Path) -> list[str]:
         predicted_first = by_turn[first]["hit_percent_infinite"]
         predicted_later, carried = _carried_prediction(requests, _predicted_requests(workdir, name))
         whole = _hit_percent([(r.prompt_tokens, r.cached_tokens) for r in requests])
-        print(f"{SERVERS[0][0]} {name}: measured {whole:.2f} %, analyze predicted "
+        print(f"{SERVERS[0][0]} {name} repeat {repeat.index}: measured {whole:.2f} %, analyze predicted "
               f"{predicted[name]['hit_percent_infinite']:.2f} % (block size 32, unbounded); first turns "
               f"{measured_first:.2f} against {predicted_first:.2f}, later turns {measured_later:.2f} against "
               f"{predicted_later:.2f} (carried onto the live prompts: {carried:+d} tokens)")
@@ -232,22 +233,27 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
     if result.returncode != 0:
         return failures + [f"fastgen compare exited {result.returncode}: {result.stderr[-600:]}"]
     report = json.loads((workdir / "report" / "report.json").read_text())
-    runs = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
-    for row in runs["rows"]:
-        name, statuses, hits = row[0], row[1:3], row[5:7]
+    table = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
+    rows = [dict(zip(table["columns"], row)) for row in table["rows"]]
+    for row in rows:
+        name, statuses = row["config"], [row["status A"], row["status B"]]
         if statuses != ["completed", "completed"]:
             failures.append(f"{name}: {statuses}")
-        for (label, _), shown in zip(SERVERS, hits):
-            record = json.loads((workdir / "reports" / label / name / "run.json").read_text())
-            if record.get("reset") != "POST /reset_prefix_cache":
-                failures.append(f"{label} {name}: reset {record.get('reset')!r}")
-            own = _vllm_hit_percent(workdir / "reports" / label / name / "metrics.jsonl")
-            print(f"{label} {name}: report hit {shown:.2f} %, vLLM's counters {own if own is None else round(own, 2)} %")
+        for (label, _), side in zip(SERVERS, "AB"):
+            shown = (row[f"hit % {side}"] or {}).get("value")  # the median over repeats of each one's pooled ratio
+            own = []
+            for repeat in read_runs(workdir / "reports" / label)[0][name].repeats:
+                record = json.loads((repeat.folder / "run.json").read_text())
+                if (record.get("reset") or {}).get("done") != "POST /reset_prefix_cache":
+                    failures.append(f"{label} {name} repeat {repeat.index}: reset {record.get('reset')!r}")
+                own.append(_vllm_hit_percent(repeat.folder / "metrics.jsonl"))
+            own = None if not own or None in own else statistics.median(own)
+            print(f"{label} {name}: report hit {shown} %, vLLM's counters {own if own is None else round(own, 2)} %")
             if own is None or shown is None or abs(own - shown) > TOLERANCE_POINTS:
                 failures.append(f"{label} {name}: report hit % {shown}, vLLM's own counters {own}")
     failures += _near_the_prediction(workdir)
     failures += _first_turns_count_as_recorded(workdir)
-    big, small = (sum(row[5 + side] or 0 for row in runs["rows"]) for side in (0, 1))
+    big, small = (sum((row[f"hit % {side}"] or {}).get("value") or 0 for row in rows) for side in "AB")
     if not small < big:
         failures.append(f"the small cache's hit ratios ({small:.1f} summed) are not below the 1 GiB one's ({big:.1f})")
     return failures

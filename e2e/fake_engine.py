@@ -5,19 +5,29 @@ A profile says which engine it imitates (vLLM or SGLang: the `/metrics` names, t
 (one prefill at a time, so misses cost time and queue under load). Two profiles that differ only in capacity are a
 pair of engines whose difference is known: the smaller one has the lower hit ratio and, on later turns, the higher
 TTFT. The metrics are built with prometheus_client from the live state at each scrape.
+
+Faults a bakeoff must notice, each off by default: every Nth chat request answered HTTP 500 (`fail_every`), a
+restart after N answered requests (`restart_after`: a new process start time, an empty cache, counters from zero),
+a reset endpoint that answers an empty 200 and keeps the cache (`reset_keeps_cache`), and answers of a fraction of
+the usual length (`output_scale`, so two engines differ in output lengths). Like the real engines it exports its
+process start time and its KV capacity (vLLM's `cache_config_info` labels, SGLang's `max_total_num_tokens`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import Optional
 
 from .prefix_cache import PrefixCache
 
-__all__ = ["EngineProfile", "EngineState", "FLAVOURS"]
+__all__ = ["EngineProfile", "EngineState", "FLAVOURS", "VERSIONS"]
 
 FLAVOURS = ("vllm", "sglang")
+VERSIONS = {"vllm": "0.0.0+fake", "sglang": "0.0.0+fake"}  # what GET /version and /get_server_info say
+# a capacity for the exported cache size when none is set (nothing is evicted then; real engines always have one)
+UNBOUNDED_EXPORTED_TOKENS = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -29,10 +39,18 @@ class EngineProfile:
     die_after: Optional[int] = None  # exit the process when this many chat requests have been answered
     null_zero_details: bool = False  # as both real engines do: no prompt_tokens_details when nothing was cached
     cache_report: bool = True  # False: like vLLM without --enable-prompt-tokens-details (no cached-token counts)
+    fail_every: Optional[int] = None  # answer every Nth chat request with HTTP 500
+    restart_after: Optional[int] = None  # after this many answered chat requests, act as a restarted process
+    reset_keeps_cache: bool = False  # the reset endpoint answers an empty 200 and empties nothing
+    output_scale: float = 1.0  # text answers of this fraction of the usual length (at least one token)
 
     def __post_init__(self) -> None:
         if self.flavour not in FLAVOURS:
             raise ValueError(f"unknown flavour {self.flavour!r}; use one of {FLAVOURS}")
+
+    @property
+    def exported_capacity_tokens(self) -> int:
+        return self.kv_capacity_tokens or UNBOUNDED_EXPORTED_TOKENS
 
     @property
     def reset_path(self) -> str:
@@ -47,7 +65,28 @@ class EngineState:
         self.cache = PrefixCache(capacity_tokens=profile.kv_capacity_tokens)
         self.running = self.waiting = 0
         self.prompt_tokens = self.generation_tokens = self.answered = 0
+        self.received = 0  # chat requests received, for fail_every
+        self.process_start = time.time()
+        self.restarted = False
         self._prefill: Optional[asyncio.Lock] = None
+
+    def should_fail(self) -> bool:
+        """Count a chat request; whether it is one fail_every answers with HTTP 500."""
+        self.received += 1
+        every = self.profile.fail_every
+        return bool(every) and self.received % every == 0
+
+    def maybe_restart(self) -> None:
+        """After restart_after answered requests, once: what a restarted engine shows (a new process start, an empty
+        cache, counters from zero). Requests in flight finish; their holds belong to the old cache."""
+        after = self.profile.restart_after
+        if after is None or self.restarted or self.answered < after:
+            return
+        self.restarted = True
+        self.process_start = max(time.time(), self.process_start + 1.0)
+        self.cache.clear()
+        self.cache.queries = self.cache.hits = 0
+        self.prompt_tokens = self.generation_tokens = 0
 
     async def prefill(self, uncached_tokens: int) -> None:
         """Wait for the prefill lane, then spend the uncached tokens' cost on it."""
@@ -102,10 +141,24 @@ class EngineState:
             family.add_metric(list(names.values()), value)
             return family
 
+        profile = state.profile
+        block = state.cache.block_size
+
+        def cache_config():  # vLLM's: the values are labels, the sample 1
+            names = {"block_size": str(block), "num_gpu_blocks": str(profile.exported_capacity_tokens // block),
+                     "enable_prefix_caching": "True"}
+            family = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+                                       labels=list(names))
+            family.add_metric(list(names.values()), 1.0)
+            return family
+
         class Collector:
             def collect(self):
                 cache = state.cache
-                if state.profile.flavour == "vllm":
+                yield GaugeMetricFamily("process_start_time_seconds", "Start time of the process since unix epoch "
+                                        "in seconds.", value=state.process_start)
+                if profile.flavour == "vllm":
+                    yield cache_config()
                     yield gauge("vllm:num_requests_running", "Running requests.", state.running)
                     yield gauge("vllm:num_requests_waiting", "Waiting requests.", state.waiting)
                     yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage, 1 is full.", state.kv_usage())
@@ -118,6 +171,8 @@ class EngineState:
                     yield gauge("sglang:num_running_reqs", "Running requests.", state.running)
                     yield gauge("sglang:num_queue_reqs", "Queued requests.", state.waiting)
                     yield gauge("sglang:token_usage", "The token usage.", state.kv_usage())
+                    yield gauge("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache.",
+                                profile.exported_capacity_tokens)
                     yield counter("sglang:prompt_tokens", "Prompt tokens.", cache.queries)
                     yield counter("sglang:cached_tokens", "Prefix-cache hit tokens.", cache.hits)
                     yield counter("sglang:generation_tokens", "Generation tokens.", state.generation_tokens)

@@ -73,12 +73,13 @@ class Answer:
 
 class FakeModel:
     def __init__(self, tokenizer, *, output_cap: int = OUTPUT_CAP, cache: Optional[PrefixCache] = None,
-                 recorded: Optional[dict[tuple, dict]] = None) -> None:
+                 recorded: Optional[dict[tuple, dict]] = None, output_scale: float = 1.0) -> None:
         self.tokenizer = tokenizer
         # request key (traces.request_key) -> the span's recorded output: answered as is, so the replay sends the
         # recorded prompts byte for byte (what `fastgen analyze` predicts from)
         self.recorded = recorded or {}
         self.output_cap = output_cap
+        self.output_scale = output_scale  # text answers of this fraction of min(max_tokens, cap), at least 1 token
         self.cache = cache if cache is not None else PrefixCache()
         self.words = _single_token_words(tokenizer)
         # Each word is one token; joined, they stay one token each under a Llama-3/Qwen-style pre-tokenizer. Where
@@ -136,7 +137,7 @@ class FakeModel:
         # the wrong session's next turn would then show in the checks.
         seed = hashlib.blake2b(json.dumps(messages[-1], sort_keys=True).encode(), digest_size=8).digest()
         start = int.from_bytes(seed, "big")
-        count = min(max_tokens, self.output_cap)
+        count = min(max_tokens, max(1, round(self.output_scale * min(max_tokens, self.output_cap))))
         return [self.words[(start + 7 * i) % len(self.words)] for i in range(count)]
 
     def _tool_call(self, tool: dict) -> dict:

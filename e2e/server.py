@@ -2,10 +2,11 @@
 
     python -m e2e.server --port 0 --tokenizer DIR [--record FILE] [--model NAME] [--flavour vllm|sglang]
         [--kv-capacity TOKENS] [--prefill-us-per-token US] [--no-reset-endpoint] [--die-after N]
+        [--fail-every N] [--restart-after N] [--reset-keeps-cache] [--output-scale F]
 
 prints the port it bound on stdout, then serves `GET /v1/models`, `POST /v1/chat/completions` (streaming SSE
-with `stream_options.include_usage`, or one JSON response), `GET /metrics` and the flavour's reset endpoint
-(fake_engine.py) until interrupted. In-process, `ServerThread` runs the same app on a background thread: `start()`
+with `stream_options.include_usage`, or one JSON response), `GET /metrics`, the flavour's reset endpoint and its
+version endpoint (`GET /version` for vLLM, `GET /get_server_info` for SGLang; fake_engine.py) until interrupted. In-process, `ServerThread` runs the same app on a background thread: `start()`
 returns the port, `records` holds what it saw, `reset()` empties the records and the prefix cache between runs,
 `stop()` ends it.
 
@@ -28,7 +29,7 @@ from typing import Optional
 
 from aiohttp import web
 
-from .fake_engine import FLAVOURS, EngineProfile, EngineState
+from .fake_engine import FLAVOURS, VERSIONS, EngineProfile, EngineState
 from .model import Answer, FakeModel, load_tokenizer
 from .traces import recorded_answers
 
@@ -72,6 +73,9 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
         except ValueError:
             return _error(400, "the request body is not JSON")
         record = {"t": received, "body": body}
+        if state.should_fail():
+            recorder.add({**record, "status": 500, "error": "fail_every"})
+            return _error(500, "Internal server error (the fake engine's --fail-every)")
         try:
             if body.get("model") != model_name:
                 raise LookupError(f"The model `{body.get('model')}` does not exist.")  # what vLLM says
@@ -97,6 +101,7 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
         finally:
             state.cache.release(answer.hold)
             state.finished(prompt, answer.usage["completion_tokens"])
+            state.maybe_restart()
             if profile.die_after is not None and state.answered >= profile.die_after:
                 asyncio.get_running_loop().call_later(0.05, os._exit, 3)  # as a crashed engine: no goodbye
 
@@ -107,6 +112,9 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
         # As the engines answer while requests run: SGLang refuses with 400; vLLM says 200 {"success": false} and
         # resets nothing. `done` in the record says whether the cache was emptied.
         event = {"event": "reset", "t": time.time(), "path": profile.reset_path}
+        if profile.reset_keeps_cache:  # vLLM's answer, whatever it did: an empty 200
+            recorder.add({**event, "status": 200, "done": False})
+            return web.Response(status=200)
         if state.busy:
             status = 400 if profile.flavour == "sglang" else 200
             recorder.add({**event, "status": status, "done": False})
@@ -119,8 +127,20 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
             return web.Response(text="Cache flushed.\nPlease check backend logs for more details.\n")
         return web.json_response({"success": True})
 
+    async def version(_request: web.Request) -> web.Response:
+        return web.json_response({"version": VERSIONS["vllm"]})
+
+    async def server_info(_request: web.Request) -> web.Response:  # SGLang's: server args and scheduler state
+        return web.json_response({"model_path": model_name, "page_size": state.cache.block_size,
+                                  "max_total_num_tokens": profile.exported_capacity_tokens,
+                                  "version": VERSIONS["sglang"]})
+
     app = web.Application(client_max_size=256 * 1024 * 1024)  # scenario 3 prompts run to ~0.5 MB unscaled
     app.router.add_get("/v1/models", models)
+    if profile.flavour == "vllm":
+        app.router.add_get("/version", version)
+    else:
+        app.router.add_get("/get_server_info", server_info)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/metrics", metrics)
     if profile.reset_endpoint:
@@ -183,7 +203,8 @@ class ServerThread:
                  answers_from: Optional[Path] = None) -> None:
         self.state = EngineState(profile, model_name)
         recorded = recorded_answers(answers_from) if answers_from else None
-        self.model = FakeModel(load_tokenizer(str(tokenizer_dir)), cache=self.state.cache, recorded=recorded)
+        self.model = FakeModel(load_tokenizer(str(tokenizer_dir)), cache=self.state.cache, recorded=recorded,
+                               output_scale=profile.output_scale)
         self.recorder = Recorder(record)
         self.model_name, self.port = model_name, port
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -270,11 +291,20 @@ def main(argv: Optional[list[str]] = None) -> int:
                    "sends the recorded prompts byte for byte")
     p.add_argument("--null-zero-details", action="store_true",
                    help="prompt_tokens_details null when nothing was cached, as vLLM and SGLang answer")
+    p.add_argument("--fail-every", type=int, metavar="N", help="answer every Nth chat request with HTTP 500")
+    p.add_argument("--restart-after", type=int, metavar="N", help="after N answered chat requests, act as a "
+                   "restarted engine: a new process_start_time_seconds, an empty cache, counters from zero")
+    p.add_argument("--reset-keeps-cache", action="store_true",
+                   help="the reset endpoint answers an empty 200 and empties nothing")
+    p.add_argument("--output-scale", type=float, default=1.0, metavar="F",
+                   help="text answers of F times the usual length (at least 1 token): engines that differ in output")
     args = p.parse_args(argv)
     profile = EngineProfile(flavour=args.flavour, kv_capacity_tokens=args.kv_capacity,
                             prefill_s_per_token=args.prefill_us_per_token / 1e6,
                             reset_endpoint=not args.no_reset_endpoint, die_after=args.die_after,
-                            null_zero_details=args.null_zero_details, cache_report=not args.no_cache_report)
+                            null_zero_details=args.null_zero_details, cache_report=not args.no_cache_report,
+                            fail_every=args.fail_every, restart_after=args.restart_after,
+                            reset_keeps_cache=args.reset_keeps_cache, output_scale=args.output_scale)
     server = ServerThread(args.tokenizer, model_name=args.model, port=args.port, record=args.record, profile=profile,
                           answers_from=args.answers_from)
     print(server.start(), flush=True)

@@ -31,6 +31,8 @@ class Engine:
     reset_hint: str  # what to do when the server does not offer reset_path
     busy_status: Optional[int]  # the status the reset answers while requests run (then: wait and retry)
     cache_report_flag: str  # without it the server sends no cached-token counts
+    info_path: str  # GET here answers JSON with the server's "version" (SGLang's holds its KV size too)
+    reset_unverified_hint: str  # what to do when a reset answered but left the prefix cache as it was
     # quantity of METRIC_MEANINGS -> sample names (as prometheus_client's parser names samples), first found wins
     metrics: dict[str, tuple[str, ...]] = field(default_factory=dict)
     model_owner: str = ""  # `owned_by` of its /v1/models entries, which tells the engine apart
@@ -50,6 +52,10 @@ VLLM = Engine(
                "so, or pass --no-reset to run without emptying the cache between configs",
     busy_status=None,  # always 200; with blocks still held it silently resets nothing, so reset when idle
     cache_report_flag="--enable-prompt-tokens-details",
+    info_path="/version",
+    reset_unverified_hint="vLLM empties nothing while a request holds blocks, nor a KV connector's cache (LMCache, "
+                          "CPU offloading): stop any other client of it, restart it without a KV connector, or pass "
+                          "--no-reset (hit ratios then carry over)",
     metrics={
         "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),  # the second before late 2025
         "cache_queries": ("vllm:prefix_cache_queries_total",),
@@ -68,6 +74,10 @@ SGLANG = Engine(
                "pass --no-reset to run without emptying the cache between configs",
     busy_status=400,  # "Cache not flushed. Please check the server log ..." while requests run
     cache_report_flag="--enable-cache-report",
+    info_path="/get_server_info",
+    reset_unverified_hint="SGLang flushes nothing while requests run, nor its hierarchical cache: stop any other "
+                          "client of it, restart it without --enable-hierarchical-cache, or pass --no-reset (hit "
+                          "ratios then carry over)",
     metrics={
         "kv_usage": ("sglang:token_usage",),
         "cache_queries": ("sglang:prompt_tokens_total",),

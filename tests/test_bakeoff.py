@@ -2,14 +2,16 @@
 on loopback (e2e/fake_engine.py) that log every request and reset.
 
 The first test is the e2e bakeoff on two configs (e2e/bakeoff.py runs six with `make e2e`); the others each break
-one thing a live bakeoff meets: a server that dies mid-config, the wrong model, no reset endpoint, a busy SGLang,
-an unreachable URL, a rerun, Ctrl-C.
+one thing a live bakeoff meets: a server that dies mid-config, fails requests, restarts, keeps its cache through a
+reset, the wrong model, no reset endpoint, a busy SGLang, an unreachable URL, a label from another server, a changed
+dataset, a rerun, repeats, Ctrl-C; and the README's own command, run from the dataset's folder.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,16 +21,24 @@ from pathlib import Path
 
 import pytest
 
-from e2e.bakeoff import FakeEngineProcess, fastgen_command, run_fake_bakeoff, segments
+from e2e.bakeoff import FakeEngineProcess, fastgen_command, is_probe, run_fake_bakeoff, segments
 from e2e.run import Dataset, free_port, generate
 from e2e.server import ServerThread
+from fastgen.bakeoff.identity import identity_change, run_identity, server_identity
 from fastgen.bakeoff.plan import run_config_text, select_configs
+from fastgen.bakeoff.reset import wait_idle
+from fastgen.bakeoff.runs import write_run
 from fastgen.bakeoff.sampler import parse_metrics
-from fastgen.bakeoff.server import probe_server
+from fastgen.bakeoff.server import LiveServer, probe_server
+from fastgen.bakeoff.status import judge_run, last_error
+from fastgen.engines import VLLM
 from fastgen.errors import OutputError, ServerError
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = "scenario2/c10_sync"  # 12 requests, about 6 s
+
+
+MODEL = "meta-llama/Llama-3.3-70B-Instruct"
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +46,23 @@ def dataset(tmp_path_factory) -> Path:
     workdir = tmp_path_factory.mktemp("bakeoff-data")
     generate(workdir, "http://127.0.0.1:9", Dataset())
     return workdir
+
+
+@pytest.fixture(scope="module")
+def readme_dataset(tmp_path_factory) -> Path:
+    """A dataset as the README makes it: configs/ beside traces/, paths in the configs relative."""
+    workdir = tmp_path_factory.mktemp("bakeoff-readme")
+    arguments = [a for a in Dataset().arguments(workdir, "http://127.0.0.1:9") if a != "--absolute-paths"]
+    result = subprocess.run([sys.executable, "-m", "fastgen", *arguments], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "../../traces" in (workdir / "configs" / "scenario2" / "c10_sync.yml").read_text()
+    return workdir
+
+
+def readme_bakeoff(folder: Path, url: str, *args: str) -> subprocess.CompletedProcess:
+    """The README's command, from the dataset's folder (reports go to ./reports)."""
+    return subprocess.run([sys.executable, "-m", "fastgen", "bakeoff", "--url", url, "--label", "vllm", *args],
+                          capture_output=True, text=True, timeout=600, cwd=folder)
 
 
 def engine(dataset: Path, tmp_path: Path, flavour: str = "vllm", *extra: str, **kwargs) -> FakeEngineProcess:
@@ -48,8 +75,8 @@ def bakeoff(dataset: Path, tmp_path: Path, url: str, *args: str) -> subprocess.C
                            "--out", str(tmp_path / "reports"), "--scrape-interval", "0.5", *args, timeout_s=600)
 
 
-def run_record(tmp_path: Path, name: str) -> dict:
-    return json.loads((tmp_path / "reports" / "x" / name / "run.json").read_text())
+def run_record(tmp_path: Path, name: str, repeat: int = 1) -> dict:
+    return json.loads((tmp_path / "reports" / "x" / name / f"repeat-{repeat}" / "run.json").read_text())
 
 
 def test_bakeoff_on_two_engines_then_compare_shows_what_the_engines_logged(tmp_path):
@@ -68,18 +95,25 @@ def test_bakeoff_skips_a_completed_config_unless_rerun(dataset, tmp_path):
         assert run_record(tmp_path, QUICK) == first
         assert bakeoff(dataset, tmp_path, server.url, "--configs", QUICK, "--rerun").returncode == 0
         resets = [e for e in server.log() if e.get("event") == "reset"]
-    assert len(resets) == 2 and run_record(tmp_path, QUICK)["started"] > first["started"]
-    assert first["status"] == "completed" and first["reset"] == "POST /reset_prefix_cache"
-    assert first["metrics_samples"] >= 2 and first["engine"] == "vllm"
+    assert "running" not in again.stderr and f"{QUICK}: skipped" in again.stderr
+    # a verified reset is two: one the probe checks, one that drops the probe's own prefix
+    assert len(resets) == 4 and run_record(tmp_path, QUICK)["started"] > first["started"]
+    assert first["status"] == "completed" and first["reason"] is None
+    assert first["reset"]["done"] == "POST /reset_prefix_cache" and first["reset"]["verified"] is True
+    assert first["requests"] == {"expected": 12, "recorded": 12, "failed": 0}
+    assert first["sessions"] == {"total": 2, "failed": 0} and first["errors"] == []
+    assert first["metrics_samples"] >= 2 and first["identity"]["server"]["engine"] == "vllm"
+    assert (first["format"], first["repeat"], first["repeats"]) == (2, 1, 1)
 
 
 def test_bakeoff_server_that_dies_mid_config_fails_it_and_stops(dataset, tmp_path):
-    with engine(dataset, tmp_path, "vllm", "--die-after", "3") as server:
+    # three probe requests verify the reset, then three of the replay's are answered
+    with engine(dataset, tmp_path, "vllm", "--die-after", "6") as server:
         result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK, "scenario1/c1")
     assert result.returncode == 1
     # the design's order: scenario 1 first
-    assert "scenario1/c1: the server stopped answering during the run" in result.stdout
-    assert "scenario2/c10_sync: not run: the server stopped answering" in result.stdout
+    assert "scenario1/c1: failed: the server stopped answering during the run" in result.stdout
+    assert "scenario2/c10_sync: failed: not run: the server stopped answering" in result.stdout
     record = run_record(tmp_path, "scenario1/c1")
     assert record["status"] == "failed" and record["metrics_errors"] >= 1
     assert not (tmp_path / "reports" / "x" / "scenario2").exists()
@@ -106,7 +140,8 @@ def test_bakeoff_without_a_reset_endpoint_says_how_to_get_one_or_go_on(dataset, 
         assert not (tmp_path / "reports" / "x" / "scenario2").exists() or not any(
             (tmp_path / "reports" / "x" / "scenario2").iterdir())
         went_on = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK, "--no-reset")
-    assert went_on.returncode == 0 and run_record(tmp_path, QUICK)["reset"] == "none (--no-reset)"
+    assert went_on.returncode == 0 and run_record(tmp_path, QUICK)["reset"] == {
+        "done": "none (--no-reset)", "verified": None, "how": "not reset: --no-reset"}
 
 
 def test_bakeoff_warns_when_the_server_hits_its_cache_but_reports_no_cached_tokens(dataset, tmp_path):
@@ -115,7 +150,10 @@ def test_bakeoff_warns_when_the_server_hits_its_cache_but_reports_no_cached_toke
     assert result.returncode == 0
     warning = ("the server hit its prefix cache but reported no cached tokens; restart it with "
                "--enable-prompt-tokens-details or every hit ratio reads 0")
-    assert warning in result.stderr and run_record(tmp_path, QUICK)["warning"] == warning
+    record = run_record(tmp_path, QUICK)
+    assert warning in result.stderr and record["warning"] == warning
+    # no cached tokens in any answer: the reset cannot be verified, and the record says why
+    assert record["reset"]["verified"] is None and "--enable-prompt-tokens-details" in record["reset"]["how"]
 
 
 def test_bakeoff_unreachable_url_is_one_line(dataset, tmp_path):
@@ -130,7 +168,7 @@ def test_bakeoff_ctrl_c_keeps_finished_runs_and_leaves_no_partial_run(dataset, t
         command = [sys.executable, "-m", "fastgen", "bakeoff", "--url", server.url, "--label", "x", "--config-dir",
                    str(dataset / "configs"), "--out", str(tmp_path / "reports"), "--configs", QUICK, "scenario1/c10"]
         proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        partial = tmp_path / "reports" / "x" / "scenario2" / "c10_sync.partial"  # the second, after scenario1/c10
+        partial = tmp_path / "reports" / "x" / "scenario2" / "c10_sync" / "repeat-1.partial"  # after scenario1/c10
         deadline = time.monotonic() + 120
         while not (partial / "inference-perf.log").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -138,8 +176,11 @@ def test_bakeoff_ctrl_c_keeps_finished_runs_and_leaves_no_partial_run(dataset, t
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"fastgen: interrupted; 1 finished run kept in {tmp_path / 'reports' / 'x'}, the unfinished one removed; run "
+        f"the same command again to go on")
     assert run_record(tmp_path, "scenario1/c10")["status"] == "completed"
-    assert not partial.exists() and not (tmp_path / "reports" / "x" / "scenario2" / "c10_sync").exists()
+    assert not partial.exists() and not (tmp_path / "reports" / "x" / "scenario2" / "c10_sync" / "repeat-1").exists()
 
 
 @pytest.mark.parametrize("flavour, busy_status", [("sglang", 400), ("vllm", 200)])
@@ -197,7 +238,7 @@ def test_run_config_loads_with_inference_perf_pointed_at_the_run(dataset, tmp_pa
 
     config = dataset / "configs" / "scenario1" / "c10.yml"
     text = run_config_text(config.read_text(), config_dir=config.parent, url="http://h:1", engine="sglang",
-                           report_dir=tmp_path / "run")
+                           report_dir=tmp_path / "run", outputs="recorded")
     path = tmp_path / "run.yml"
     path.write_text(text)
     loaded = read_config(str(path))
@@ -206,9 +247,220 @@ def test_run_config_loads_with_inference_perf_pointed_at_the_run(dataset, tmp_pa
     assert Path(loaded.data.otel_trace_replay.trace_directory) == (dataset / "traces" / "scenario1").resolve()
     assert loaded.report.request_lifecycle.per_request is True
     assert os.path.isabs(loaded.tokenizer.pretrained_model_name_or_path)
+    # --outputs recorded replays the trace's answers; the tool-call mode stays what the config said
+    assert loaded.data.otel_trace_replay.disable_output_substitution is True
+    assert loaded.data.otel_trace_replay.override_tool_call_max_tokens is True
 
 
 def test_segments_split_the_engine_log_at_successful_resets():
     log = [{"t": 1, "body": {}}, {"event": "reset", "done": True}, {"t": 2}, {"event": "reset", "done": False},
            {"t": 3}, {"event": "reset", "done": True}]
     assert segments(log) == [[{"t": 1, "body": {}}], [{"t": 2}, {"t": 3}], []]
+
+
+def test_segments_leave_out_the_reset_probes_and_join_the_resets_of_one_verification():
+    from fastgen.bakeoff.reset import PROBE_PROMPT
+
+    probe = {"t": 0, "body": {"messages": [{"role": "user", "content": PROBE_PROMPT}]}}
+    done = {"event": "reset", "done": True}
+    log = [probe, probe, done, probe, done, {"t": 1}, probe, probe, done, probe, done, {"t": 2}]
+    assert is_probe(probe) and not is_probe({"t": 1})
+    assert segments(log) == [[], [{"t": 1}], [{"t": 2}]]
+
+
+def test_bakeoff_readme_command_from_the_dataset_folder_completes(readme_dataset, tmp_path):
+    # the bug: --out reports (relative) handed to inference-perf, which runs from the config's folder
+    folder = shutil.copytree(readme_dataset, tmp_path / "data")
+    with engine(readme_dataset, tmp_path) as server:
+        result = subprocess.run([sys.executable, "-m", "fastgen", "bakeoff", "--url", server.url, "--label", "vllm",
+                                 "--configs", "scenario2/c10_sync"], capture_output=True, text=True, timeout=600,
+                                cwd=folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = folder / "reports" / "vllm" / "scenario2" / "c10_sync" / "repeat-1"
+    record = json.loads((run / "run.json").read_text())
+    assert record["status"] == "completed" and (run / "per_request_lifecycle_metrics.json").exists()
+    assert "1 completed, 0 incomplete, 0 skipped (done before), 0 failed" in result.stdout
+
+
+def test_bakeoff_resume_runs_again_when_the_dataset_changed(readme_dataset, tmp_path):
+    folder = shutil.copytree(readme_dataset, tmp_path / "data")
+    with engine(readme_dataset, tmp_path) as server:
+        assert readme_bakeoff(folder, server.url, "--configs", QUICK).returncode == 0
+        first = json.loads((folder / "reports" / "vllm" / QUICK / "repeat-1" / "run.json").read_text())
+        with open(folder / "traces" / "manifest.json", "a") as manifest:
+            manifest.write("\n")
+        again = readme_bakeoff(folder, server.url, "--configs", QUICK)
+    second = json.loads((folder / "reports" / "vllm" / QUICK / "repeat-1" / "run.json").read_text())
+    assert again.returncode == 0 and "0 skipped" in again.stdout, again.stdout
+    assert f"{QUICK}: running again (the dataset changed)" in again.stderr
+    assert second["identity"]["dataset_sha256"] != first["identity"]["dataset_sha256"]
+    assert second["started"] > first["started"]
+
+
+def test_identity_change_names_what_makes_a_run_not_the_same(dataset, tmp_path):
+    config = dataset / "configs" / "scenario2" / "c10_sync.yml"
+    server = {"url": "http://a:1", "engine": "vllm", "version": "1", "model": MODEL, "kv_capacity_tokens": 1600,
+              "block_size": 16, "gpus": None, "process_start": 1.0}
+
+    def identity(path: Path = config, outputs=None, **changes) -> dict:
+        import yaml
+
+        text = run_config_text(path.read_text(), config_dir=config.parent, url="http://a:1", engine="vllm",
+                               report_dir=tmp_path / "run", outputs=outputs)
+        return run_identity({**server, **changes}, config_path=path, run_config=yaml.safe_load(text))
+
+    edited = tmp_path / "c10_sync.yml"
+    edited.write_text(config.read_text() + "# edited\n")
+    base = identity()
+    assert identity_change(base, identity(process_start=2.0, version="2")) is None  # a restart of the same server
+    assert identity_change(base, identity(path=edited)) == "the config changed"
+    assert identity_change(base, identity(kv_capacity_tokens=3200)) == "another KV capacity"
+    assert identity_change(base, identity(outputs="recorded")) == "another outputs mode"
+    assert identity_change(base, identity(url="http://b:1")) == "another server URL"
+    assert identity_change(None, base) == "it was run by an older fastgen"
+    assert base["outputs"] == "live" and base["tool_call_max_tokens"] == "floor" and len(base["dataset_sha256"]) == 64
+
+
+def test_bakeoff_counts_failed_requests_as_incomplete(dataset, tmp_path):
+    with engine(dataset, tmp_path, "vllm", "--fail-every", "3") as server:
+        result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
+    record = run_record(tmp_path, QUICK)
+    assert result.returncode == 1 and record["status"] == "incomplete"
+    requests, sessions = record["requests"], record["sessions"]
+    assert requests["expected"] == 12 and requests["failed"] >= 1 and sessions == {"total": 2, "failed": 2}
+    assert record["reason"].startswith(f"{requests['failed']} of 12 requests failed")
+    assert record["errors"] and record["errors"][0].startswith("HTTP Error 500")
+    assert f"  {QUICK}: incomplete: {record['reason']}" in result.stdout
+    assert "0 completed, 1 incomplete" in result.stdout
+
+
+def test_bakeoff_server_restarted_mid_config_fails_the_run(dataset, tmp_path):
+    # three probe requests, then the replay's: the engine restarts after the third of those
+    with engine(dataset, tmp_path, "vllm", "--restart-after", "6") as server:
+        result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
+    record = run_record(tmp_path, QUICK)
+    assert result.returncode == 1 and record["status"] == "failed"
+    assert record["reason"] == "the server restarted during the run (its process start time changed)"
+    assert f"  {QUICK}: failed: the server restarted during the run" in result.stdout
+
+
+def test_bakeoff_reset_that_keeps_the_cache_stops_with_one_line(dataset, tmp_path):
+    with engine(dataset, tmp_path, "vllm", "--reset-keeps-cache") as server:
+        result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
+        chats = [e for e in server.log() if "event" not in e]
+    assert result.returncode == 1
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"fastgen: error: POST /reset_prefix_cache at {server.url} answered but did not empty "
+                            f"the prefix cache: a probe prompt of ")
+    assert "KV connector" in error and "--no-reset" in error
+    assert len(chats) == 3 and all(is_probe(e) for e in chats)  # nothing replayed on a warm cache
+    assert not (tmp_path / "reports" / "x" / "scenario2" / "c10_sync" / "repeat-1").exists()
+
+
+def test_bakeoff_refuses_a_label_whose_runs_came_from_another_server_unless_rerun(dataset, tmp_path):
+    other = "http://127.0.0.1:9"
+    old = tmp_path / "reports" / "x" / "scenario1" / "c1" / "repeat-1"
+    old.mkdir(parents=True)
+    write_run(old, {"config": "scenario1/c1", "status": "completed", "identity": {"server": {
+        "url": other, "engine": "vllm", "model": MODEL}}})
+    with engine(dataset, tmp_path) as server:
+        refused = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
+        assert refused.returncode == 1
+        error = refused.stderr.strip()
+        assert len(error.splitlines()) == 1 and error.startswith("fastgen: error: ")
+        assert other in error and server.url in error and "--label" in error and "--rerun" in error
+        assert not (tmp_path / "reports" / "x" / "scenario2").exists()
+        went_on = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK, "--rerun")
+    assert went_on.returncode == 0 and run_record(tmp_path, QUICK)["identity"]["server"]["url"] == server.url
+
+
+def test_bakeoff_repeats_each_config_after_a_verified_reset_with_the_asked_modes(dataset, tmp_path):
+    with engine(dataset, tmp_path, "sglang") as server:
+        result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK, "--repeat", "2", "--gpus", "8",
+                         "--outputs", "recorded", "--tool-call-max-tokens", "recorded")
+        log = server.log()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 configs x 2 repeats: 2 completed" in result.stdout
+    # each repeat: probe, probe, reset, probe (no cached tokens: verified), reset, then the replay
+    kinds = ["probe" if is_probe(e) else "reset" if e.get("event") == "reset" else "chat" for e in log]
+    one = ["probe", "probe", "reset", "probe", "reset"] + ["chat"] * 12
+    assert kinds == one + one
+    assert all(e["done"] for e in log if e.get("event") == "reset")
+    assert [len(part) for part in segments(log)] == [0, 12, 12]
+    for repeat in (1, 2):
+        record = run_record(tmp_path, QUICK, repeat)
+        assert (record["status"], record["repeat"], record["repeats"]) == ("completed", repeat, 2)
+        assert record["reset"]["verified"] is True and record["reset"]["done"] == "POST /flush_cache"
+        identity = record["identity"]
+        assert (identity["outputs"], identity["tool_call_max_tokens"]) == ("recorded", "recorded")
+        assert identity["server"]["gpus"] == 8 and identity["server"]["engine"] == "sglang"
+        run_config = (tmp_path / "reports" / "x" / QUICK / f"repeat-{repeat}" / "run-config.yml").read_text()
+        assert "disable_output_substitution: true" in run_config
+        assert "override_tool_call_max_tokens: false" in run_config
+
+
+@pytest.mark.parametrize("flavour", ["vllm", "sglang"])
+def test_server_identity_reads_version_capacity_and_process_start(dataset, flavour):
+    from e2e.fake_engine import VERSIONS, EngineProfile
+
+    profile = EngineProfile(flavour=flavour, kv_capacity_tokens=4096)
+    with ServerThread(dataset / "traces" / "tokenizer", profile=profile) as thread:
+        server = probe_server(thread.base_url, MODEL)
+        identity = server_identity(server, MODEL, gpus=2)
+    assert identity == {"url": thread.base_url, "engine": flavour, "version": VERSIONS[flavour], "model": MODEL,
+                        "kv_capacity_tokens": 4096, "block_size": 16, "gpus": 2,
+                        "process_start": thread.state.process_start}
+
+
+def test_wait_idle_raises_when_metrics_cannot_be_read():
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class NoMetrics(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    refused = LiveServer(f"http://127.0.0.1:{free_port()}", VLLM, (MODEL,))
+    with pytest.raises(ServerError, match=r"cannot read .*/metrics to wait until the server is idle .*--no-reset"):
+        wait_idle(refused, timeout_s=1)
+    httpd = HTTPServer(("127.0.0.1", 0), NoMetrics)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(ServerError, match=r"answered HTTP 404\); start it with metrics on"):
+            wait_idle(LiveServer(f"http://127.0.0.1:{httpd.server_port}", VLLM, (MODEL,)), timeout_s=1)
+    finally:
+        httpd.shutdown()
+
+
+def test_failure_reason_is_the_exceptions_last_line_not_the_traceback_header(tmp_path):
+    log = tmp_path / "inference-perf.log"
+    log.write_text(
+        "2026-01-01 00:00:00,000 - inference_perf.config.config - INFO - Using configuration from: run-config.yml\n"
+        "Traceback (most recent call last):\n"
+        '  File "/venv/bin/inference-perf", line 6, in <module>\n'
+        "    sys.exit(main_cli())\n"
+        "             ^^^^^^^^^^\n"
+        "FileNotFoundError: [Errno 2] No such file or directory: 'reports/x/c1.partial/run-config.yml'\n")
+    expected = ("FileNotFoundError: [Errno 2] No such file or directory: 'reports/x/c1.partial/run-config.yml' "
+                "(see inference-perf.log)")
+    assert last_error(log) == expected
+    assert judge_run(exit_code=1, counts=None, timeout_s=None, log=log) == (
+        "failed", f"inference-perf exited with 1: {expected}")
+    log.write_text("x - ERROR - first\nx - ERROR - the last error\nshutting down\n")
+    assert last_error(log) == "the last error (see inference-perf.log)"
+
+
+def test_fake_engine_fails_every_nth_request_and_scales_its_answers(dataset):
+    from e2e.fake_engine import EngineProfile
+    from fastgen.bakeoff.server import fetch
+
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 40}
+    for scale, tokens in ((1.0, 40), (0.5, 20), (0.01, 1)):
+        profile = EngineProfile(fail_every=2, output_scale=scale)
+        with ServerThread(dataset / "traces" / "tokenizer", profile=profile) as thread:
+            url = thread.base_url + "/v1/chat/completions"
+            first, second = (fetch(url, method="POST", json_body=body) for _ in range(2))
+        assert (first.status, second.status) == (200, 500)
+        assert json.loads(first.body)["usage"]["completion_tokens"] == tokens

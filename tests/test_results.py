@@ -42,6 +42,52 @@ def write_folder(folder: Path, requests: list[dict], *, concurrency=2, engine="v
     write_run(folder, {"status": status, "engine": engine, "seconds": 36.0})
 
 
+def write_repeat(config: Path, requests: list[dict], *, repeat=1, repeats=1, status="completed", identity=None,
+                 counts=None, sessions=None, concurrency=2, samples=(), reset=None):
+    """A repeat-K folder as fastgen bakeoff writes it: run.json format 2 (the run folder contract)."""
+    folder = config / f"repeat-{repeat}"
+    write_folder(folder, requests, concurrency=concurrency, samples=samples, sessions=sessions)
+    ids = sorted({r["info"]["labels"]["session"] for r in requests})
+    failed = sum(r["error"] is not None for r in requests)
+    record = {"format": 2, "config": f"{config.parent.name}/{config.name}", "repeat": repeat, "repeats": repeats,
+              "status": status, "reason": None if status == "completed" else "1 of 6 requests failed",
+              "seconds": 36.0, "requests": {"expected": len(requests), "recorded": len(requests), "failed": failed},
+              "sessions": {"total": len(ids), "failed": 0},
+              "identity": identity or IDENTITY, "reset": reset or {"done": "POST /reset_prefix_cache",
+                                                                   "verified": True, "how": "probe: 0 cached"}}
+    if counts:
+        record.update(counts)
+    (folder / "run.json").write_text(json.dumps(record))
+    return folder
+
+
+IDENTITY = {"server": {"url": "http://a:8000", "engine": "vllm", "version": "0.11.0", "model": "m",
+                       "kv_capacity_tokens": 100_000, "block_size": 16, "gpus": None, "process_start": 1.0},
+            "dataset_sha256": "d" * 64, "config_sha256": "c" * 64, "outputs": "recorded",
+            "tool_call_max_tokens": "recorded"}
+
+
+def identity(**changes) -> dict:
+    server = {**IDENTITY["server"], **changes.pop("server", {})}
+    return {**IDENTITY, **changes, "server": server}
+
+
+def section(report: dict, id_: str) -> dict:
+    return next(s for s in report["sections"] if s["id"] == id_)
+
+
+def rows(table: dict) -> list[dict]:
+    return [dict(zip(table["columns"], row)) for row in table["rows"]]
+
+
+def table(report: dict, id_: str, title: str) -> list[dict]:
+    return rows(next(t for t in section(report, id_)["tables"] if t["title"].startswith(title)))
+
+
+def report_of(out: Path) -> dict:
+    return json.loads((out / "report.json").read_text())
+
+
 def scenario1_requests(cached_later: int) -> list[dict]:
     """Two sessions of three turns: turn 1 misses, later turns have `cached_later` of 1000 prompt tokens cached."""
     out = []
@@ -90,17 +136,18 @@ def test_compare_runs_reports_each_figure_for_a_b_and_their_ratio(two_sides, tmp
     comparison = compare_runs(*two_sides, tmp_path / "out", plots=False)
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert comparison.configs == ["scenario1/c2"] and report["problems"] == []
-    runs = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
-    row = dict(zip(runs["columns"], runs["rows"][0]))
-    assert row["hit % A"] == pytest.approx(60.0) and row["hit % B"] == pytest.approx(20.0)
-    assert row["hit % B/A"] == pytest.approx(20.0 / 60.0)
-    scenario1 = next(s for s in report["sections"] if s["id"] == "scenario1")
-    by_turn = {row[0]: dict(zip(scenario1["tables"][0]["columns"], row)) for row in scenario1["tables"][0]["rows"]}
-    assert by_turn[3]["TTFT p50 ms A"] == pytest.approx(50) and by_turn[3]["TTFT p50 ms B"] == pytest.approx(150)
-    assert by_turn[3]["TTFT p50 ms B/A"] == pytest.approx(3.0)
-    assert by_turn[2]["kind"] == "tool_call" and by_turn[2]["TTFT p50 ms A"] is None
+    (row,) = table(report, "runs", "Runs")
+    assert row["hit % A"]["value"] == pytest.approx(60.0) and row["hit % B"]["value"] == pytest.approx(20.0)
+    assert row["hit % A"]["n"] == 6 and row["hit % A"]["repeats"] == 1
+    assert row["hit % B/A"]["value"] == pytest.approx(20.0 / 60.0)
+    by_turn = {r["turn"]: r for r in table(report, "scenario1", "TTFT by turn")}
+    assert by_turn[3]["TTFT p50 ms A"]["value"] == pytest.approx(50)
+    assert by_turn[3]["TTFT p50 ms B"]["value"] == pytest.approx(150)
+    assert by_turn[3]["TTFT p50 ms B/A"]["value"] == pytest.approx(3.0)
+    assert by_turn[2]["kind"] == "tool_call" and by_turn[2]["TTFT p50 ms A"]["value"] is None
     markdown = (tmp_path / "out" / "report.md").read_text()
-    assert "Tool-call turns have no TTFT" in markdown and "| scenario1/c2 | completed | completed |" in markdown
+    assert "Tool-call turns have no TTFT" in markdown and "| scenario1/c2 | completed | 0 | 0 | completed |" in markdown
+    assert "| 3 | text | 50.0 [50.0-50.0] n=2 | 150 [150-150] n=2 | 3.00 |" in markdown
 
 
 def test_compare_runs_names_a_malformed_or_missing_file_and_compares_the_rest(two_sides, tmp_path):
@@ -177,12 +224,10 @@ def test_compare_with_an_analysis_sets_the_pooled_ceiling_beside_each_hit_ratio(
          "by_turn": by_turn}]}))
     compare_runs(*two_sides, tmp_path / "out", plots=False, analysis=analysis)
     report = json.loads((tmp_path / "out" / "report.json").read_text())
-    runs = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
-    row = dict(zip(runs["columns"], runs["rows"][0]))
-    assert (row["ceiling % (analyze, infinite)"], row["ceiling % at capacity"]) == (65.0, 45.0)
-    hits = next(s for s in report["sections"] if s["id"] == "scenario1")["tables"][1]
-    turn3 = dict(zip(hits["columns"], hits["rows"][2]))
-    assert turn3["ceiling % (analyze, infinite)"] == pytest.approx(95.0)
+    (row,) = table(report, "runs", "Runs")
+    assert (row["ceiling % inf"], row["ceiling % cap"]) == (65.0, 45.0)  # one analysis: one pair of columns
+    turn3 = table(report, "scenario1", "Prefix-cache hit ratio by turn")[2]
+    assert turn3["ceiling % inf"] == pytest.approx(95.0)
 
 
 def test_compare_with_an_unreadable_analysis_names_it_and_reports_without_ceilings(two_sides, tmp_path):
@@ -193,3 +238,308 @@ def test_compare_with_an_unreadable_analysis_names_it_and_reports_without_ceilin
     runs = next(s for s in json.loads((tmp_path / "out" / "report.json").read_text())["sections"]
                 if s["id"] == "runs")["tables"][0]
     assert not any(c.startswith("ceiling") for c in runs["columns"])
+
+
+# Repeats, status, counts and spread (run.json format 2: OUT/L/<scenario>/<config>/repeat-K/)
+
+def test_read_runs_reads_repeat_folders_with_their_status_counts_and_identity(tmp_path):
+    config = tmp_path / "a" / "scenario1" / "c2"
+    write_repeat(config, scenario1_requests(900), repeat=1, repeats=2)
+    failing = scenario1_requests(900)
+    failing[4]["error"], failing[4]["computed_metrics"] = {"error_type": "HTTPError", "error_msg": "500"}, None
+    write_repeat(config, failing, repeat=2, repeats=2, status="incomplete",
+                 counts={"sessions": {"total": 2, "failed": 1}})
+    runs, problems = read_runs(tmp_path / "a")
+    assert problems == [] and list(runs) == ["scenario1/c2"]
+    run = runs["scenario1/c2"]
+    assert [(r.index, r.status, r.requests_failed, r.sessions_failed) for r in run.repeats] == [
+        (1, "completed", 0, 0), (2, "incomplete", 1, 1)]
+    assert run.status == "incomplete" and not run.usable and run.concurrency == 2
+    assert run.repeats[0].server["kv_capacity_tokens"] == 100_000 and run.repeats[0].reset["verified"] is True
+    assert {r.repeat for r in run.requests} == {1, 2} and len(run.requests) == 12
+
+
+def test_read_runs_reads_an_older_completed_run_with_failed_requests_as_incomplete(tmp_path):
+    requests = scenario1_requests(900)
+    requests[0]["error"] = {"error_type": "HTTPError", "error_msg": "500"}
+    write_folder(tmp_path / "a" / "scenario1" / "c2", requests)  # run.json of an older bakeoff: "completed"
+    run = read_runs(tmp_path / "a")[0]["scenario1/c2"]
+    assert (run.status, run.requests_failed, run.requests_total) == ("incomplete", 1, 6)
+    assert run.reason.startswith("1 of 6 requests failed")
+
+
+def test_read_runs_takes_itl_from_the_computed_metrics(tmp_path):
+    requests = scenario1_requests(900)
+    requests[0]["computed_metrics"]["inter_token_latency"] = 0.012
+    write_folder(tmp_path / "a" / "scenario1" / "c2", requests)
+    assert read_runs(tmp_path / "a")[0]["scenario1/c2"].requests[0].itl == 0.012
+
+
+@pytest.fixture()
+def one_side_incomplete(tmp_path):
+    write_repeat(tmp_path / "a" / "scenario1" / "c2", scenario1_requests(900))
+    failing = scenario1_requests(300)
+    failing[5]["error"], failing[5]["computed_metrics"] = {"error_type": "HTTPError", "error_msg": "500"}, None
+    write_repeat(tmp_path / "b" / "scenario1" / "c2", failing, status="incomplete",
+                 counts={"sessions": {"total": 2, "failed": 1}})
+    return tmp_path / "a", tmp_path / "b"
+
+
+def test_compare_shows_status_and_failed_counts_and_leaves_an_incomplete_run_out_of_b_over_a(one_side_incomplete,
+                                                                                            tmp_path):
+    compare_runs(*one_side_incomplete, tmp_path / "out", plots=False)
+    report = report_of(tmp_path / "out")
+    (row,) = table(report, "runs", "Runs")
+    assert (row["status B"], row["failed requests B"], row["failed sessions B"]) == ("incomplete", 1, 1)
+    assert row["hit % B"]["value"] == pytest.approx(18.0)  # shown: 900 of the 5,000 prompt tokens that succeeded
+    assert row["hit % B/A"] == {"value": None, "low": None, "high": None, "distinguishable": None,
+                                "left_out": "incomplete"}
+    (level,) = table(report, "scenario1", "TTFT by concurrency")
+    assert level["status"] == "B incomplete (1/6 requests, 1/2 sessions failed)"
+    assert level["TTFT p50 ms B"]["value"] is not None and level["TTFT p50 ms B/A"]["value"] is None
+    assert "excl. (incomplete)" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_compare_include_incomplete_puts_the_incomplete_run_into_b_over_a(one_side_incomplete, tmp_path):
+    from fastgen.results import CompareOptions
+
+    compare_runs(*one_side_incomplete, tmp_path / "out", plots=False, options=CompareOptions(include_incomplete=True))
+    (row,) = table(report_of(tmp_path / "out"), "runs", "Runs")
+    assert row["hit % B/A"]["value"] == pytest.approx(18.0 / 60.0) and row["hit % B/A"]["left_out"] is None
+
+
+def test_compare_hit_ratio_of_prompts_of_unequal_length_is_pooled(tmp_path):
+    for side in ("a", "b"):
+        write_repeat(tmp_path / side / "scenario1" / "c2", [
+            request("s1", 1, "text", start=0, prompt=100, cached=100),
+            request("s2", 1, "text", start=1, prompt=900, cached=0)])
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    (row,) = table(report_of(tmp_path / "out"), "runs", "Runs")
+    assert row["hit % A"]["value"] == pytest.approx(10.0)  # 100 of 1000 tokens, not the mean of 100 % and 0 %
+
+
+def swarm_requests(ttfts_ms: list[float], *, output=10) -> list[dict]:
+    return [request(f"s{i}", 1, "text", start=float(i), prompt=1000, cached=500, ttft=t / 1000, output=output)
+            for i, t in enumerate(ttfts_ms)]
+
+
+def test_compare_summary_states_no_difference_when_the_intervals_overlap(tmp_path):
+    rng = __import__("random").Random(3)
+    same = [100 + rng.random() * 200 for _ in range(40)]
+    write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests(same))
+    write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([t * 1.03 for t in same[::-1]]))
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    report = report_of(tmp_path / "out")
+    (level,) = table(report, "scenario1", "TTFT by concurrency")
+    assert level["TTFT p50 ms B/A"]["distinguishable"] is False
+    (line,) = section(report, "summary")["findings"]
+    assert line.startswith("No difference between A (a) and B (b) survives the spread")
+    assert "1.03 ~" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_compare_summary_states_a_difference_that_survives_the_spread(tmp_path):
+    write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests([100 + i for i in range(40)]))
+    write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([300 + i for i in range(40)]))
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    findings = section(report_of(tmp_path / "out"), "summary")["findings"]
+    assert 1 <= len(findings) <= 5
+    assert findings[0].startswith("scenario1/c2: TTFT p50 ms 320 on B (b) against 120 on A (a), B/A 2.67")
+
+
+def test_compare_over_repeats_reports_the_median_and_min_max(tmp_path):
+    for k, ttft in enumerate((100, 300, 200), start=1):
+        write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests([ttft] * 4), repeat=k, repeats=3)
+    write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([100] * 4))
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    (level,) = table(report_of(tmp_path / "out"), "scenario1", "TTFT by concurrency")
+    assert level["TTFT p50 ms A"] == {"value": 200.0, "n": 12, "low": 100.0, "high": 300.0, "repeats": 3}
+    assert "200 [100-300] n=12, 3 runs" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_compare_shows_p99_only_with_100_requests_behind_it(tmp_path):
+    for side in ("a", "b"):
+        write_repeat(tmp_path / side / "scenario1" / "c2", swarm_requests([100 + i for i in range(99)]))
+        write_repeat(tmp_path / side / "scenario1" / "c4", swarm_requests([100 + i for i in range(100)]),
+                     concurrency=4)
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    levels = {r["config"]: r for r in table(report_of(tmp_path / "out"), "scenario1", "TTFT by concurrency")}
+    few = levels["scenario1/c2"]["TTFT p99 ms A"]
+    assert few["value"] is None and few["n"] == 99
+    assert levels["scenario1/c4"]["TTFT p99 ms A"]["value"] == pytest.approx(100 + 0.99 * 99)
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "- (n=99)" in markdown and "p99 is shown only where at least 100 requests" in markdown
+
+
+def test_compare_names_and_leaves_out_configs_whose_runs_replayed_different_datasets(tmp_path):
+    for name in ("c2", "c4"):
+        write_repeat(tmp_path / "a" / "scenario1" / name, scenario1_requests(900))
+    write_repeat(tmp_path / "b" / "scenario1" / "c2", scenario1_requests(900))
+    write_repeat(tmp_path / "b" / "scenario1" / "c4", scenario1_requests(900),
+                 identity=identity(dataset_sha256="e" * 64))
+    comparison = compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    assert comparison.configs == ["scenario1/c2"]
+    assert ("scenario1/c4: its runs replayed different datasets (a: dddddddddddd; b: eeeeeeeeeeee); not compared: "
+            "run both sides on one dataset") in comparison.problems
+    assert any(p.startswith("b's runs replayed 2 datasets") for p in comparison.problems)
+
+
+def test_compare_prompt_token_check_fails_when_the_sides_sent_different_prompts(tmp_path):
+    longer = scenario1_requests(900)
+    longer[0]["info"]["response_metrics"]["server_usage"]["prompt_tokens"] = 1060  # 1 % more over 6,000 tokens
+    write_repeat(tmp_path / "a" / "scenario1" / "c2", scenario1_requests(900))
+    write_repeat(tmp_path / "b" / "scenario1" / "c2", longer)
+    comparison = compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    (row,) = table(report_of(tmp_path / "out"), "prompts", "Prompt tokens sent")
+    assert (row["outputs"], row["tolerance %"], row["same prompts"]) == ("recorded", 0.5, "NO")
+    assert (row["prompt tokens A"]["value"], row["prompt tokens B"]["value"]) == (6000, 6060)
+    assert ("scenario1/c2: b sent 1.010 x the prompt tokens of a (recorded outputs, tolerance 0.5 %): the engines "
+            "were not given the same prompts") in comparison.problems
+
+
+def test_compare_prompt_token_check_allows_live_outputs_their_tolerance(tmp_path):
+    longer = scenario1_requests(900)
+    longer[0]["info"]["response_metrics"]["server_usage"]["prompt_tokens"] = 1060
+    write_repeat(tmp_path / "a" / "scenario1" / "c2", scenario1_requests(900), identity=identity(outputs="live"))
+    write_repeat(tmp_path / "b" / "scenario1" / "c2", longer, identity=identity(outputs="live"))
+    comparison = compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    (row,) = table(report_of(tmp_path / "out"), "prompts", "Prompt tokens sent")
+    assert row["same prompts"] == "yes" and not any("same prompts" in p for p in comparison.problems)
+
+
+def test_compare_shows_output_tokens_per_turn_kind_beside_the_latencies(two_sides, tmp_path):
+    compare_runs(*two_sides, tmp_path / "out", plots=False)
+    kinds = {r["kind"]: r for r in table(report_of(tmp_path / "out"), "scenario1", "Output tokens per request")}
+    assert kinds["tool_call"]["output tokens A"]["value"] == 10 and kinds["text"]["output tokens B"]["n"] == 4
+
+
+def steady_requests() -> list[dict]:
+    """Four sessions two at a time (s0 0-10, s1 1-11, s2 10-20, s3 11-21): the steady window is 1 to 11 s."""
+    out = []
+    for i, (start, end) in enumerate(((0, 10), (1, 11), (10, 20), (11, 21))):
+        out.append(request(f"s{i}", 1, "text", start=start, prompt=1000, cached=0, latency=0.5, ttft=0.4))
+        out.append(request(f"s{i}", 2, "text", start=end - 0.5, prompt=1000, cached=1000, latency=0.5, ttft=0.1))
+    return out
+
+
+def test_compare_steady_state_window_and_its_figures_beside_the_whole_run(tmp_path):
+    from fastgen.results import CompareOptions
+
+    for side in ("a", "b"):
+        write_repeat(tmp_path / side / "scenario3" / "c2_stable", steady_requests())
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    figures = {r["figure"]: r for r in table(report_of(tmp_path / "out"), "steady_state", "Whole run against")}
+    assert figures["hit %"]["window A"] == "1.0-11.0 s, 2 in flight"
+    assert figures["hit %"]["whole A"]["value"] == pytest.approx(50.0)
+    # inside 1-11 s: s1's first turn (1), s0's second (9.5), s2's first (10), s1's second (10.5), s3's first (11)
+    assert figures["hit %"]["steady A"]["value"] == pytest.approx(40.0) and figures["hit %"]["steady A"]["n"] == 5
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out2", plots=False, options=CompareOptions(plateau=0.5))
+    figures = {r["figure"]: r for r in table(report_of(tmp_path / "out2"), "steady_state", "Whole run against")}
+    assert figures["hit %"]["window A"] == "0.0-11.0 s, 2 in flight"
+
+
+def test_compare_throughput_per_gpu_hour_and_kv_usage_in_tokens(tmp_path):
+    write_repeat(tmp_path / "a" / "scenario2" / "c2_sync", scenario1_requests(900),
+                 identity=identity(server={"gpus": 2, "kv_capacity_tokens": 100_000}),
+                 samples=[{"vllm:kv_cache_usage_perc": 0.5}])
+    write_repeat(tmp_path / "b" / "scenario2" / "c2_sync", scenario1_requests(900),
+                 identity=identity(server={"engine": "sglang", "gpus": 1, "kv_capacity_tokens": 20_000}),
+                 samples=[{"sglang:token_usage": 0.9}])
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    report = report_of(tmp_path / "out")
+    (row,) = table(report, "throughput", "Throughput")
+    # 2 sessions over 36 s: 200 sessions/h; 60 output tokens over 3.5 s
+    assert row["sessions/h A"]["value"] == pytest.approx(200.0)
+    assert row["sessions/GPU-h A"]["value"] == pytest.approx(100.0)
+    assert row["sessions/GPU-h B"]["value"] == pytest.approx(200.0)
+    assert row["output tok/GPU-h A"]["value"] == pytest.approx(60 / 3.5 * 3600 / 2)
+    (kv,) = table(report, "scenario2", "Hit ratio and peak KV usage")
+    assert (kv["peak KV % A"], kv["peak KV % B"]) == (50.0, 90.0) and "peak KV % B/A" not in kv
+    assert kv["peak KV tokens A"]["value"] == 50_000 and kv["peak KV tokens B"]["value"] == 18_000
+    assert kv["peak KV tokens B/A"]["value"] == pytest.approx(0.36)
+
+
+def test_compare_slo_gives_the_largest_concurrency_that_meets_the_ttft_target(tmp_path):
+    from fastgen.results import CompareOptions
+
+    for level, (a_ms, b_ms) in {2: (100, 100), 4: (200, 400), 8: (600, 900)}.items():
+        write_repeat(tmp_path / "a" / "scenario1" / f"c{level}", swarm_requests([a_ms] * 5), concurrency=level)
+        write_repeat(tmp_path / "b" / "scenario1" / f"c{level}", swarm_requests([b_ms] * 5), concurrency=level)
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False,
+                 options=CompareOptions(slo_ttft_p95_ms=300))
+    (row,) = table(report_of(tmp_path / "out"), "slo", "Largest concurrency")
+    assert (row["concurrencies"], row["largest A"], row["largest B"]) == ("2, 4, 8", 4, 2)
+    assert row["TTFT p95 ms A"]["value"] == pytest.approx(200.0)
+
+
+def test_compare_setup_header_says_what_each_side_ran(tmp_path):
+    write_repeat(tmp_path / "a" / "scenario1" / "c2", scenario1_requests(900))
+    write_repeat(tmp_path / "b" / "scenario1" / "c2", scenario1_requests(900),
+                 identity=identity(server={"engine": "sglang", "version": "0.5.0", "kv_capacity_tokens": 33_000}),
+                 reset={"done": "POST /flush_cache", "verified": False, "how": "probe found 512 cached"})
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    setup = {r[""]: r for r in table(report_of(tmp_path / "out"), "setup", "What each side ran")}
+    assert (setup["engine and version"]["A: a"], setup["engine and version"]["B: b"]) == ("vllm 0.11.0", "sglang 0.5.0")
+    assert setup["KV capacity (tokens)"]["B: b"] == "33,000" and setup["dataset (manifest sha256)"]["A: a"] == "d" * 12
+    assert setup["cache reset"]["B: b"] == "POST /flush_cache: verified in 0 of 1 runs, seen to fail in 1"
+
+
+def analysis_file(path: Path, capacity: int, hit: float) -> Path:
+    path.write_text(json.dumps({"format": 1, "definition": "vllm", "block_size": 16, "capacity_tokens": capacity,
+                                "rules": "vllm: blocks of 16 tokens", "configs": [
+                                    {"config": "scenario1/c2", "prompt_tokens": 6000, "hit_percent_infinite": hit,
+                                     "hit_percent_capacity": hit - 10, "by_turn": {}}]}))
+    return path
+
+
+def test_compare_ceilings_per_side_are_labelled_and_a_hit_above_its_ceiling_says_why(two_sides, tmp_path):
+    compare_runs(*two_sides, tmp_path / "out", plots=False,
+                 analysis_a=analysis_file(tmp_path / "a.json", 1_000_000, 75.0),
+                 analysis_b=analysis_file(tmp_path / "b.json", 4096, 25.0))
+    report = report_of(tmp_path / "out")
+    (row,) = table(report, "runs", "Runs")
+    assert (row["ceiling A % inf"], row["ceiling A % cap"], row["ceiling B % cap"]) == (75.0, 65.0, 15.0)
+    assert report["b"]["ceilings"] == "b.json: KV capacity 4,096 tokens, block size 16, rules vllm: blocks of 16 tokens"
+    # B hits 20 % against its own ceiling at capacity of 15 %; outputs not recorded in these runs
+    (finding,) = section(report, "runs")["findings"]
+    assert finding.startswith("scenario1/c2: b hits 20.0 %, above the at capacity ceiling 15.0 %: either its live "
+                              "outputs were shorter")
+
+
+# Writing: never over a file compare did not write
+
+def test_compare_refuses_to_overwrite_a_report_it_did_not_write(two_sides, tmp_path):
+    from fastgen.errors import OutputError
+
+    out = tmp_path / "out"
+    compare_runs(*two_sides, out, plots=False)
+    compare_runs(*two_sides, out, plots=False)  # its own files: written again
+    (out / "report.md").write_text((out / "report.md").read_text() + "\nmy notes\n")
+    with pytest.raises(OutputError, match=r"report.md was not written by fastgen compare \(or was edited since\); "
+                                          r"move it away, choose another --out, or pass --force"):
+        compare_runs(*two_sides, out, plots=False)
+    assert (out / "report.md").read_text().endswith("my notes\n")
+
+
+def test_compare_force_keeps_the_users_file_as_edited_and_writes_the_new_one(two_sides, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.json").write_text("mine")
+    comparison = compare_runs(*two_sides, out, plots=False, force=True)
+    assert comparison.moved == ["report.json.edited"] and (out / "report.json.edited").read_text() == "mine"
+    assert report_of(out)["format"] == 2
+    (out / "report.json").write_text("mine again")
+    compare_runs(*two_sides, out, plots=False, force=True)
+    assert (out / "report.json.edited-2").read_text() == "mine again"  # the first one kept too
+
+
+def test_compare_plots_shade_the_steady_state_window(tmp_path):
+    pytest.importorskip("matplotlib")
+    for side in ("a", "b"):
+        write_repeat(tmp_path / side / "scenario3" / "c2_stable", steady_requests())
+    comparison = compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out")
+    plot = next(p for s in comparison.sections for p in s.plots if p.name == "scenario3_c2_stable_hit_over_time")
+    assert plot.shade == {"a": [1.0, 11.0], "b": [1.0, 11.0]}
+    (tmp_path / "out" / comparison.plots[plot.name]).write_bytes(b"not mine")
+    from fastgen.errors import OutputError
+    with pytest.raises(OutputError, match="scenario3_c2_stable_hit_over_time.png was not written by fastgen compare"):
+        compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out")

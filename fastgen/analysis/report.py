@@ -54,6 +54,10 @@ def analysis_document(reading: str, options: AnalysisOptions, results: list[Targ
     return {"format": ANALYSIS_FORMAT, "reading": reading, "definition": options.definition,
             "block_size": options.block_size,
             "capacity_tokens": options.capacity_tokens,
+            # what compare prints beside the ceilings: the cache rules the simulation followed
+            "rules": (f"{options.definition}: blocks of {options.block_size} tokens, chained hashes, the last prompt "
+                      f"token always computed; replay order of the config's schedule"
+                      + ("; LRU eviction at capacity" if options.capacity_tokens is not None else "")),
             "service_model": {"prefill_tokens_per_s": options.service.prefill_tokens_per_s,
                               "decode_tokens_per_s": options.service.decode_tokens_per_s},
             "definitions": {

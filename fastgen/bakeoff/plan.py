@@ -1,8 +1,9 @@
 """Which configs a bakeoff runs, in which order, and the config each run really uses.
 
 A run's config is the generated one with only what the bakeoff decides changed: the server's URL and type, the
-report folder (the run's own), absolute paths (so it runs from anywhere), and the report and label sections that
-`fastgen compare` needs, in case the configs came from an older fastgen. Pure: YAML text in, YAML text out.
+report folder (the run's own), absolute paths (so it runs from anywhere), the outputs and tool-call max_tokens modes
+when the bakeoff was asked for them, and the report and label sections that `fastgen compare` needs, in case the
+configs came from an older fastgen. Pure: YAML text in, YAML text out.
 """
 
 from __future__ import annotations
@@ -11,15 +12,16 @@ import fnmatch
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Optional
 
 import yaml
 
-from ..configs import report_section
+from ..configs import replay_modes, report_section
 from ..errors import OutputError
 from ..manifest import read_manifest
 from ..spans import REPORT_LABELS
 
-__all__ = ["ConfigRun", "select_configs", "run_config_text"]
+__all__ = ["ConfigRun", "replay_modes_of", "select_configs", "run_config_text"]
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,10 @@ def _matches(name: str, pattern: str) -> bool:
     return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name, pattern + "/*")
 
 
-def run_config_text(text: str, *, config_dir: Path, url: str, engine: str, report_dir: Path) -> str:
-    """The YAML of one run: `text` (a generated config) pointed at `url` and reporting into `report_dir`."""
+def run_config_text(text: str, *, config_dir: Path, url: str, engine: str, report_dir: Path,
+                    outputs: Optional[str] = None, tool_call_max_tokens: Optional[str] = None) -> str:
+    """The YAML of one run: `text` (a generated config) pointed at `url` and reporting into `report_dir`; with
+    `outputs` (live, recorded) or `tool_call_max_tokens` (floor, recorded), replaying so (None: as the config says)."""
     document = yaml.safe_load(text)
     try:
         server = document["server"]
@@ -80,6 +84,8 @@ def run_config_text(text: str, *, config_dir: Path, url: str, engine: str, repor
     server["base_url"] = url
     server["type"] = engine
     replay["trace_directory"] = _absolute(replay["trace_directory"], config_dir)
+    said = replay_modes_of(replay)
+    replay.update(replay_modes(outputs or said[0], tool_call_max_tokens or said[1]))
     replay["attribute_to_label_map"] = {**dict(REPORT_LABELS), **(replay.get("attribute_to_label_map") or {})}
     name = tokenizer.get("pretrained_model_name_or_path")
     if name and (config_dir / name).exists():  # a folder beside the traces; a hub id stays as it is
@@ -87,6 +93,14 @@ def run_config_text(text: str, *, config_dir: Path, url: str, engine: str, repor
     document["report"] = report_section()
     document["storage"] = {"local_storage": {"path": Path(report_dir).resolve().as_posix()}}
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def replay_modes_of(replay: dict) -> tuple[str, str]:
+    """(outputs, tool-call max_tokens) modes of a data.otel_trace_replay section, inference-perf 0.7.0's defaults
+    where it says nothing (outputs substituted live, tool-call max_tokens at the 4096 floor)."""
+    outputs = "recorded" if replay.get("disable_output_substitution", False) else "live"
+    tool_calls = "floor" if replay.get("override_tool_call_max_tokens", True) else "recorded"
+    return outputs, tool_calls
 
 
 def _absolute(path: str, base: Path) -> str:

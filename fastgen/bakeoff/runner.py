@@ -1,15 +1,17 @@
 """`fastgen bakeoff`: run the selected configs against one live server, one after another, the same way each time.
 
-For each config: wait until the server is idle, empty its prefix cache, sample its /metrics while inference-perf
-replays the config (a subprocess in its own process group, run from the config's folder), then record how it ended.
-A config already completed with the same bytes is skipped unless `rerun`. A server that stops answering ends the
-bakeoff (every later config would fail the same way); a config that fails otherwise does not.
+For each config and each of its repeats (one after another): wait until the server is idle, empty its prefix cache
+and verify that it did (reset.py), sample its /metrics while inference-perf replays the config (a subprocess in its
+own process group, every path it is handed absolute), then record how it ended (status.py) and against what
+(identity.py). A run done before is skipped when it completed and its identity still holds, unless `rerun`; a label
+whose runs came from another server is refused before the first config. A server that stops answering ends the
+bakeoff (every later run would fail the same way); a run that fails otherwise does not.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -19,18 +21,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+import yaml
+
 from ..configs import check_label
-from ..errors import FastgenError, ServerError
+from ..errors import FastgenError
 from ..version import __version__
+from .identity import check_label_server, identity_change, process_start, run_identity, server_identity
 from .plan import ConfigRun, run_config_text, select_configs
+from .reset import no_reset, verified_reset, wait_idle
 from .runs import (LOG_FILE, METRICS_FILE, RUN_CONFIG_FILE, discard_partial, partial_folder, place_run, read_run,
-                   write_run)
-from .sampler import MetricsSampler, parse_metrics
+                   repeat_folder, write_run)
+from .sampler import MetricsSampler
 from .server import LiveServer, probe_server
+from .status import PER_REQUEST_FILE, RunCounts, judge_run, read_counts
 
 __all__ = ["BakeoffOptions", "RunOutcome", "inference_perf_command", "run_bakeoff", "run_inference_perf"]
 
-IDLE_WAIT_S = 120.0
 _POLL_S = 0.5
 
 
@@ -39,24 +45,35 @@ class BakeoffOptions:
     url: str
     label: str
     config_dir: Path = Path("configs")
-    out_dir: Path = Path("reports")  # runs go to out_dir/label/<scenario>/<config>/
+    out_dir: Path = Path("reports")  # runs go to out_dir/label/<scenario>/<config>/repeat-<K>/
     patterns: tuple[str, ...] = ()
     engine: Optional[str] = None  # None: tell from the server
     reset: bool = True
     rerun: bool = False
     scrape_interval_s: float = 5.0
-    timeout_s: Optional[float] = None  # per config; None: no limit
+    timeout_s: Optional[float] = None  # per run; None: no limit
     progress: bool = False
+    repeats: int = 1  # runs of each config, one after another
+    gpus: Optional[int] = None  # the server's GPU count, recorded only
+    outputs: Optional[str] = None  # live, recorded; None: as the config says
+    tool_call_max_tokens: Optional[str] = None  # floor, recorded; None: as the config says
 
 
 @dataclass
 class RunOutcome:
     config: str
-    status: str  # completed, failed, skipped
+    status: str  # completed, incomplete, failed, skipped
     seconds: float = 0.0
     reason: str = ""
     folder: Optional[Path] = None
     details: dict = field(default_factory=dict)
+    repeat: int = 1
+    repeats: int = 1
+
+    @property
+    def name(self) -> str:
+        """The config, and which repeat when there are several."""
+        return self.config if self.repeats == 1 else f"{self.config} repeat {self.repeat}/{self.repeats}"
 
 
 def inference_perf_command() -> list[str]:
@@ -70,106 +87,136 @@ def inference_perf_command() -> list[str]:
     return [sys.executable, "-m", "inference_perf"]
 
 
-def run_bakeoff(options: BakeoffOptions, *, echo: Callable[[str], None] = lambda line: None) -> list[RunOutcome]:
-    """Run every selected config; one outcome each, in order. Ctrl-C stops the current run (its partial folder is
-    removed) and propagates, with every finished run in place."""
+def run_bakeoff(options: BakeoffOptions, *, echo: Callable[[str], None] = lambda line: None,
+                on_outcome: Callable[[RunOutcome], None] = lambda outcome: None) -> list[RunOutcome]:
+    """Run every selected config `options.repeats` times; one outcome a run, in order (each also to `on_outcome` as
+    it ends). Ctrl-C stops the current run (its partial folder is removed) and propagates, with every finished run
+    in place: the same command again goes on from there."""
     label = check_label(options.label)
-    configs = select_configs(options.config_dir, list(options.patterns))
+    label_dir = Path(options.out_dir).resolve() / label  # inference-perf runs from each config's folder
+    configs = select_configs(Path(options.config_dir).resolve(), list(options.patterns))
     command = inference_perf_command()
     model = _model_of(configs[0].path)
     server = probe_server(options.url, model, options.engine)
-    echo(f"{server.url}: {server.engine.name}, serving {model}; {len(configs)} config(s) into "
-         f"{Path(options.out_dir) / label}")
-    progress = _Progress(len(configs), enabled=options.progress, echo=echo)
+    identity = server_identity(server, model, options.gpus)
+    if not options.rerun:
+        check_label_server(label_dir, identity)
+    echo(f"{server.url}: {_describe(identity)}; {len(configs)} config(s)"
+         f"{f' x {options.repeats} repeats' if options.repeats > 1 else ''} into {label_dir}")
+    runs = [(config, repeat) for config in configs for repeat in range(1, options.repeats + 1)]
+    progress = _Progress(len(runs), enabled=options.progress, echo=echo)
     outcomes: list[RunOutcome] = []
     try:
-        for number, config in enumerate(configs, start=1):
-            folder = Path(options.out_dir) / label / config.name
-            outcome = _run_one(config, folder, server, options, command, progress.stage_setter(number, config))
+        for number, (config, repeat) in enumerate(runs, start=1):
+            outcome = _run_one(config, repeat, label_dir, server, model, options, command,
+                               progress.stage_setter(number, config.name, repeat, options.repeats))
             outcomes.append(outcome)
+            on_outcome(outcome)
             progress.done(outcome)
             if outcome.details.get("server_died"):
-                outcomes += [RunOutcome(c.name, "failed", reason="not run: the server stopped answering")
-                             for c in configs[number:]]
+                for later, k in runs[number:]:
+                    outcomes.append(RunOutcome(later.name, "failed", reason="not run: the server stopped answering",
+                                               repeat=k, repeats=options.repeats))
+                    on_outcome(outcomes[-1])
                 break
     finally:
         progress.close()
     return outcomes
 
 
-def _model_of(path: Path) -> str:
-    import yaml
+def _describe(identity: dict) -> str:
+    engine = " ".join(str(identity[k]) for k in ("engine", "version") if identity.get(k))
+    capacity = identity.get("kv_capacity_tokens")
+    kv = f", KV cache {capacity:,} tokens" if capacity else ", KV capacity not reported"
+    return f"{engine}, serving {identity['model']}{kv}"
 
+
+def _model_of(path: Path) -> str:
     try:
         return str(yaml.safe_load(path.read_text(encoding="utf-8"))["server"]["model_name"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise FastgenError(f"cannot read server.model_name from {path}: {exc}; regenerate the configs") from None
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _run_one(config: ConfigRun, folder: Path, server: LiveServer, options: BakeoffOptions, command: list[str],
-             stage: Callable[[str], None]) -> RunOutcome:
-    config_sha = _sha256(config.path)
-    previous = read_run(folder)
-    if (previous and previous.get("status") == "completed" and previous.get("config_sha256") == config_sha
-            and not options.rerun):
-        return RunOutcome(config.name, "skipped", reason="completed before (--rerun runs it again)", folder=folder)
-    discard_partial(folder)
+def _run_one(config: ConfigRun, repeat: int, label_dir: Path, server: LiveServer, model: str,
+             options: BakeoffOptions, command: list[str], stage: Callable[[str], None]) -> RunOutcome:
+    folder = repeat_folder(label_dir / config.name, repeat)
     partial = partial_folder(folder)
+    text = run_config_text(config.path.read_text(encoding="utf-8"), config_dir=config.path.parent, url=server.url,
+                           engine=server.engine.name, report_dir=partial, outputs=options.outputs,
+                           tool_call_max_tokens=options.tool_call_max_tokens)
+    identity = run_identity(server_identity(server, model, options.gpus), config_path=config.path,
+                            run_config=yaml.safe_load(text))
+    previous = read_run(folder)
+    again = None
+    if previous and previous.get("status") == "completed" and not options.rerun:
+        again = identity_change(previous.get("identity"), identity)
+        if again is None:
+            return RunOutcome(config.name, "skipped", reason="completed before; --rerun runs it again",
+                              folder=folder, repeat=repeat, repeats=options.repeats)
+    stage(f"running again ({again})" if again else "running")
+    discard_partial(folder)
     partial.mkdir(parents=True)
     try:
-        return _replay(config, folder, partial, server, options, command, stage, config_sha)
+        (partial / RUN_CONFIG_FILE).write_text(text, encoding="utf-8")
+        record = {"config": config.name, "repeat": repeat, "repeats": options.repeats, "label": options.label,
+                  "fastgen": __version__, "scrape_interval_s": options.scrape_interval_s, "identity": identity}
+        return _replay(config, folder, record, server, model, options, command, stage)
     except BaseException:
-        discard_partial(folder)
+        discard_partial(folder, prune_to=label_dir)
         raise
 
 
-def _replay(config: ConfigRun, folder: Path, partial: Path, server: LiveServer, options: BakeoffOptions,
-            command: list[str], stage: Callable[[str], None], config_sha: str) -> RunOutcome:
-    record = {"config": config.name, "config_sha256": config_sha, "url": server.url, "engine": server.engine.name,
-              "label": options.label, "fastgen": __version__, "scrape_interval_s": options.scrape_interval_s}
+def _replay(config: ConfigRun, folder: Path, record: dict, server: LiveServer, model: str, options: BakeoffOptions,
+            command: list[str], stage: Callable[[str], None]) -> RunOutcome:
+    partial = partial_folder(folder)
     if options.reset:
         stage("waiting until the server is idle")
-        _wait_idle(server)
+        wait_idle(server)
         stage("emptying the prefix cache")
-        record["reset"] = server.reset_prefix_cache()
+        record["reset"] = verified_reset(server, model)
     else:
-        record["reset"] = "none (--no-reset)"
-    run_config = partial / RUN_CONFIG_FILE
-    run_config.write_text(run_config_text(config.path.read_text(encoding="utf-8"), config_dir=config.path.parent,
-                                          url=server.url, engine=server.engine.name, report_dir=partial),
-                          encoding="utf-8")
+        record["reset"] = no_reset()
+    before = process_start(server)
     sampler = MetricsSampler(server.metrics_text, f"{server.engine.name}:", partial / METRICS_FILE,
                              options.scrape_interval_s).start()
     started_epoch, started = time.time(), time.monotonic()
     try:
-        code = run_inference_perf(command, run_config, config.path.parent, partial / LOG_FILE, options.timeout_s, stage)
+        code = run_inference_perf(command, partial / RUN_CONFIG_FILE, config.path.parent, partial / LOG_FILE,
+                                  options.timeout_s, stage)
     finally:
         sampler.stop()
     seconds = time.monotonic() - started
     record.update(started=started_epoch, ended=time.time(), seconds=round(seconds, 3), exit_code=code,
                   metrics_samples=sampler.samples, metrics_errors=sampler.errors)
     died = not server.answers()
-    reason = _failure(code, partial, died, options.timeout_s)
-    record.update(status="failed" if reason else "completed", reason=reason or None)
-    if not reason:
-        record["warning"] = _cached_tokens_warning(partial, server)
+    counts = read_counts(partial)
+    restarted = None if died else _restart(before, process_start(server), counts)
+    status, reason = judge_run(exit_code=code, counts=counts, timeout_s=options.timeout_s, log=partial / LOG_FILE,
+                               died=died, restarted=restarted)
+    record.update(status=status, reason=reason, **(counts or RunCounts()).record())
+    record["warning"] = _cached_tokens_warning(partial, server) if status != "failed" else None
     write_run(partial, record)
     place_run(folder)
-    return RunOutcome(config.name, record["status"], seconds, reason or record.get("warning") or "", folder,
-                      {"server_died": died})
+    return RunOutcome(config.name, status, seconds, reason or record["warning"] or "", folder, {"server_died": died},
+                      repeat=record["repeat"], repeats=record["repeats"])
+
+
+def _restart(before: Optional[float], after: Optional[float], counts: Optional[RunCounts]) -> Optional[str]:
+    """How a restart of the server during the run shows, or None: its process start time changed, or requests lost
+    their connection to a server that answers again."""
+    if before is not None and after is not None and after != before:
+        return "its process start time changed"
+    if counts is not None and counts.connection_failures:
+        return f"{counts.connection_failures} requests lost their connection"
+    return None
 
 
 def _cached_tokens_warning(partial: Path, server: LiveServer) -> Optional[str]:
     """A server that hit its prefix cache but reported no cached tokens in any response was started without
     cached-token reporting: every hit ratio of the report would read 0. Say so while there is time to restart it."""
-    import json
-
     try:
-        entries = json.loads((partial / "per_request_lifecycle_metrics.json").read_text(encoding="utf-8"))
+        entries = json.loads((partial / PER_REQUEST_FILE).read_text(encoding="utf-8"))
         samples = [json.loads(line).get("metrics") or {} for line in (partial / METRICS_FILE).read_text().splitlines()]
     except (OSError, ValueError):
         return None
@@ -182,45 +229,6 @@ def _cached_tokens_warning(partial: Path, server: LiveServer) -> Optional[str]:
     return None
 
 
-def _failure(code: int, partial: Path, died: bool, timeout_s: Optional[float]) -> str:
-    if died:
-        return "the server stopped answering during the run"
-    if code == 124:
-        return f"stopped after --timeout {timeout_s:g} s"
-    if code != 0:
-        return f"inference-perf exited with {code}: {_last_error(partial / LOG_FILE)}"
-    if not (partial / "per_request_lifecycle_metrics.json").exists():
-        return "inference-perf wrote no per-request report"
-    return ""
-
-
-def _last_error(log: Path) -> str:
-    try:
-        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return "no log"
-    errors = [line for line in lines if " - ERROR - " in line or line.startswith(("Error", "Traceback"))]
-    tail = (errors or lines or ["no output"])[-1]
-    return tail.split(" - ERROR - ")[-1].strip()[:300] + f" (see {log.name})"
-
-
-def _wait_idle(server: LiveServer) -> None:
-    """Wait until no request runs or waits (vLLM resets nothing while blocks are held); no metrics: go on."""
-    deadline = time.monotonic() + IDLE_WAIT_S
-    while True:
-        try:
-            sample = parse_metrics(server.metrics_text(), f"{server.engine.name}:")
-        except (OSError, ServerError, ValueError):
-            return
-        busy = sum(server.engine.metric(sample, q) or 0 for q in ("running", "waiting"))
-        if busy == 0:
-            return
-        if time.monotonic() > deadline:
-            raise ServerError(f"{server.url} still has {busy:g} requests running or waiting after {IDLE_WAIT_S:g} s; "
-                              f"stop the other load on it, or pass --no-reset")
-        time.sleep(_POLL_S)
-
-
 # inference-perf's log lines that tell where a run is
 _STAGES = (("Loading tokenizer", "loading the tokenizer"), ("Schema validation passed", "loading the traces"),
            ("session-based run started", "replaying"), ("sessions completed", "sessions done"),
@@ -230,7 +238,9 @@ _STAGES = (("Loading tokenizer", "loading the tokenizer"), ("Schema validation p
 def run_inference_perf(command: list[str], config: Path, cwd: Path, log: Path, timeout_s: Optional[float],
                        stage: Callable[[str], None] = lambda line: None) -> int:
     """inference-perf's exit code, its output in `log`; 124 when it ran past timeout_s and was stopped (like
-    timeout(1)). `stage` hears where the run is, from its log, twice a second."""
+    timeout(1)). `stage` hears where the run is, from its log, twice a second. `config` and `log` are made absolute
+    here: inference-perf runs from `cwd`."""
+    config, log = Path(config).resolve(), Path(log).resolve()
     env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
     started = time.monotonic()
     with open(log, "wb") as out:
@@ -288,24 +298,31 @@ class _LogWatcher:
 
 
 class _Progress:
-    """A tqdm bar over the configs (the current one and its stage beside it), or plain lines when not a terminal."""
+    """A tqdm bar over the runs (the current one and its stage beside it), or plain lines when not a terminal: a
+    run's first stage ("running", or why it runs again) and how it ended; a skipped run, only that."""
 
     def __init__(self, total: int, *, enabled: bool, echo: Callable[[str], None]) -> None:
         self._echo, self._bar, self._total = echo, None, total
         if enabled:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, unit="config", bar_format="{n_fmt}/{total_fmt} configs [{elapsed}] "
+            self._bar = tqdm(total=total, unit="run", bar_format="{n_fmt}/{total_fmt} runs [{elapsed}] "
                              "{postfix}", file=sys.stderr, dynamic_ncols=True)
 
-    def stage_setter(self, number: int, config: ConfigRun) -> Callable[[str], None]:
-        if self._bar is None:
-            self._echo(f"[{number}/{self._total}] {config.name}: running")
-            return lambda text: None
-        return lambda text: self._bar.set_postfix_str(f"{config.name}: {text}")
+    def stage_setter(self, number: int, config: str, repeat: int, repeats: int) -> Callable[[str], None]:
+        name = config if repeats == 1 else f"{config} repeat {repeat}/{repeats}"
+        if self._bar is not None:
+            return lambda text: self._bar.set_postfix_str(f"{name}: {text}")
+        said: list[str] = []
+
+        def first(text: str) -> None:
+            if not said:
+                said.append(text)
+                self._echo(f"[{number}/{self._total}] {name}: {text}")
+        return first
 
     def done(self, outcome: RunOutcome) -> None:
-        line = f"{outcome.config}: {outcome.status}" + (f" in {outcome.seconds:.0f} s" if outcome.seconds else "") + (
+        line = f"{outcome.name}: {outcome.status}" + (f" in {outcome.seconds:.0f} s" if outcome.seconds else "") + (
             f" ({outcome.reason})" if outcome.reason else "")
         if self._bar is not None:
             self._bar.write(line, file=sys.stderr)

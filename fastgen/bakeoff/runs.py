@@ -1,12 +1,12 @@
-"""The run folder of one config against one server: what the bakeoff writes there, and how it is placed.
+"""The run folder of one repeat of one config against one server: what the bakeoff writes there, and how it is placed.
 
-    <out>/<label>/<scenario>/<config>/     inference-perf's reports, and beside them:
-        run.json                           what ran, against what, how it ended (RUN_FILE)
+    <out>/<label>/<scenario>/<config>/repeat-<K>/     inference-perf's reports, and beside them:
+        run.json                           what ran, against what, how it ended (RUN_FILE, format RUN_FORMAT)
         metrics.jsonl                      the server's /metrics, sampled while it ran (METRICS_FILE)
         inference-perf.log                 inference-perf's output (LOG_FILE)
         run-config.yml                     the config as run (RUN_CONFIG_FILE)
 
-A run is written into `<config>.partial/` and renamed over `<config>/` when it has ended, so an interrupted run never
+A run is written into `repeat-<K>.partial/` and renamed over `repeat-<K>/` when it has ended, so an interrupted run never
 replaces a finished one and a reader never sees half a run.
 """
 
@@ -21,18 +21,38 @@ from typing import Optional
 from ..interrupts import signals_held
 
 __all__ = ["LOG_FILE", "METRICS_FILE", "RUN_CONFIG_FILE", "RUN_FILE", "RUN_FORMAT", "discard_partial",
-           "partial_folder", "place_run", "read_run", "write_run"]
+           "partial_folder", "place_run", "read_run", "recorded_runs", "repeat_folder", "write_run"]
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
 LOG_FILE = "inference-perf.log"
 RUN_CONFIG_FILE = "run-config.yml"
-RUN_FORMAT = 1
+RUN_FORMAT = 2  # 2: repeat-K folders, status incomplete, counts, identity, a verified reset
 _PARTIAL = ".partial"
+_OLD = ".old-"
+
+
+def repeat_folder(config_folder: Path, repeat: int) -> Path:
+    """The run folder of repeat `repeat` (1-based) of the config whose runs go to `config_folder`."""
+    return Path(config_folder) / f"repeat-{repeat}"
 
 
 def partial_folder(final: Path) -> Path:
     return final.with_name(final.name + _PARTIAL)
+
+
+def recorded_runs(label_folder: Path) -> list[tuple[Path, dict]]:
+    """Every finished run under a label's folder (any layout, any format), as (folder, run record), in path order;
+    unfinished (.partial) and replaced (.old-) folders are not runs."""
+    found = []
+    for path in sorted(Path(label_folder).rglob(RUN_FILE)):
+        folder = path.parent
+        if any(part.endswith(_PARTIAL) or _OLD in part for part in folder.relative_to(label_folder).parts):
+            continue
+        record = read_run(folder)
+        if record is not None:
+            found.append((folder, record))
+    return found
 
 
 def read_run(folder: Path) -> Optional[dict]:
@@ -49,15 +69,25 @@ def write_run(folder: Path, record: dict) -> None:
     path.write_text(json.dumps({"format": RUN_FORMAT, **record}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def discard_partial(final: Path) -> None:
-    """Remove what an unfinished run left (a .partial folder is the bakeoff's own, never a user's)."""
+def discard_partial(final: Path, *, prune_to: Optional[Path] = None) -> None:
+    """Remove what an unfinished run left (a .partial folder is the bakeoff's own, never a user's); with prune_to,
+    also the folders above it that are left empty, up to (not including) prune_to."""
     shutil.rmtree(partial_folder(final), ignore_errors=True)
+    if prune_to is None:
+        return
+    folder = Path(final).parent
+    while folder != Path(prune_to) and Path(prune_to) in folder.parents:
+        try:
+            folder.rmdir()  # only when empty
+        except OSError:
+            return
+        folder = folder.parent
 
 
 def place_run(final: Path) -> None:
     """Move `<final>.partial` to `final`, replacing an earlier run of the same config only once the new one is whole."""
     partial = partial_folder(final)
-    old = final.with_name(f"{final.name}.old-{os.getpid()}")
+    old = final.with_name(f"{final.name}{_OLD}{os.getpid()}")
     with signals_held():
         if final.exists():
             os.replace(final, old)

@@ -1,5 +1,6 @@
 """The live server, over plain HTTP: does it answer, which engine and model does it serve, empty its prefix cache,
-read its `/metrics`. The standard library's urllib is enough for these few short calls.
+read its `/metrics` and its info endpoint, send it one short chat request. The standard library's urllib is enough
+for these few short calls.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Optional
 from ..engines import ENGINES, Engine, engine_named
 from ..errors import ServerError
 
-__all__ = ["LiveServer", "fetch", "probe_server"]
+__all__ = ["ChatUsage", "LiveServer", "fetch", "probe_server"]
 
 TIMEOUT_S = 10.0
 
@@ -25,9 +26,19 @@ class Response:
     body: bytes
 
 
-def fetch(url: str, *, method: str = "GET", timeout_s: float = TIMEOUT_S) -> Response:
+@dataclass(frozen=True)
+class ChatUsage:
+    """What a chat response's usage says: its prompt tokens and, where the server reports them, the cached ones."""
+
+    prompt_tokens: Optional[int]
+    cached_tokens: Optional[int]  # None: no prompt_tokens_details (nothing cached, or cached tokens not reported)
+
+
+def fetch(url: str, *, method: str = "GET", timeout_s: float = TIMEOUT_S, json_body: Optional[dict] = None) -> Response:
     """One HTTP request; an HTTP error status is a Response, a connection failure is an OSError."""
-    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    data = json.dumps(json_body).encode() if json_body is not None else (b"" if method == "POST" else None)
+    headers = {"Content-Type": "application/json"} if json_body is not None else {}
+    request = urllib.request.Request(url, method=method, data=data, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as answer:
             return Response(answer.status, answer.read())
@@ -49,6 +60,33 @@ class LiveServer:
         except OSError:
             return False
 
+    def info(self) -> dict:
+        """The JSON of the engine's info endpoint (vLLM's GET /version, SGLang's GET /get_server_info); {} when it
+        does not answer one (an older server, a router in front)."""
+        try:
+            answer = fetch(self.url + self.engine.info_path, timeout_s=5)
+            document = json.loads(answer.body) if answer.status == 200 else {}
+        except (OSError, ValueError):
+            return {}
+        return document if isinstance(document, dict) else {}
+
+    def chat_usage(self, model: str, prompt: str, timeout_s: float = 60.0) -> ChatUsage:
+        """Send one non-streaming chat request (`prompt` as the user's message, one output token) and read its
+        usage. Raises ServerError when it gets no answer or an HTTP error."""
+        body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": 1, "stream": False}
+        try:
+            answer = fetch(self.url + "/v1/chat/completions", method="POST", json_body=body, timeout_s=timeout_s)
+        except OSError as exc:
+            raise ServerError(f"POST {self.url}/v1/chat/completions failed: {_reason(exc)}") from None
+        if answer.status != 200:
+            raise ServerError(f"POST {self.url}/v1/chat/completions answered HTTP {answer.status}")
+        try:
+            usage = json.loads(answer.body).get("usage") or {}
+        except (ValueError, AttributeError):
+            raise ServerError(f"POST {self.url}/v1/chat/completions did not answer a chat completion") from None
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        return ChatUsage(usage.get("prompt_tokens"), None if cached is None else int(cached))
+
     def metrics_text(self, timeout_s: float = TIMEOUT_S) -> str:
         answer = fetch(self.url + "/metrics", timeout_s=timeout_s)
         if answer.status != 200:
@@ -56,8 +94,10 @@ class LiveServer:
         return answer.body.decode("utf-8", "replace")
 
     def reset_prefix_cache(self, *, wait_s: float = 120.0, poll_s: float = 0.5) -> str:
-        """Empty the prefix cache; returns what was done (for the run record). A server still busy with requests
-        (SGLang answers 400, vLLM {"success": false}) is asked again until it is idle or wait_s has passed."""
+        """Ask the server to empty its prefix cache; returns what was done (for the run record). A server still busy
+        with requests (SGLang answers 400, vLLM {"success": false}) is asked again until it is idle or wait_s has
+        passed. A 2xx answer does not prove the cache is empty (vLLM answers an empty 200 whatever it did): the
+        bakeoff verifies with a probe (reset.py)."""
         what = f"POST {self.engine.reset_path}"
         deadline = time.monotonic() + wait_s
         while True:

@@ -37,14 +37,15 @@ def int_in(lo: int, hi: int, what: str):
     return parse
 
 
-def positive_float(what: str):
+def positive_float(what: str, most: float = 1000):
+    """A number above 0 and at most `most`."""
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{what} must be a number, got {text!r}") from None
-        if not (0 < value <= 1000):
-            raise argparse.ArgumentTypeError(f"{what} must be > 0 and <= 1000, got {text}")
+        if not (0 < value <= most):
+            raise argparse.ArgumentTypeError(f"{what} must be > 0 and <= {most:g}, got {text}")
         return value
     return parse
 

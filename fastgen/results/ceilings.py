@@ -21,6 +21,15 @@ class Ceilings:
 
     capacity_tokens: Optional[int] = None
     configs: dict[str, dict] = field(default_factory=dict)
+    block_size: Optional[int] = None
+    rules: Optional[str] = None  # the cache rules the simulation followed (an older analysis: its definition)
+    source: str = ""  # the file's name
+
+    def describe(self) -> str:
+        """One line: where the ceilings come from and what they assume."""
+        capacity = f"{self.capacity_tokens:,} tokens" if self.capacity_tokens is not None else "none (unbounded only)"
+        block = self.block_size if self.block_size is not None else "not recorded"
+        return f"{self.source}: KV capacity {capacity}, block size {block}, rules {self.rules or 'not recorded'}"
 
     def percent(self, names: list[str], turn: Optional[int] = None) -> tuple[Optional[float], Optional[float]]:
         """(infinite %, at-capacity %) pooled over these configs (and one turn), None where not predicted."""
@@ -54,4 +63,5 @@ def read_ceilings(path: Path) -> tuple[Optional[Ceilings], list[str]]:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return None, [f"--analysis {path} is not the JSON of fastgen analyze --json ({str(exc)[:80]}); the report "
                       f"has no ceilings"]
-    return Ceilings(doc.get("capacity_tokens"), configs), []
+    return Ceilings(doc.get("capacity_tokens"), configs, doc.get("block_size"),
+                    doc.get("rules") or doc.get("definition", "vllm"), Path(path).name), []

@@ -1,6 +1,8 @@
 """`fastgen compare`: two servers' runs in, report.md, report.json and PNG plots out.
 
-Reading is tolerant (a missing or malformed file is named and the rest is compared); writing is atomic per file.
+Reading is tolerant (a missing or malformed file is named and the rest is compared), and nothing is left out
+silently: a config only one side ran, or whose runs replayed different datasets, is named in the problems and not
+compared. Writing is atomic per file and never over a file compare did not write (written.py).
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import OutputError
+from .ceilings import read_ceilings
 from .plots import matplotlib_missing, write_plots
 from .render import report_document, report_markdown
-from .ceilings import read_ceilings
-from .report import Pair, Section, Side
-from .runs import read_runs
+from .report import CompareOptions, Pair, Section, Side
+from .runs import ConfigRun, read_runs
 from .sections import SECTIONS
+from .written import WrittenFiles
 
 __all__ = ["Comparison", "build_sections", "compare_runs"]
 
@@ -29,16 +32,50 @@ class Comparison:
     problems: list[str] = field(default_factory=list)
     plots: dict[str, str] = field(default_factory=dict)
     plots_skipped: Optional[str] = None
+    moved: list[str] = field(default_factory=list)  # the user's files --force moved aside
 
 
 def build_sections(pair: Pair) -> list[Section]:
     return [section for module in SECTIONS if (section := module.build(pair)) is not None]
 
 
-def compare_runs(runs_a: Path, runs_b: Path, out: Path, *, plots: bool = True,
-                 analysis: Optional[Path] = None) -> Comparison:
-    """Read both sides' runs (and the ceilings of `fastgen analyze --json` when given), write the report."""
+def _short(hashes: list[str]) -> str:
+    return ", ".join(h[:12] for h in hashes) or "not recorded"
+
+
+def _other_datasets(a: dict[str, ConfigRun], b: dict[str, ConfigRun], labels: tuple[str, str]) -> tuple[set, list]:
+    """(configs whose runs replayed more than one dataset, on either side or between them; the problems)."""
+    problems, excluded = [], set()
+    for label, runs in zip(labels, (a, b)):
+        found = sorted({h for run in runs.values() for h in run.identity_values("dataset_sha256")})
+        if len(found) > 1:
+            problems.append(f"{label}'s runs replayed {len(found)} datasets ({_short(found)}); a config is compared "
+                            f"only where every run of it replayed the same one")
+    for name in sorted(set(a) & set(b)):
+        ha, hb = a[name].identity_values("dataset_sha256"), b[name].identity_values("dataset_sha256")
+        if len(set(ha) | set(hb)) > 1:
+            excluded.add(name)
+            problems.append(f"{name}: its runs replayed different datasets ({labels[0]}: {_short(ha)}; {labels[1]}: "
+                            f"{_short(hb)}); not compared: run both sides on one dataset")
+    return excluded, problems
+
+
+def _ceilings(path: Optional[Path], option: str, problems: list[str]):
+    if path is None:
+        return None
+    ceilings, more = read_ceilings(path)
+    problems += [p.replace("--analysis ", f"{option} ", 1) for p in more]
+    return ceilings
+
+
+def compare_runs(runs_a: Path, runs_b: Path, out: Path, *, plots: bool = True, analysis: Optional[Path] = None,
+                 analysis_a: Optional[Path] = None, analysis_b: Optional[Path] = None,
+                 options: CompareOptions = CompareOptions(), force: bool = False) -> Comparison:
+    """Read both sides' runs (and the ceilings of `fastgen analyze --json`: `analysis` for both sides, or one per
+    side), write the report."""
     runs_a, runs_b, out = Path(runs_a), Path(runs_b), Path(out)
+    if not 0 < options.plateau <= 1:
+        raise OutputError(f"--plateau {options.plateau} is not a fraction of the peak; give one in (0, 1]")
     a, problems_a = read_runs(runs_a)
     b, problems_b = read_runs(runs_b)
     problems = problems_a + problems_b
@@ -49,25 +86,35 @@ def compare_runs(runs_a: Path, runs_b: Path, out: Path, *, plots: bool = True,
         label_a, label_b = f"A:{label_a}", f"B:{label_b}"
     for name in sorted(set(a) ^ set(b)):
         problems.append(f"{name} ran only on {label_a if name in a else label_b}; not compared")
-    ceilings = None
-    if analysis is not None:
-        ceilings, more = read_ceilings(analysis)
-        problems += more
-    pair = Pair(Side(label_a, a), Side(label_b, b), ceilings)
+    excluded, more = _other_datasets(a, b, (label_a, label_b))
+    problems += more
+    a = {n: r for n, r in a.items() if n not in excluded}
+    b = {n: r for n, r in b.items() if n not in excluded}
+    shared = _ceilings(analysis, "--analysis", problems)
+    ceilings_a = _ceilings(analysis_a, "--analysis-a", problems) if analysis_a else shared
+    ceilings_b = _ceilings(analysis_b, "--analysis-b", problems) if analysis_b else shared
+    pair = Pair(Side(label_a, a, ceilings_a), Side(label_b, b, ceilings_b), options)
     sections = build_sections(pair)
+    problems += [p for s in sections for p in s.problems]
     comparison = Comparison(sorted(set(a) & set(b)), sections, problems)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        if plots:
-            comparison.plots_skipped = matplotlib_missing()
-            if comparison.plots_skipped is None:
-                comparison.plots = write_plots([p for s in sections for p in s.plots], out)
-        else:
-            comparison.plots_skipped = "--no-plots"
+        written = WrittenFiles(out)
+        drawn = [p for s in sections for p in s.plots]
+        comparison.plots_skipped = "--no-plots" if not plots else matplotlib_missing()
+        names = ["report.json", "report.md"] + ([f"{p.name}.png" for p in drawn]
+                                               if comparison.plots_skipped is None else [])
+        comparison.moved = written.clear(names, force=force)
+        if comparison.plots_skipped is None:
+            comparison.plots = write_plots(drawn, out)
+            for name in comparison.plots.values():
+                written.wrote(name)
         document = report_document(pair, sections, problems, comparison.plots)
         _write(out / "report.json", json.dumps(document, indent=1, sort_keys=False) + "\n")
+        written.wrote("report.json")
         _write(out / "report.md", report_markdown(pair, sections, problems, comparison.plots,
                                                   comparison.plots_skipped))
+        written.wrote("report.md")
     except OSError as exc:
         raise OutputError(f"cannot write the report into {out}: {exc.strerror or exc}; choose a writable --out") \
             from None

@@ -34,7 +34,9 @@ def write_plots(plots: list[Plot], folder: Path) -> dict[str, str]:
         for label, values in plot.series.items():
             points = [(x, v) for x, v in zip(xs, values) if v is not None]
             if points:
-                axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+                (line,) = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+                if not categorical and label in plot.shade:  # that side's steady-state window
+                    axes.axvspan(*plot.shade[label], color=line.get_color(), alpha=0.12, linewidth=0)
         if categorical:
             axes.set_xticks(xs, [str(x) for x in plot.x])
         elif plot.log_x:

@@ -6,44 +6,75 @@ Sections are plain data (numbers, not text), so report.json and report.md are tw
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from .ceilings import Ceilings
-from .runs import ConfigRun, RequestRecord
+from .runs import ConfigRun, Repeat, RequestRecord
+from .stats import Figure, Measure, Ratio, figure, figure_ratio, run_figure
 
-__all__ = ["Pair", "Plot", "Section", "Side", "Table"]
+__all__ = ["Cell", "CompareOptions", "Pair", "Plot", "Section", "Side", "Table"]
 
-Cell = Optional[float | int | str]
+Cell = Optional[float | int | str | Figure | Ratio]
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    include_incomplete: bool = False  # B/A of runs that are incomplete or failed too
+    plateau: float = 1.0  # the steady-state window starts when plateau x the most sessions in flight are in flight
+    slo_ttft_p95_ms: Optional[float] = None  # per scenario, the largest concurrency meeting it
 
 
 @dataclass(frozen=True)
 class Side:
     label: str  # the runs folder's name (the bakeoff --label)
     runs: dict[str, ConfigRun]
+    ceilings: Optional[Ceilings] = None  # from `fastgen analyze --json`, when given for this side
 
     @property
     def engines(self) -> list[str]:
         return sorted({r.engine for r in self.runs.values() if r.engine})
 
 
+def _by_repeat(runs: list[ConfigRun], keep: Callable[[RequestRecord], bool]) -> list[list[RequestRecord]]:
+    """Requests grouped by repeat index, pooled over the configs (repeat K of each config together)."""
+    groups: dict[int, list[RequestRecord]] = {}
+    for run in runs:
+        for repeat in run.repeats:
+            groups.setdefault(repeat.index, []).extend(r for r in repeat.requests if keep(r))
+    return [groups[k] for k in sorted(groups)]
+
+
 @dataclass(frozen=True)
 class Pair:
     a: Side
     b: Side
-    ceilings: Optional[Ceilings] = None  # from `fastgen analyze --json`, when given
+    options: CompareOptions = CompareOptions()
+
+    @property
+    def sides(self) -> tuple[Side, Side]:
+        return self.a, self.b
+
+    def _ceiling_sides(self) -> list[tuple[str, Ceilings]]:
+        if self.a.ceilings is not None and self.a.ceilings is self.b.ceilings:
+            return [("", self.a.ceilings)]  # one analysis serves both sides
+        return [(f" {name}", side.ceilings) for name, side in (("A", self.a), ("B", self.b)) if side.ceilings]
 
     def ceiling_columns(self) -> list[str]:
-        """Column names of the predicted ceilings, beside a hit ratio; none without an analysis."""
-        if self.ceilings is None:
-            return []
-        return ["ceiling % (analyze, infinite)"] + (
-            ["ceiling % at capacity"] if self.ceilings.capacity_tokens is not None else [])
+        """Column names of the predicted ceilings, beside a hit ratio: "ceiling % inf" and "ceiling % cap" when one
+        analysis serves both sides, else "ceiling A % inf" ... per side given one; none without an analysis."""
+        columns = []
+        for tag, ceilings in self._ceiling_sides():
+            columns.append(f"ceiling{tag} % inf")
+            if ceilings.capacity_tokens is not None:
+                columns.append(f"ceiling{tag} % cap")
+        return columns
 
     def ceiling_cells(self, names: list[str], turn: Optional[int] = None) -> list[Optional[float]]:
-        if self.ceilings is None:
-            return []
-        infinite, capacity = self.ceilings.percent(names, turn)
-        return [infinite] + ([capacity] if self.ceilings.capacity_tokens is not None else [])
+        cells = []
+        for _, ceilings in self._ceiling_sides():
+            infinite, capacity = ceilings.percent(names, turn)
+            cells += [infinite] + ([capacity] if ceilings.capacity_tokens is not None else [])
+        return cells
 
     def configs(self, scenario: str) -> list[str]:
         """The configs of a scenario (its config folder name) that both sides ran, in the design's order."""
@@ -51,9 +82,37 @@ class Pair:
         return sorted(both, key=lambda name: (self.a.runs[name].concurrency or 0, name))
 
     def requests(self, names: list[str], keep=lambda r: True) -> tuple[list[RequestRecord], list[RequestRecord]]:
-        """Both sides' requests of these configs, pooled, that `keep` accepts."""
+        """Both sides' requests of these configs, pooled over configs and repeats, that `keep` accepts."""
         return ([r for n in names for r in self.a.runs[n].requests if keep(r)],
                 [r for n in names for r in self.b.runs[n].requests if keep(r)])
+
+    def groups(self, side: Side, names: list[str], keep=lambda r: True) -> list[list[RequestRecord]]:
+        return _by_repeat([side.runs[n] for n in names], keep)
+
+    def left_out(self, names: list[str]) -> Optional[str]:
+        """Why B/A of these configs is left out (a run on either side incomplete or failed), or None."""
+        if self.options.include_incomplete:
+            return None
+        bad = sorted({run.status for side in self.sides for n in names if (run := side.runs.get(n)) is not None
+                      and not run.usable})
+        return "/".join(bad) if bad else None
+
+    def triple(self, measure: Measure, names: list[str], keep=lambda r: True) -> list[Cell]:
+        """[A, B, B/A] of a measure over these configs' requests that `keep` accepts."""
+        return self.triple_of(measure, self.groups(self.a, names, keep), self.groups(self.b, names, keep), names)
+
+    def triple_of(self, measure: Measure, groups_a: list[list[RequestRecord]], groups_b: list[list[RequestRecord]],
+                  names: list[str]) -> list[Cell]:
+        """[A, B, B/A] of a measure over requests already grouped by repeat (of these configs)."""
+        a, b = figure(groups_a, measure), figure(groups_b, measure)
+        return [a, b, figure_ratio(a, b, self.left_out(names))]
+
+    def run_triple(self, name: str, per_repeat: Callable[[Repeat, ConfigRun], Optional[float]],
+                   n: Callable[[Repeat], int] = lambda r: len(r.requests)) -> list[Cell]:
+        """[A, B, B/A] of a figure of whole runs (one value per repeat) of one config."""
+        a, b = (run_figure([per_repeat(r, side.runs[name]) for r in side.runs[name].repeats],
+                           sum(n(r) for r in side.runs[name].repeats)) for side in self.sides)
+        return [a, b, figure_ratio(a, b, self.left_out([name]))]
 
 
 @dataclass
@@ -73,6 +132,7 @@ class Plot:
     x: list[Cell]
     series: dict[str, list[Optional[float]]]  # legend -> one value per x
     log_x: bool = False
+    shade: dict[str, list[float]] = field(default_factory=dict)  # legend -> [x0, x1]: a span to shade (steady state)
 
 
 @dataclass
@@ -83,3 +143,4 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     plots: list[Plot] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)  # verdicts, in words
+    problems: list[str] = field(default_factory=list)  # for the report's problems (e.g. prompts that differ)

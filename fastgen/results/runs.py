@@ -1,6 +1,9 @@
 """Read one server's runs: every run folder under a root (as `fastgen bakeoff` writes them, or reports of configs
 run by hand), as the records the report needs.
 
+Layouts read: OUT/LABEL/<scenario>/<config>/repeat-K/ (run.json format 2, one folder per repeat); reports directly
+in the config's folder with run.json format 1 or none (an older bakeoff, or configs run by hand) as one repeat.
+
 A request's turn, kind and session come from the labels fastgen's configs ask inference-perf to copy from the span
 attributes; its cached tokens from the server's own `usage`. Request times are inference-perf's perf_counter
 seconds (comparable within one run only), session times epoch seconds. A missing or malformed file is a problem
@@ -10,15 +13,16 @@ named in the result, and reading goes on with the rest.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Optional
 
 import yaml
 
-from ..bakeoff.runs import METRICS_FILE, RUN_CONFIG_FILE, read_run
+from ..bakeoff.runs import METRICS_FILE, RUN_CONFIG_FILE, RUN_FILE, read_run
 
-__all__ = ["ConfigRun", "RequestRecord", "SessionRecord", "read_runs"]
+__all__ = ["ConfigRun", "Repeat", "RequestRecord", "SessionRecord", "read_runs"]
 
 PER_REQUEST = "per_request_lifecycle_metrics.json"
 PER_SESSION = "per_session_lifecycle_metrics.json"
@@ -41,6 +45,8 @@ class RequestRecord:
     ntpot: Optional[float]
     tpot: Optional[float]
     failed: bool
+    itl: Optional[float] = None  # inference-perf's mean gap between streamed tokens; None without two content tokens
+    repeat: int = 1  # which run of the config (1-based); times compare only within one
 
 
 @dataclass(frozen=True)
@@ -49,20 +55,47 @@ class SessionRecord:
     success: bool
     start: float
     end: float
+    repeat: int = 1
+
+
+@dataclass
+class Repeat:
+    """One run of a config (the bakeoff's repeat-K folder, or an older layout's single run)."""
+
+    index: int  # 1-based
+    folder: Path
+    status: str  # completed, incomplete, failed; "reports" for inference-perf's reports without a bakeoff record
+    reason: Optional[str] = None
+    requests_failed: int = 0  # failed or lost (expected but never recorded)
+    requests_total: int = 0
+    sessions_failed: int = 0
+    sessions_total: int = 0
+    identity: dict = field(default_factory=dict)  # run.json's identity (format 2); {} before
+    reset: dict = field(default_factory=dict)  # {"done", "verified", "how"}
+    engine: Optional[str] = None
+    seconds: Optional[float] = None
+    errors: list[str] = field(default_factory=list)
+    requests: list[RequestRecord] = field(default_factory=list)
+    sessions: list[SessionRecord] = field(default_factory=list)
+    samples: list[tuple[float, dict]] = field(default_factory=list)  # (epoch s, metrics) from /metrics
+
+    @property
+    def server(self) -> dict:
+        return self.identity.get("server") or {}
+
+
+# worst first: a config's status is its worst repeat's
+_STATUS_ORDER = ("failed", "incomplete", "reports", "completed")
 
 
 @dataclass
 class ConfigRun:
+    """A config's runs against one server: one per repeat, each with its own clock."""
+
     name: str  # scenario1/c10
-    status: str  # completed, failed, or "reports" for a folder with reports and no bakeoff record
-    engine: Optional[str] = None
+    repeats: list[Repeat] = field(default_factory=list)
     concurrency: Optional[int] = None
     session_rate: Optional[float] = None
-    seconds: Optional[float] = None
-    reason: Optional[str] = None
-    requests: list[RequestRecord] = field(default_factory=list)
-    sessions: list[SessionRecord] = field(default_factory=list)
-    samples: list[tuple[float, dict]] = field(default_factory=list)  # (epoch s, metrics) from /metrics
 
     @property
     def scenario(self) -> str:
@@ -72,51 +105,168 @@ class ConfigRun:
     def config(self) -> str:
         return PurePosixPath(self.name).name
 
+    @property
+    def status(self) -> str:
+        """The worst repeat's status."""
+        found = {r.status for r in self.repeats}
+        return next((s for s in _STATUS_ORDER if s in found), "failed")
+
+    @property
+    def usable(self) -> bool:
+        """Every repeat ran to the end with every request and session succeeding."""
+        return self.status in ("completed", "reports")
+
+    @property
+    def reason(self) -> Optional[str]:
+        return next((f"repeat {r.index}: {r.reason}" if len(self.repeats) > 1 else r.reason
+                     for r in self.repeats if r.reason), None)
+
+    @property
+    def engine(self) -> Optional[str]:
+        return next((r.server.get("engine") or r.engine for r in self.repeats if r.server.get("engine") or r.engine),
+                    None)
+
+    @property
+    def seconds(self) -> Optional[float]:
+        found = [r.seconds for r in self.repeats if r.seconds is not None]
+        return sum(found) if found else None
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """Every repeat's requests, pooled (each carries its repeat)."""
+        return [q for r in self.repeats for q in r.requests]
+
+    @property
+    def sessions(self) -> list[SessionRecord]:
+        return [s for r in self.repeats for s in r.sessions]
+
+    @property
+    def samples(self) -> list[tuple[float, dict]]:
+        return [s for r in self.repeats for s in r.samples]
+
+    @property
+    def requests_failed(self) -> int:
+        return sum(r.requests_failed for r in self.repeats)
+
+    @property
+    def requests_total(self) -> int:
+        return sum(r.requests_total for r in self.repeats)
+
+    @property
+    def sessions_failed(self) -> int:
+        return sum(r.sessions_failed for r in self.repeats)
+
+    @property
+    def sessions_total(self) -> int:
+        return sum(r.sessions_total for r in self.repeats)
+
+    def identity_values(self, *keys: str) -> list:
+        """The distinct values (in repeat order, None left out) of one identity entry, e.g. ("server", "engine")."""
+        found = []
+        for r in self.repeats:
+            value = r.identity
+            for key in keys:
+                value = value.get(key) if isinstance(value, dict) else None
+            if value is not None and value not in found:
+                found.append(value)
+        return found
+
+
+REPEAT_FOLDER = re.compile(r"repeat-(\d+)")
+
 
 def read_runs(root: Path) -> tuple[dict[str, ConfigRun], list[str]]:
-    """{config name: its run} for every run folder under root, and the problems met, one line each."""
+    """{config name: its run} for every run folder under root, and the problems met, one line each.
+
+    A config's runs are its `repeat-K/` folders; a folder of reports directly in the config's folder (an older
+    bakeoff, or a config run by hand) is its single repeat."""
     root = Path(root)
     problems: list[str] = []
     if not root.is_dir():
         return {}, [f"{root} is not a folder of runs; give the folder fastgen bakeoff wrote (OUT/LABEL)"]
-    runs = {}
-    folders = sorted({p.parent for p in root.rglob(PER_REQUEST)} | {p.parent for p in root.rglob("run.json")})
+    found: dict[str, dict[int, Path]] = {}
+    folders = sorted({p.parent for p in root.rglob(PER_REQUEST)} | {p.parent for p in root.rglob(RUN_FILE)})
     for folder in folders:
-        if folder.name.endswith(".partial") or ".old-" in folder.name:
+        if folder == root or any(part.endswith(".partial") or ".old-" in part
+                                 for part in folder.relative_to(root).parts):
             continue
-        name = folder.relative_to(root).as_posix()
-        run = _read_folder(folder, name, problems)
-        if run is not None:
+        match = REPEAT_FOLDER.fullmatch(folder.name)
+        config, index = (folder.parent, int(match.group(1))) if match else (folder, 0)
+        found.setdefault(config.relative_to(root).as_posix(), {})[index] = folder
+    runs = {}
+    for name in sorted(found):
+        by_index = found[name]
+        if 0 in by_index and len(by_index) > 1:
+            problems.append(f"{by_index[0]} holds an older run beside repeat folders; the older run is left out")
+            del by_index[0]
+        run = ConfigRun(name=name)
+        for index in sorted(by_index):
+            repeat = _read_folder(by_index[index], max(index, 1), problems)
+            if repeat is not None:
+                run.repeats.append(repeat)
+        if run.repeats:
+            run.concurrency, run.session_rate = _stage(run.repeats[0].folder, problems)
             runs[name] = run
     if not runs:
         problems.append(f"{root} holds no runs (no {PER_REQUEST} below it)")
     return runs, problems
 
 
-def _read_folder(folder: Path, name: str, problems: list[str]) -> Optional[ConfigRun]:
+def _read_folder(folder: Path, index: int, problems: list[str]) -> Optional[Repeat]:
     record = read_run(folder)
-    run = ConfigRun(name=name, status=(record or {}).get("status") or "reports")
+    repeat = Repeat(index=int((record or {}).get("repeat") or index), folder=folder,
+                    status=(record or {}).get("status") or "reports")
     if record:
-        run.engine, run.seconds, run.reason = record.get("engine"), record.get("seconds"), record.get("reason")
-    run.concurrency, run.session_rate = _stage(folder, problems)
+        repeat.engine, repeat.seconds, repeat.reason = record.get("engine"), record.get("seconds"), record.get("reason")
+        repeat.identity = record.get("identity") if isinstance(record.get("identity"), dict) else {}
+        reset = record.get("reset")
+        repeat.reset = reset if isinstance(reset, dict) else {"done": reset, "verified": None, "how": None}
+        repeat.errors = [str(e) for e in record.get("errors") or []]
     requests = _load_json(folder / PER_REQUEST, problems, list)
-    if requests is None and run.status != "failed":
-        return None if record is None else run
+    if requests is None and repeat.status != "failed":
+        return None if record is None else repeat
     for entry in requests or []:
         try:
-            run.requests.append(_request(entry))
+            repeat.requests.append(_request(entry, repeat.index))
         except (KeyError, TypeError, ValueError) as exc:
             problems.append(f"{folder / PER_REQUEST}: an entry without {exc}; skipped")
             break
     for entry in _load_json(folder / PER_SESSION, problems, list) or []:
         try:
-            run.sessions.append(SessionRecord(str(entry["session_id"]), bool(entry["success"]),
-                                              float(entry["start_time"]), float(entry["end_time"])))
+            repeat.sessions.append(SessionRecord(str(entry["session_id"]), bool(entry["success"]),
+                                                 float(entry["start_time"]), float(entry["end_time"]), repeat.index))
         except (KeyError, TypeError, ValueError):
             problems.append(f"{folder / PER_SESSION}: a malformed session entry; skipped")
             break
-    run.samples = _samples(folder / METRICS_FILE, problems) if record else []
-    return run
+    repeat.samples = _samples(folder / METRICS_FILE, problems) if record else []
+    _counts(repeat, record or {})
+    return repeat
+
+
+def _counts(repeat: Repeat, record: dict) -> None:
+    """Failed counts from run.json (format 2), else from the records; a run recorded "completed" (format 1) or
+    with no record whose records show failures is read as incomplete: a status must not say more than its records."""
+    requests, sessions = record.get("requests"), record.get("sessions")
+    seen_failed = sum(r.failed for r in repeat.requests)
+    seen_sessions_failed = sum(not s.success for s in repeat.sessions)
+    if isinstance(requests, dict):
+        expected = requests.get("expected")
+        recorded = int(requests.get("recorded") or len(repeat.requests))
+        lost = max(0, int(expected) - recorded) if expected is not None else 0
+        repeat.requests_failed = max(int(requests.get("failed") or 0), seen_failed) + lost
+        repeat.requests_total = max(recorded, int(expected or 0))
+    else:
+        repeat.requests_failed, repeat.requests_total = seen_failed, len(repeat.requests)
+    if isinstance(sessions, dict):
+        repeat.sessions_failed = max(int(sessions.get("failed") or 0), seen_sessions_failed)
+        repeat.sessions_total = int(sessions.get("total") or len(repeat.sessions))
+    else:
+        repeat.sessions_failed, repeat.sessions_total = seen_sessions_failed, len(repeat.sessions)
+    if repeat.status in ("completed", "reports") and (repeat.requests_failed or repeat.sessions_failed):
+        repeat.status = "incomplete"
+        repeat.reason = repeat.reason or (f"{repeat.requests_failed} of {repeat.requests_total} requests failed, "
+                                          f"{repeat.sessions_failed} of {repeat.sessions_total} sessions failed "
+                                          f"(read from the records)")
 
 
 def _load_json(path: Path, problems: list[str], kind: type):
@@ -134,7 +284,7 @@ def _load_json(path: Path, problems: list[str], kind: type):
     return value
 
 
-def _request(entry: dict) -> RequestRecord:
+def _request(entry: dict, repeat: int = 1) -> RequestRecord:
     info = entry.get("info") or {}
     labels = info.get("labels") or {}
     usage = (info.get("response_metrics") or {}).get("server_usage") or {}
@@ -150,7 +300,8 @@ def _request(entry: dict) -> RequestRecord:
         prompt_tokens=prompt, cached_tokens=cached,
         output_tokens=computed.get("output_tokens"), ttft=computed.get("time_to_first_token"),
         latency=computed.get("request_latency"), ntpot=computed.get("normalized_time_per_output_token"),
-        tpot=computed.get("time_per_output_token"), failed=entry.get("error") is not None)
+        tpot=computed.get("time_per_output_token"), failed=entry.get("error") is not None,
+        itl=computed.get("inter_token_latency"), repeat=repeat)
 
 
 def _samples(path: Path, problems: list[str]) -> list[tuple[float, dict]]:

@@ -8,20 +8,21 @@ from typing import Optional
 
 from ..report import Pair, Section, Table
 from ..runs import RequestRecord
-from ..stats import hit_percent, peak, ratio, side_by_side, ttft_ms
-from .common import abr, engine_metric
+from ..stats import hit_ratio, kv_tokens, peak, percentile_ms, ratio
+from .common import abr, engine_metric, output_tokens_table, status_cell
 
 SCENARIO = "scenario2"
 
 
 def roles(requests: list[RequestRecord]) -> dict[str, list[RequestRecord]]:
-    """root, first (the branch of each session that started first) and later (its siblings)."""
-    sessions: dict[str, list[RequestRecord]] = defaultdict(list)
+    """root, first (the branch of each session that started first) and later (its siblings); a session of each
+    repeat on its own (the same session id recurs in every repeat, on another clock)."""
+    sessions: dict[tuple[int, str], list[RequestRecord]] = defaultdict(list)
     for r in requests:
-        sessions[r.session].append(r)
+        sessions[(r.repeat, r.session)].append(r)
     found: dict[str, list[RequestRecord]] = {"root": [], "first": [], "later": []}
-    for session in sorted(sessions):
-        group = sessions[session]
+    for key in sorted(sessions):
+        group = sessions[key]
         found["root"] += [r for r in group if r.kind == "root"]
         branches = sorted((r for r in group if r.kind == "branch"), key=lambda r: (r.start, r.turn))
         found["first"] += branches[:1]
@@ -34,6 +35,12 @@ def _layout(requests: list[RequestRecord]) -> str:
     return "/".join(d.removeprefix(SCENARIO + "_") for d in dirs)
 
 
+def _role_triples(pair: Pair, names: list[str]) -> dict[str, list]:
+    groups = [[roles(g) for g in pair.groups(side, names)] for side in pair.sides]
+    return {role: pair.triple_of(percentile_ms("ttft", 50), [g[role] for g in groups[0]],
+                                 [g[role] for g in groups[1]], names) for role in ("root", "first", "later")}
+
+
 def build(pair: Pair) -> Optional[Section]:
     names = pair.configs(SCENARIO)
     if not names:
@@ -42,35 +49,34 @@ def build(pair: Pair) -> Optional[Section]:
                       intro="A root request, then five branches from its context; sync starts them within a short "
                       "window, stagger spreads them out. TTFT p50 in ms.")
     per_config = Table("TTFT p50 of the root, the first branch to start and its later siblings",
-                       ["config", "layout", "concurrency", *abr("root"), *abr("first branch"), *abr("later siblings")])
-    cache = Table("Hit ratio and peak KV usage", ["config", *abr("hit %"), *pair.ceiling_columns(), *abr("peak KV %")],
+                       ["config", "layout", "concurrency", "status", *abr("root"), *abr("first branch"),
+                        *abr("later siblings")])
+    cache = Table("Hit ratio and peak KV usage", ["config", *abr("hit %"), *pair.ceiling_columns(), "peak KV % A",
+                                                  "peak KV % B", *abr("peak KV tokens")],
                   note="Peak KV usage is the largest sampled value of the engine's KV-usage gauge during the run "
-                  "(vllm:kv_cache_usage_perc, sglang:token_usage); empty where no metrics were sampled.")
-    layouts: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
+                  "(vllm:kv_cache_usage_perc, sglang:token_usage); in tokens, that fraction of the KV capacity the "
+                  "run recorded (percentages of two cache sizes are not compared). Empty where no metrics were "
+                  "sampled or no capacity recorded.")
+    layouts: dict[str, list[str]] = defaultdict(list)
     for name in names:
-        a_requests, b_requests = pair.requests([name])
-        ra, rb = roles(a_requests), roles(b_requests)
-        row = [name, _layout(a_requests), pair.a.runs[name].concurrency]
-        for role in ("root", "first", "later"):
-            row += side_by_side(lambda rs: ttft_ms(rs, 50), ra[role], rb[role])
-        per_config.rows.append(row)
-        kv = [peak(side.runs[name], engine_metric(side.runs[name], "kv_usage")) for side in (pair.a, pair.b)]
-        kv = [None if v is None else 100 * v for v in kv]
-        cache.rows.append([name, *side_by_side(hit_percent, a_requests, b_requests), *pair.ceiling_cells([name]),
-                           kv[0], kv[1], ratio(*kv)])
-        layouts[_layout(a_requests)][0].extend(a_requests)
-        layouts[_layout(a_requests)][1].extend(b_requests)
+        a_requests, _ = pair.requests([name])
+        triples = _role_triples(pair, [name])
+        per_config.rows.append([name, _layout(a_requests), pair.a.runs[name].concurrency, status_cell(pair, name),
+                                *triples["root"], *triples["first"], *triples["later"]])
+        kv = [peak(side.runs[name], engine_metric(side.runs[name], "kv_usage")) for side in pair.sides]
+        cache.rows.append([name, *pair.triple(hit_ratio(), [name]), *pair.ceiling_cells([name]),
+                           *[None if v is None else 100 * v for v in kv],
+                           *pair.run_triple(name, lambda r, run: kv_tokens(r, engine_metric(run, "kv_usage")))])
+        layouts[_layout(a_requests)].append(name)
 
     sync_stagger = Table("Sync against stagger (all load levels pooled)",
                          ["layout", *abr("first branch TTFT p50"), *abr("later siblings TTFT p50"),
                           "later/first A", "later/first B", *abr("hit %")],
                          note="later/first below 1: the siblings found the prefix the first branch computed.")
     for layout in sorted(layouts):
-        a_requests, b_requests = layouts[layout]
-        ra, rb = roles(a_requests), roles(b_requests)
-        first = side_by_side(lambda rs: ttft_ms(rs, 50), ra["first"], rb["first"])
-        later = side_by_side(lambda rs: ttft_ms(rs, 50), ra["later"], rb["later"])
-        sync_stagger.rows.append([layout, *first, *later, ratio(first[0], later[0]), ratio(first[1], later[1]),
-                                  *side_by_side(hit_percent, a_requests, b_requests)])
-    section.tables += [per_config, sync_stagger, cache]
+        triples = _role_triples(pair, layouts[layout])
+        first, later = triples["first"], triples["later"]
+        sync_stagger.rows.append([layout, *first, *later, ratio(first[0].value, later[0].value),
+                                  ratio(first[1].value, later[1].value), *pair.triple(hit_ratio(), layouts[layout])])
+    section.tables += [per_config, sync_stagger, cache, output_tokens_table(pair, names)]
     return section

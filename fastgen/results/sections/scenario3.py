@@ -1,14 +1,16 @@
 """Scenario 3, the shared-monorepo swarm: many developers' sessions over one large prefix, arriving at a fixed rate.
-Hit ratio and TTFT over the run, stable against noisy prompt layouts on each engine, preemptions and evictions."""
+Hit ratio and TTFT over the run (its steady-state window shaded), stable against noisy prompt layouts on each
+engine, preemptions and evictions."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from ..report import Pair, Plot, Section, Table
-from ..runs import ConfigRun, RequestRecord
-from ..stats import counter_delta, hit_percent, peak, ratio, side_by_side, ttft_ms
-from .common import abr, engine_metric, ttft_columns, ttft_triples
+from ..report import Pair, Plot, Section, Side, Table
+from ..runs import RequestRecord
+from ..stats import (counter_delta, figure, hit_ratio, kv_tokens, over_time, peak, percentile_ms, ratio,
+                     window_offsets)
+from .common import abr, engine_metric, output_tokens_table, status_cell, ttft_columns, ttft_triples
 
 SCENARIO = "scenario3"
 BINS = 10  # time bins of a run for the over-time series
@@ -22,19 +24,10 @@ def layout_of(name: str, requests: list[RequestRecord]) -> str:
     return name.rsplit("_", 1)[-1] if "_" in name else ""
 
 
-def over_time(run: ConfigRun, bin_s: float) -> tuple[list[Optional[float]], list[Optional[float]]]:
-    """(hit %, TTFT p95 ms) per time bin of `bin_s` seconds from the run's first request."""
-    if not run.requests:
-        return [None] * BINS, [None] * BINS
-    t0 = min(r.start for r in run.requests)
-    bins: list[list[RequestRecord]] = [[] for _ in range(BINS)]
-    for r in run.requests:
-        bins[min(BINS - 1, int((r.start - t0) / bin_s))].append(r)
-    return [hit_percent(b) for b in bins], [ttft_ms(b, 95) for b in bins]
-
-
-def _span(run: ConfigRun) -> float:
-    return max(r.start for r in run.requests) - min(r.start for r in run.requests) if run.requests else 0.0
+def _span(side: Side, name: str) -> float:
+    spans = [max(r.start for r in rep.requests) - min(r.start for r in rep.requests)
+             for rep in side.runs[name].repeats if rep.requests]
+    return max(spans) if spans else 0.0
 
 
 def build(pair: Pair) -> Optional[Section]:
@@ -44,27 +37,31 @@ def build(pair: Pair) -> Optional[Section]:
     section = Section(SCENARIO, "Scenario 3: shared-monorepo swarm",
                       intro="Sessions arrive at the config's session rate over one large shared prefix; stable "
                       "layouts keep that prefix byte-identical, noisy ones perturb it per session.")
-    per_config = Table("Hit ratio and TTFT per config", ["config", "layout", "concurrency", *abr("hit %"),
+    per_config = Table("Hit ratio and TTFT per config", ["config", "layout", "concurrency", "status", *abr("hit %"),
                                                          *pair.ceiling_columns(), *ttft_columns()])
     pressure = Table("Cache pressure (from the sampled /metrics)",
-                     ["config", *abr("peak KV %"), "preemptions A", "preemptions B", "evictions A", "evictions B"],
-                     note="Preemptions: vllm:num_preemptions_total, or SGLang's retracted requests; evictions: "
+                     ["config", "peak KV % A", "peak KV % B", *abr("peak KV tokens"), "preemptions A",
+                      "preemptions B", "evictions A", "evictions B"],
+                     note="Peak KV %: the largest sampled KV usage; in tokens, that fraction of the KV capacity the "
+                     "run recorded (no B/A of percentages of two cache sizes). Preemptions: "
+                     "vllm:num_preemptions_total, or SGLang's retracted requests; evictions: "
                      "sglang:evicted_tokens_total (vLLM exports no eviction count). Counts are the growth over the "
-                     "run; empty where the engine does not export them or no metrics were sampled.")
+                     "run (median over repeats); empty where the engine does not export them or no metrics were "
+                     "sampled.")
     levels: dict[int, dict[str, str]] = {}
     for name in names:
         a, b = pair.requests([name])
         layout = layout_of(name, a + b)
         level = pair.a.runs[name].concurrency or 0
         levels.setdefault(level, {})[layout] = name
-        per_config.rows.append([name, layout, level, *side_by_side(hit_percent, a, b), *pair.ceiling_cells([name]),
-                                *ttft_triples(a, b)])
-        row: list = [name]
-        kv = [peak(s.runs[name], engine_metric(s.runs[name], "kv_usage")) for s in (pair.a, pair.b)]
-        kv = [None if v is None else 100 * v for v in kv]
-        row += [kv[0], kv[1], ratio(*kv)]
+        per_config.rows.append([name, layout, level, status_cell(pair, name), *pair.triple(hit_ratio(), [name]),
+                                *pair.ceiling_cells([name]), *ttft_triples(pair, [name])])
+        kv = [peak(s.runs[name], engine_metric(s.runs[name], "kv_usage")) for s in pair.sides]
+        row: list = [name, *[None if v is None else 100 * v for v in kv],
+                     *pair.run_triple(name, lambda r, run: kv_tokens(r, engine_metric(run, "kv_usage")))]
         for quantity in ("preemptions", "evictions"):
-            row += [counter_delta(s.runs[name], engine_metric(s.runs[name], quantity)) for s in (pair.a, pair.b)]
+            row += [pair.run_triple(name, lambda r, run, q=quantity: counter_delta(r, engine_metric(run, q)))[i]
+                    for i in (0, 1)]
         pressure.rows.append(row)
 
     layouts = Table("Stable against noisy, per engine", ["concurrency", "side", "hit % stable", "hit % noisy",
@@ -75,26 +72,30 @@ def build(pair: Pair) -> Optional[Section]:
         if not {"stable", "noisy"} <= set(pair_names):
             continue
         gaps, engine_gap = [], []
-        for side in (pair.a, pair.b):
-            stable, noisy = (side.runs[pair_names[k]].requests for k in ("stable", "noisy"))
-            hs, hn = hit_percent(stable), hit_percent(noisy)
-            ts, tn = ttft_ms(stable, 50), ttft_ms(noisy, 50)
-            gap = None if hs is None or hn is None else hs - hn
+        for side in pair.sides:
+            stable, noisy = ([r.requests for r in side.runs[pair_names[k]].repeats] for k in ("stable", "noisy"))
+            hs, hn = figure(stable, hit_ratio()), figure(noisy, hit_ratio())
+            ts, tn = figure(stable, percentile_ms("ttft", 50)), figure(noisy, percentile_ms("ttft", 50))
+            gap = None if hs.value is None or hn.value is None else hs.value - hn.value
             gaps.append(gap)
-            engine_gap.append((hs, hn))
-            layouts.rows.append([level, side.label, hs, hn, gap, ts, tn, ratio(ts, tn)])
+            engine_gap.append((hs.value, hn.value))
+            layouts.rows.append([level, side.label, hs, hn, gap, ts, tn, ratio(ts.value, tn.value)])
         section.findings.append(_verdict(level, gaps, engine_gap, pair))
-    section.tables += [per_config, layouts, pressure]
+    section.tables += [per_config, layouts, pressure, output_tokens_table(pair, names)]
 
     for name in names:
-        bin_s = max(_span(pair.a.runs[name]), _span(pair.b.runs[name])) / BINS or 1.0
-        series = {side.label: over_time(side.runs[name], bin_s) for side in (pair.a, pair.b)}
+        bin_s = max(_span(pair.a, name), _span(pair.b, name)) / BINS or 1.0
+        series = {side.label: over_time([r.requests for r in side.runs[name].repeats], bin_s, BINS)
+                  for side in pair.sides}
+        shade = {side.label: list(span) for side in pair.sides if (span := window_offsets(
+            [r.requests for r in side.runs[name].repeats], pair.options.plateau))}
         x = [round(i * bin_s, 1) for i in range(BINS)]
         stem = name.replace("/", "_")
-        section.plots.append(Plot(f"{stem}_hit_over_time", f"{name}: hit ratio over the run", "seconds from the first "
-                                  "request", "hit %", x, {label: s[0] for label, s in series.items()}))
-        section.plots.append(Plot(f"{stem}_ttft_over_time", f"{name}: p95 TTFT over the run", "seconds from the first "
-                                  "request", "TTFT p95 (ms)", x, {label: s[1] for label, s in series.items()}))
+        title = "seconds from the first request (shaded: steady state)"
+        section.plots.append(Plot(f"{stem}_hit_over_time", f"{name}: hit ratio over the run", title, "hit %", x,
+                                  {label: s[0] for label, s in series.items()}, shade=shade))
+        section.plots.append(Plot(f"{stem}_ttft_over_time", f"{name}: p95 TTFT over the run", title,
+                                  "TTFT p95 (ms)", x, {label: s[1] for label, s in series.items()}, shade=shade))
     return section
 
 

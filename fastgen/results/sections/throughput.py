@@ -1,32 +1,15 @@
-"""Throughput of every config both sides ran: completed sessions per hour, output tokens per second, failures."""
+"""Throughput of every config both sides ran: completed sessions per hour and output tokens per second (per GPU-hour
+where the runs recorded their GPUs), failures beside them; decode speed (TPOT, ITL) of the turns that stream text."""
 
 from __future__ import annotations
 
 from typing import Optional
 
 from ..report import Pair, Section, Table
-from ..runs import ConfigRun
-from ..stats import ratio
-from .common import abr
+from ..stats import output_tokens_per_s, per_gpu_hour, percentile_ms, sessions_per_hour
+from .common import abr, content_turn, status_cell
 
 SCENARIO = None  # every scenario
-
-
-def sessions_per_hour(run: ConfigRun) -> Optional[float]:
-    """Completed sessions over the span from the first session's start to the last one's end."""
-    if not run.sessions:
-        return None
-    span = max(s.end for s in run.sessions) - min(s.start for s in run.sessions)
-    done = sum(s.success for s in run.sessions)
-    return 3600.0 * done / span if span > 0 else None
-
-
-def output_tokens_per_s(run: ConfigRun) -> Optional[float]:
-    requests = [r for r in run.requests if not r.failed and r.output_tokens is not None]
-    if not requests:
-        return None
-    span = max(r.end for r in requests) - min(r.start for r in requests)
-    return sum(r.output_tokens for r in requests) / span if span > 0 else None
 
 
 def build(pair: Pair) -> Optional[Section]:
@@ -34,15 +17,32 @@ def build(pair: Pair) -> Optional[Section]:
                    key=lambda n: (pair.a.runs[n].scenario, pair.a.runs[n].concurrency or 0, n))
     if not names:
         return None
-    table = Table("Throughput", ["config", "status A", "status B", *abr("sessions/h"), *abr("output tok/s"),
+    gpus = any(r.server.get("gpus") for side in pair.sides for n in names for r in side.runs[n].repeats)
+    per_gpu = [*abr("sessions/GPU-h"), *abr("output tok/GPU-h")] if gpus else []
+    table = Table("Throughput", ["config", "status", *abr("sessions/h"), *abr("output tok/s"), *per_gpu,
                                  "failed sessions A", "failed sessions B", "failed requests A", "failed requests B"],
                   note="sessions/h: completed sessions over the span from the first session's start to the last "
-                  "one's end; output tok/s: output tokens of successful requests over the span of all requests.")
+                  "one's end (n: sessions); output tok/s: output tokens of successful requests over the span of all "
+                  "requests (n: requests). Per GPU-hour: divided by the GPUs the run recorded (fastgen bakeoff "
+                  "--gpus), empty where it recorded none. Median over repeats, min-max between brackets; one run has "
+                  "no spread.")
+    decode = Table("Decode speed of the turns that stream text (text, root, branch)",
+                   ["config", *abr("TPOT p50 ms"), *abr("ITL p50 ms")],
+                   note="TPOT: (last token time - first token time) / (output tokens - 1) per request; ITL: the mean "
+                   "gap between streamed chunks per request (inference-perf's inter_token_latency); tool calls stream "
+                   "no content and have neither.")
     for name in names:
-        ra, rb = pair.a.runs[name], pair.b.runs[name]
-        sph = [sessions_per_hour(ra), sessions_per_hour(rb)]
-        tps = [output_tokens_per_s(ra), output_tokens_per_s(rb)]
-        table.rows.append([name, ra.status, rb.status, *sph, ratio(*sph), *tps, ratio(*tps),
-                           sum(not s.success for s in ra.sessions), sum(not s.success for s in rb.sessions),
-                           sum(r.failed for r in ra.requests), sum(r.failed for r in rb.requests)])
-    return Section("throughput", "Throughput", tables=[table])
+        row = [name, status_cell(pair, name),
+               *pair.run_triple(name, lambda r, _: sessions_per_hour(r), n=lambda r: len(r.sessions)),
+               *pair.run_triple(name, lambda r, _: output_tokens_per_s(r.requests))]
+        if gpus:
+            row += [*pair.run_triple(name, lambda r, _: per_gpu_hour(sessions_per_hour(r), r.server.get("gpus"),
+                                                                     per_second=False), n=lambda r: len(r.sessions)),
+                    *pair.run_triple(name, lambda r, _: per_gpu_hour(output_tokens_per_s(r.requests),
+                                                                     r.server.get("gpus"), per_second=True))]
+        row += [pair.a.runs[name].sessions_failed, pair.b.runs[name].sessions_failed,
+                pair.a.runs[name].requests_failed, pair.b.runs[name].requests_failed]
+        table.rows.append(row)
+        decode.rows.append([name, *pair.triple(percentile_ms("tpot", 50), [name], content_turn),
+                            *pair.triple(percentile_ms("itl", 50), [name], content_turn)])
+    return Section("throughput", "Throughput", tables=[table, decode])

@@ -1,0 +1,166 @@
+"""What a run ran against, and when a run done before still stands for the same question.
+
+The identity a run record carries: the server (URL, engine, version where its info endpoint says, served model, the
+KV capacity in tokens it reports and its block or page size, the GPU count the user gave, its process start time),
+the hash of the dataset's manifest, the hash of the config's bytes, and the outputs and tool-call max_tokens modes of
+the config as run. The KV capacity comes from vLLM's `cache_config_info` gauge (its labels num_gpu_blocks x
+block_size) or SGLang's `max_total_num_tokens` (its gauge, else /get_server_info with its page_size).
+
+A resume skips a run only when it completed and its identity still holds (SAME_RUN_KEYS: the process start and
+the version may change, a restart of the same server with the same cache is the same question); and a label whose
+runs came from another server (SAME_SERVER_KEYS) is refused before the first config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Optional
+
+from ..errors import OutputError, ServerError
+from .plan import replay_modes_of
+from .runs import recorded_runs
+from .server import LiveServer
+
+__all__ = ["SAME_RUN_KEYS", "SAME_SERVER_KEYS", "check_label_server", "dataset_sha256", "identity_change",
+           "process_start", "run_identity", "server_identity"]
+
+SAME_SERVER_KEYS = ("url", "engine", "model")
+SAME_RUN_KEYS = (("server", "url"), ("server", "engine"), ("server", "model"), ("server", "kv_capacity_tokens"),
+                 ("dataset_sha256",), ("config_sha256",), ("outputs",), ("tool_call_max_tokens",))
+# how a changed key reads in the line that says why a run is done again
+_CHANGES = {"url": "another server URL", "engine": "another engine", "model": "another model",
+            "kv_capacity_tokens": "another KV capacity", "dataset_sha256": "the dataset changed",
+            "config_sha256": "the config changed", "outputs": "another outputs mode",
+            "tool_call_max_tokens": "another tool-call max_tokens mode"}
+
+
+def server_identity(server: LiveServer, model: str, gpus: Optional[int] = None) -> dict:
+    """The server part of a run's identity, read now from its /metrics and info endpoint."""
+    families = _families(_metrics_or_empty(server))
+    info = server.info()
+    capacity, block = _vllm_capacity(families, server.engine.name) or _sglang_capacity(families, info,
+                                                                                      server.engine.name)
+    version = info.get("version")
+    return {"url": server.url, "engine": server.engine.name, "version": str(version) if version else None,
+            "model": model, "kv_capacity_tokens": capacity, "block_size": block, "gpus": gpus,
+            "process_start": _process_start(families)}
+
+
+def process_start(server: LiveServer) -> Optional[float]:
+    """The server's process_start_time_seconds; None when /metrics does not say (or does not answer)."""
+    return _process_start(_families(_metrics_or_empty(server)))
+
+
+def run_identity(server: dict, *, config_path: Path, run_config: dict) -> dict:
+    """The identity of one run: `server` (server_identity), the config's bytes and its dataset, and the replay modes
+    of `run_config` (the config as run, parsed)."""
+    replay = run_config["data"]["otel_trace_replay"]
+    outputs, tool_calls = replay_modes_of(replay)
+    return {"server": server, "dataset_sha256": dataset_sha256(Path(replay["trace_directory"])),
+            "config_sha256": hashlib.sha256(Path(config_path).read_bytes()).hexdigest(),
+            "outputs": outputs, "tool_call_max_tokens": tool_calls}
+
+
+def dataset_sha256(trace_directory: Path) -> Optional[str]:
+    """The sha256 of the dataset's manifest.json (in the scenario's trace folder or the one above); None if none."""
+    for folder in (Path(trace_directory), Path(trace_directory).parent):
+        try:
+            return hashlib.sha256((folder / "manifest.json").read_bytes()).hexdigest()
+        except OSError:
+            continue
+    return None
+
+
+def identity_change(previous: Optional[dict], now: dict) -> Optional[str]:
+    """Why a run recorded with identity `previous` does not stand for one with identity `now` (None: it does)."""
+    if not isinstance(previous, dict):
+        return "it was run by an older fastgen"
+    for path in SAME_RUN_KEYS:
+        if _get(previous, path) != _get(now, path):
+            return _CHANGES[path[-1]]
+    return None
+
+
+def check_label_server(label_folder: Path, server: dict) -> None:
+    """Refuse (OutputError) a label folder whose finished runs came from another server than `server`."""
+    for folder, record in recorded_runs(label_folder):
+        recorded = _recorded_server(record)
+        if recorded is None:
+            continue
+        differs = [key for key in SAME_SERVER_KEYS if recorded.get(key) is not None
+                   and recorded.get(key) != server.get(key)]
+        if differs:
+            raise OutputError(
+                f"{label_folder} holds runs from {recorded.get('url')} ({_describe(recorded)}; "
+                f"{folder.relative_to(label_folder).as_posix()}), not from {server['url']} ({_describe(server)}); "
+                f"pass a new --label for this server, or --rerun to replace those runs")
+
+
+def _recorded_server(record: dict) -> Optional[dict]:
+    server = (record.get("identity") or {}).get("server")
+    if isinstance(server, dict):
+        return server
+    if record.get("url") or record.get("engine"):  # format 1: the URL and engine at the top
+        return {"url": record.get("url"), "engine": record.get("engine")}
+    return None
+
+
+def _describe(server: dict) -> str:
+    return ", ".join(str(server[key]) for key in ("engine", "model") if server.get(key))
+
+
+def _get(document: dict, path: tuple[str, ...]):
+    for key in path:
+        document = document.get(key) if isinstance(document, dict) else None
+    return document
+
+
+def _metrics_or_empty(server: LiveServer) -> str:
+    try:
+        return server.metrics_text()
+    except (OSError, ServerError):
+        return ""
+
+
+def _families(text: str) -> dict[str, list]:
+    """Metric family name -> its samples, as prometheus_client parses them (labels kept apart, not summed)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        return {family.name: list(family.samples) for family in text_string_to_metric_families(text)}
+    except ValueError:
+        return {}
+
+
+def _process_start(families: dict[str, list]) -> Optional[float]:
+    samples = families.get("process_start_time_seconds") or []
+    return float(samples[0].value) if samples else None
+
+
+def _vllm_capacity(families: dict[str, list], engine: str) -> Optional[tuple[int, int]]:
+    for sample in families.get(f"{engine}:cache_config_info") or []:
+        blocks, block = _int(sample.labels.get("num_gpu_blocks")), _int(sample.labels.get("block_size"))
+        if blocks and block:
+            return blocks * block, block
+    return None
+
+
+def _sglang_capacity(families: dict[str, list], info: dict, engine: str) -> tuple[Optional[int], Optional[int]]:
+    # newer SGLang lists the scheduler's state under internal_states; older ones at the top
+    states = [info, *[s for s in info.get("internal_states") or [] if isinstance(s, dict)]]
+    page = next((_int(s.get("page_size")) for s in states if _int(s.get("page_size"))), None)
+    samples = families.get(f"{engine}:max_total_num_tokens") or []
+    tokens = _int(samples[0].value) if samples else None
+    if not tokens:
+        tokens = next((_int(s.get("max_total_num_tokens")) for s in states if _int(s.get("max_total_num_tokens"))),
+                      None)
+    return tokens, page
+
+
+def _int(value) -> Optional[int]:
+    try:
+        number = int(float(value))
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None

@@ -1,0 +1,158 @@
+"""How a run ended, from what inference-perf wrote, so that its status cannot say more than the run did.
+
+    completed   inference-perf exited 0, wrote its per-request report, every request and every session succeeded,
+                and the requests recorded are as many as the sessions' events (none lost)
+    incomplete  it ran to the end, but some requests or sessions failed, or requests were lost
+    failed      it did not run to the end: a non-zero exit, a timeout, a server that died or restarted, no report
+
+The counts come from inference-perf 0.7.0's per-request report (a list of requests; `error` not null is a failure:
+{"error_type": "HTTP Error 500", "error_msg": ...}) and per-session report (a list of sessions: `success`, `error`,
+`num_events`, the requests the session's graph holds). A failure's reason from the log is the exception's last line,
+not the traceback's first.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+__all__ = ["PER_REQUEST_FILE", "PER_SESSION_FILE", "RunCounts", "judge_run", "last_error", "read_counts"]
+
+PER_REQUEST_FILE = "per_request_lifecycle_metrics.json"
+PER_SESSION_FILE = "per_session_lifecycle_metrics.json"
+MAX_ERRORS = 5
+_ERROR_CHARS = 300
+# aiohttp's names for a request that lost its connection (refused, reset, dropped): what a restart does to a run
+CONNECTION_ERRORS = frozenset({"ClientConnectorError", "ClientConnectionError", "ClientOSError",
+                               "ServerDisconnectedError", "ClientConnectionResetError", "ConnectionRefusedError",
+                               "ConnectionResetError"})
+
+
+@dataclass
+class RunCounts:
+    """Requests and sessions of one run, as inference-perf reported them."""
+
+    recorded: int = 0  # requests in the per-request report
+    failed: int = 0  # of them, with an error
+    expected: Optional[int] = None  # the sessions' events (None without a per-session report)
+    sessions: int = 0
+    sessions_failed: int = 0
+    connection_failures: int = 0  # requests that failed for a lost connection
+    errors: list[str] = field(default_factory=list)  # up to MAX_ERRORS distinct first errors
+    session_report: bool = False
+
+    @property
+    def lost(self) -> int:
+        return max(0, (self.expected or 0) - self.recorded)
+
+    def record(self) -> dict:
+        """The run record's requests, sessions and errors fields."""
+        return {"requests": {"expected": self.expected, "recorded": self.recorded, "failed": self.failed},
+                "sessions": {"total": self.sessions, "failed": self.sessions_failed}, "errors": list(self.errors)}
+
+    def problems(self) -> str:
+        """What keeps the run from being complete, in one line ("" when nothing)."""
+        total = self.expected if self.expected is not None else self.recorded
+        parts = []
+        if self.failed:
+            parts.append(f"{self.failed} of {total} requests failed")
+        if self.lost:
+            parts.append(f"{self.lost} of {total} requests not recorded")
+        if self.sessions_failed:
+            parts.append(f"{self.sessions_failed} of {self.sessions} sessions failed")
+        return ", ".join(parts)
+
+
+def read_counts(folder: Path) -> Optional[RunCounts]:
+    """The counts of the reports in `folder`; None when there is no readable per-request report."""
+    requests = _read_list(Path(folder) / PER_REQUEST_FILE)
+    if requests is None:
+        return None
+    counts = RunCounts(recorded=len(requests))
+    errors: list[str] = []
+    for entry in sorted(requests, key=lambda e: float(e.get("start_time") or 0.0)):
+        error = entry.get("error")
+        if error is None:
+            continue
+        counts.failed += 1
+        kind = str((error or {}).get("error_type", "")) if isinstance(error, dict) else ""
+        counts.connection_failures += kind in CONNECTION_ERRORS
+        errors.append(_error_text(error))
+    sessions = _read_list(Path(folder) / PER_SESSION_FILE)
+    if sessions is not None:
+        counts.session_report = True
+        counts.sessions = len(sessions)
+        counts.expected = sum(int(s.get("num_events") or 0) for s in sessions)
+        for session in sorted(sessions, key=lambda s: str(s.get("session_id", ""))):
+            if session.get("success") is False or session.get("error") is not None:
+                counts.sessions_failed += 1
+                if session.get("error") is not None:
+                    errors.append(_error_text(session["error"]))
+    counts.errors = list(dict.fromkeys(errors))[:MAX_ERRORS]
+    return counts
+
+
+def judge_run(*, exit_code: int, counts: Optional[RunCounts], timeout_s: Optional[float], log: Path,
+              died: bool = False, restarted: Optional[str] = None) -> tuple[str, Optional[str]]:
+    """(status, reason): the reason is None for a completed run, one line otherwise. `restarted` says how a
+    restart of the server during the run showed (None: it did not)."""
+    if died:
+        return "failed", "the server stopped answering during the run"
+    if restarted:
+        return "failed", f"the server restarted during the run ({restarted})"
+    if exit_code == 124:
+        return "failed", f"stopped after --timeout {timeout_s:g} s"
+    if exit_code != 0:
+        return "failed", f"inference-perf exited with {exit_code}: {last_error(log)}"
+    if counts is None:
+        return "failed", "inference-perf wrote no per-request report"
+    if not counts.session_report:
+        return "failed", "inference-perf wrote no per-session report"
+    problems = counts.problems()
+    return ("incomplete", problems) if problems else ("completed", None)
+
+
+def last_error(log: Path) -> str:
+    """The error a log ends with: the exception line of its last traceback, else its last ERROR line, else its last
+    line; with the log's name."""
+    try:
+        lines = Path(log).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "no log"
+    tail = _exception_line(lines)
+    if tail is None:
+        errors = [line for line in lines if " - ERROR - " in line or line.startswith("Error")]
+        tail = (errors or [line for line in lines if line.strip()] or ["no output"])[-1]
+    return tail.split(" - ERROR - ")[-1].strip()[:_ERROR_CHARS] + f" (see {Path(log).name})"
+
+
+def _exception_line(lines: list[str]) -> Optional[str]:
+    """The `Type: message` line that ends the last traceback in `lines` (its frames are the indented lines)."""
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    if not starts:
+        return None
+    for line in lines[starts[-1] + 1:]:
+        if line.strip() and not line[0].isspace():
+            return line
+    return None
+
+
+def _error_text(error) -> str:
+    if isinstance(error, dict):
+        kind, message = error.get("error_type"), error.get("error_msg")
+        text = ": ".join(str(part) for part in (kind, message) if part)
+    else:
+        text = str(error)
+    return " ".join(text.split())[:_ERROR_CHARS]
+
+
+def _read_list(path: Path) -> Optional[list[dict]]:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(document, list):
+        return None
+    return [entry for entry in document if isinstance(entry, dict)]
