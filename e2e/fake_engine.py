@@ -8,8 +8,10 @@ TTFT. The metrics are built with prometheus_client from the live state at each s
 
 Faults a bakeoff must notice, each off by default: every Nth chat request answered HTTP 500 (`fail_every`), a
 restart after N answered requests (`restart_after`: a new process start time, an empty cache, counters from zero),
-a reset endpoint that answers an empty 200 and keeps the cache (`reset_keeps_cache`), and answers of a fraction of
-the usual length (`output_scale`, so two engines differ in output lengths). Like the real engines it exports its
+a reset endpoint that answers an empty 200 and keeps the cache (`reset_keeps_cache`), answers of a fraction of
+the usual length (`output_scale`, so two engines differ in output lengths), a named tool_choice answered with
+another of the request's tools (`ignore_tool_choice`, as SGLang 0.5.23's hermes parser may), and no `/metrics`
+(`metrics_endpoint`, as SGLang without --enable-metrics). Like the real engines it exports its
 process start time and its KV capacity (vLLM's `cache_config_info` labels, SGLang's `max_total_num_tokens`).
 """
 
@@ -43,6 +45,8 @@ class EngineProfile:
     restart_after: Optional[int] = None  # after this many answered chat requests, act as a restarted process
     reset_keeps_cache: bool = False  # the reset endpoint answers an empty 200 and empties nothing
     output_scale: float = 1.0  # text answers of this fraction of the usual length (at least one token)
+    ignore_tool_choice: bool = False  # a named tool_choice answered with another of the request's tools
+    metrics_endpoint: bool = True  # False: no /metrics (404), like SGLang without --enable-metrics
 
     def __post_init__(self) -> None:
         if self.flavour not in FLAVOURS:

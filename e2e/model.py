@@ -73,13 +73,15 @@ class Answer:
 
 class FakeModel:
     def __init__(self, tokenizer, *, output_cap: int = OUTPUT_CAP, cache: Optional[PrefixCache] = None,
-                 recorded: Optional[dict[tuple, dict]] = None, output_scale: float = 1.0) -> None:
+                 recorded: Optional[dict[tuple, dict]] = None, output_scale: float = 1.0,
+                 ignore_tool_choice: bool = False) -> None:
         self.tokenizer = tokenizer
         # request key (traces.request_key) -> the span's recorded output: answered as is, so the replay sends the
         # recorded prompts byte for byte (what `fastgen analyze` predicts from)
         self.recorded = recorded or {}
         self.output_cap = output_cap
         self.output_scale = output_scale  # text answers of this fraction of min(max_tokens, cap), at least 1 token
+        self.ignore_tool_choice = ignore_tool_choice  # a named tool_choice answered with another tool
         self.cache = cache if cache is not None else PrefixCache()
         self.words = _single_token_words(tokenizer)
         # Each word is one token; joined, they stay one token each under a Llama-3/Qwen-style pre-tokenizer. Where
@@ -101,6 +103,8 @@ class FakeModel:
         if not isinstance(messages, list) or not messages:
             raise ValueError("'messages' must be a non-empty list")
         tool = _forced_tool(body.get("tool_choice"), tools)  # first: a refused request must not fill the cache
+        if self.ignore_tool_choice and tool is not None and isinstance(body.get("tool_choice"), dict):
+            tool = next((t for t in tools if t is not tool), tool)  # another tool's name, where there is another
         ids = self.prompt_ids(messages, tools)
         cached, hold = self.cache.lookup_and_insert(ids)
         recorded = self.recorded.get(request_key(body))

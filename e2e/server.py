@@ -2,7 +2,8 @@
 
     python -m e2e.server --port 0 --tokenizer DIR [--record FILE] [--model NAME] [--flavour vllm|sglang]
         [--kv-capacity TOKENS] [--prefill-us-per-token US] [--no-reset-endpoint] [--die-after N]
-        [--fail-every N] [--restart-after N] [--reset-keeps-cache] [--output-scale F]
+        [--fail-every N] [--restart-after N] [--reset-keeps-cache] [--output-scale F] [--ignore-tool-choice]
+        [--no-metrics]
 
 prints the port it bound on stdout, then serves `GET /v1/models`, `POST /v1/chat/completions` (streaming SSE
 with `stream_options.include_usage`, or one JSON response), `GET /metrics`, the flavour's reset endpoint and its
@@ -108,18 +109,30 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
     async def metrics(_request: web.Request) -> web.Response:
         return web.Response(body=state.metrics_text(), content_type="text/plain", charset="utf-8")
 
-    async def reset(_request: web.Request) -> web.Response:
-        # As the engines answer while requests run: SGLang refuses with 400; vLLM says 200 {"success": false} and
-        # resets nothing. `done` in the record says whether the cache was emptied.
+    async def reset(request: web.Request) -> web.Response:
+        # As the engines answer while requests run: SGLang refuses with 400, unless asked to wait for idle
+        # (?timeout=S: up to S seconds, then 400 "Timed out waiting for idle state."); vLLM says 200
+        # {"success": false} and resets nothing. `done` in the record says whether the cache was emptied.
         event = {"event": "reset", "t": time.time(), "path": profile.reset_path}
         if profile.reset_keeps_cache:  # vLLM's answer, whatever it did: an empty 200
             recorder.add({**event, "status": 200, "done": False})
             return web.Response(status=200)
+        wait_s = 0.0
+        if profile.flavour == "sglang" and "timeout" in request.query:
+            try:
+                wait_s = float(request.query["timeout"])
+            except ValueError:
+                return _error(422, "timeout is not a number")
+            event["timeout"] = wait_s
+            deadline = time.monotonic() + wait_s
+            while state.busy and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
         if state.busy:
             status = 400 if profile.flavour == "sglang" else 200
             recorder.add({**event, "status": status, "done": False})
             if profile.flavour == "sglang":
-                return web.Response(status=400, text="Cache not flushed because there are pending requests.\n")
+                return web.Response(status=400, text="Timed out waiting for idle state." if wait_s else
+                                    "Cache not flushed because there are pending requests.\n")
             return web.json_response({"success": False})
         state.cache.clear()
         recorder.add({**event, "status": 200, "done": True})
@@ -142,7 +155,8 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
     else:
         app.router.add_get("/get_server_info", server_info)
     app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_get("/metrics", metrics)
+    if profile.metrics_endpoint:
+        app.router.add_get("/metrics", metrics)
     if profile.reset_endpoint:
         app.router.add_post(profile.reset_path, reset)
         if profile.flavour == "sglang":
@@ -204,7 +218,7 @@ class ServerThread:
         self.state = EngineState(profile, model_name)
         recorded = recorded_answers(answers_from) if answers_from else None
         self.model = FakeModel(load_tokenizer(str(tokenizer_dir)), cache=self.state.cache, recorded=recorded,
-                               output_scale=profile.output_scale)
+                               output_scale=profile.output_scale, ignore_tool_choice=profile.ignore_tool_choice)
         self.recorder = Recorder(record)
         self.model_name, self.port = model_name, port
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -298,13 +312,17 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="the reset endpoint answers an empty 200 and empties nothing")
     p.add_argument("--output-scale", type=float, default=1.0, metavar="F",
                    help="text answers of F times the usual length (at least 1 token): engines that differ in output")
+    p.add_argument("--ignore-tool-choice", action="store_true",
+                   help="answer a named tool_choice with another of the request's tools (SGLang 0.5.23 with hermes)")
+    p.add_argument("--no-metrics", action="store_true", help="serve no /metrics (SGLang without --enable-metrics)")
     args = p.parse_args(argv)
     profile = EngineProfile(flavour=args.flavour, kv_capacity_tokens=args.kv_capacity,
                             prefill_s_per_token=args.prefill_us_per_token / 1e6,
                             reset_endpoint=not args.no_reset_endpoint, die_after=args.die_after,
                             null_zero_details=args.null_zero_details, cache_report=not args.no_cache_report,
                             fail_every=args.fail_every, restart_after=args.restart_after,
-                            reset_keeps_cache=args.reset_keeps_cache, output_scale=args.output_scale)
+                            reset_keeps_cache=args.reset_keeps_cache, output_scale=args.output_scale,
+                            ignore_tool_choice=args.ignore_tool_choice, metrics_endpoint=not args.no_metrics)
     server = ServerThread(args.tokenizer, model_name=args.model, port=args.port, record=args.record, profile=profile,
                           answers_from=args.answers_from)
     print(server.start(), flush=True)

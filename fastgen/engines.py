@@ -36,6 +36,9 @@ class Engine:
     # quantity of METRIC_MEANINGS -> sample names (as prometheus_client's parser names samples), first found wins
     metrics: dict[str, tuple[str, ...]] = field(default_factory=dict)
     model_owner: str = ""  # `owned_by` of its /v1/models entries, which tells the engine apart
+    reset_wait_query: Optional[str] = None  # the reset's query parameter that makes the engine wait for idle itself
+    tool_choice_fix: str = ""  # what makes the server hold a named tool_choice (answer the forced tool's name)
+    metrics_flag: Optional[str] = None  # the flag that turns its /metrics on (None: always served)
 
     def metric(self, sample: dict[str, float], quantity: str) -> Optional[float]:
         """The value of `quantity` in one sample of /metrics (sums over label sets), or None if not exported."""
@@ -65,6 +68,8 @@ VLLM = Engine(
         "preemptions": ("vllm:num_preemptions_total",),
     },
     model_owner="vllm",
+    # a named tool_choice without a tool-call parser is answered HTTP 400 ("requires --tool-call-parser to be set")
+    tool_choice_fix="restart it with --enable-auto-tool-choice --tool-call-parser <your model's>",
 )
 
 SGLANG = Engine(
@@ -89,6 +94,15 @@ SGLANG = Engine(
         "evictions": ("sglang:evicted_tokens_total",),
     },
     model_owner="sglang",
+    # POST /flush_cache?timeout=S: SGLang waits up to S seconds for idle, then flushes (400 "Timed out waiting for
+    # idle state." past it); an older SGLang ignores the parameter and answers 400 at once while busy
+    reset_wait_query="timeout",
+    # seen with SGLang 0.5.23: the hermes parser constrains the answer to any of the request's tools, whatever
+    # SGLANG_TOOL_STRICT_LEVEL says (a trained model mostly follows the prompt, a random one names any); qwen3_coder
+    # builds a grammar that holds the forced name
+    tool_choice_fix="restart it with a --tool-call-parser that holds a named tool_choice (with SGLang 0.5.23, "
+                    "qwen3_coder held it; hermes did not, even with SGLANG_TOOL_STRICT_LEVEL=2)",
+    metrics_flag="--enable-metrics",
 )
 
 ENGINES: dict[str, Engine] = {engine.name: engine for engine in (VLLM, SGLANG)}

@@ -2,9 +2,10 @@
 on loopback (e2e/fake_engine.py) that log every request and reset.
 
 The first test is the e2e bakeoff on two configs (e2e/bakeoff.py runs six with `make e2e`); the others each break
-one thing a live bakeoff meets: a server that dies mid-config, fails requests, restarts, keeps its cache through a
-reset, the wrong model, no reset endpoint, a busy SGLang, an unreachable URL, a label from another server, a changed
-dataset, a rerun, repeats, Ctrl-C; and the README's own command, run from the dataset's folder.
+one thing a live bakeoff meets: a server that dies mid-config (vLLM or SGLang), fails requests, restarts, keeps its
+cache through a reset, the wrong model, no reset endpoint, a busy server (SGLang asked to wait for idle itself), no
+cached tokens reported, a named tool_choice not held, no /metrics, an unreachable URL, a label from another server, a
+changed dataset, a rerun, repeats, Ctrl-C; and the README's own command, run from the dataset's folder.
 """
 
 from __future__ import annotations
@@ -106,9 +107,10 @@ def test_bakeoff_skips_a_completed_config_unless_rerun(dataset, tmp_path):
     assert (first["format"], first["repeat"], first["repeats"]) == (2, 1, 1)
 
 
-def test_bakeoff_server_that_dies_mid_config_fails_it_and_stops(dataset, tmp_path):
-    # three probe requests verify the reset, then three of the replay's are answered
-    with engine(dataset, tmp_path, "vllm", "--die-after", "6") as server:
+@pytest.mark.parametrize("flavour", ["vllm", "sglang"])
+def test_bakeoff_server_that_dies_mid_config_fails_it_and_stops(dataset, tmp_path, flavour):
+    # three requests check the server, three verify the reset, then three of the replay's are answered
+    with engine(dataset, tmp_path, flavour, "--die-after", "9") as server:
         result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK, "scenario1/c1")
     assert result.returncode == 1
     # the design's order: scenario 1 first
@@ -156,6 +158,97 @@ def test_bakeoff_warns_when_the_server_hits_its_cache_but_reports_no_cached_toke
     assert record["reset"]["verified"] is None and "--enable-prompt-tokens-details" in record["reset"]["how"]
 
 
+def test_bakeoff_says_once_before_the_first_config_that_sglang_reports_no_cached_tokens(dataset, tmp_path):
+    with engine(dataset, tmp_path, "sglang", "--no-cache-report") as server:
+        result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK, "--repeat", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    warning = (f"fastgen: warning: a probe prompt sent twice got no cached tokens the second time: {server.url} does "
+               f"not report them (restart it with --enable-cache-report) or caches no prefixes; every hit ratio of "
+               f"these runs would read 0")
+    assert lines.count(warning) == 1, result.stderr
+    assert lines.index(warning) < next(i for i, line in enumerate(lines) if line.startswith("[1/2] "))
+    for repeat in (1, 2):
+        assert run_record(tmp_path, QUICK, repeat)["identity"]["server"]["cached_tokens_reported"] is False
+
+
+def test_bakeoff_stops_before_the_first_config_when_a_named_tool_choice_is_not_held(dataset, tmp_path):
+    # SGLang 0.5.23 with the hermes parser: the forced tool's name is not held (another tool's comes back)
+    with engine(dataset, tmp_path, "sglang", "--ignore-tool-choice") as server:
+        refused = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
+        log = server.log()
+        ran = (tmp_path / "reports" / "x" / "scenario2").exists()
+        went_on = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK, "--no-tool-check")
+    assert refused.returncode == 1 and not ran
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"fastgen: error: {server.url} did not hold a named tool_choice: a request forcing 'run_tests' of two tools "
+        f"was answered with a call of 'read_file'; restart it with a --tool-call-parser that holds a named "
+        f"tool_choice (with SGLang 0.5.23, qwen3_coder held it; hermes did not, even with "
+        f"SGLANG_TOOL_STRICT_LEVEL=2); or pass --no-tool-check if the dataset has no tool calls")
+    assert len(log) == 1 and is_probe(log[0]) and log[0]["body"]["tool_choice"]["function"]["name"] == "run_tests"
+    # --no-tool-check: the runs go on, the record says it was not checked
+    assert went_on.returncode == 0, went_on.stdout + went_on.stderr
+    assert run_record(tmp_path, QUICK)["identity"]["server"]["tool_choice_held"] is None
+
+
+def test_tool_check_names_vllms_flags_when_a_named_tool_choice_is_refused():
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from fastgen.bakeoff.preflight import check_server
+
+    said = 'tool_choice=function "run_tests" requires --tool-call-parser to be set'
+
+    class NoParser(BaseHTTPRequestHandler):  # vLLM started without --tool-call-parser
+        def answer(self, status: int, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.answer(200, b"")
+
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.answer(400, json.dumps({"error": {"message": said, "type": "BadRequestError", "code": 400}}).encode())
+
+        def log_message(self, *args):
+            pass
+
+    httpd = HTTPServer(("127.0.0.1", 0), NoParser)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_port}"
+    try:
+        with pytest.raises(ServerError) as refused:
+            check_server(LiveServer(url, VLLM, (MODEL,)), MODEL)
+        assert check_server(LiveServer(url, VLLM, (MODEL,)), MODEL, tool_check=False).tool_choice_held is None
+    finally:
+        httpd.shutdown()
+    assert str(refused.value) == (f"{url} refused a named tool_choice (HTTP 400: {said}); restart it with "
+                                  f"--enable-auto-tool-choice --tool-call-parser <your model's>; or pass "
+                                  f"--no-tool-check if the dataset has no tool calls")
+
+
+def test_bakeoff_against_sglang_without_metrics_runs_on_and_says_what_is_missing(dataset, tmp_path):
+    with engine(dataset, tmp_path, "sglang", "--no-metrics") as server:
+        result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
+        log = server.log()
+    assert result.returncode == 0, result.stdout + result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("fastgen: warning: ")]
+    assert warnings == [
+        f"fastgen: warning: {server.url} serves no /metrics (HTTP 404): the runs go on without KV usage, the "
+        f"engine's counters, a restart check or a wait until idle before each reset (resets rely on the engine's own "
+        f"wait); restart it with --enable-metrics to have them"]
+    record = run_record(tmp_path, QUICK)
+    assert record["status"] == "completed" and record["reset"]["verified"] is True
+    assert (record["metrics_samples"], record["metrics_errors"]) == (0, 0)
+    assert record["identity"]["server"]["metrics_served"] is False
+    assert record["identity"]["server"]["kv_capacity_tokens"]  # from /get_server_info
+    # no idle wait of fastgen's: every flush asked SGLang to wait itself
+    assert all(e["timeout"] > 0 for e in log if e.get("event") == "reset")
+
+
 def test_bakeoff_unreachable_url_is_one_line(dataset, tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
     result = bakeoff(dataset, tmp_path, url)
@@ -183,24 +276,47 @@ def test_bakeoff_ctrl_c_keeps_finished_runs_and_leaves_no_partial_run(dataset, t
     assert not partial.exists() and not (tmp_path / "reports" / "x" / "scenario2" / "c10_sync" / "repeat-1").exists()
 
 
-@pytest.mark.parametrize("flavour, busy_status", [("sglang", 400), ("vllm", 200)])
-def test_reset_waits_until_the_server_is_idle(dataset, flavour, busy_status):
+def test_reset_waits_until_the_server_is_idle(dataset):
     from e2e.fake_engine import EngineProfile
 
-    with ServerThread(dataset / "traces" / "tokenizer", profile=EngineProfile(flavour=flavour)) as thread:
+    with ServerThread(dataset / "traces" / "tokenizer", profile=EngineProfile(flavour="vllm")) as thread:
         server = probe_server(thread.base_url, "meta-llama/Llama-3.3-70B-Instruct")
-        assert server.engine.name == flavour
-        # a request in flight: SGLang answers 400 to /flush_cache, vLLM 200 {"success": false}; neither resets
+        assert server.engine.name == "vllm"
+        # a request in flight: vLLM answers 200 {"success": false} and resets nothing; asked again until idle
         thread.state.running = 1
         threading.Timer(1.0, lambda: setattr(thread.state, "running", 0)).start()
         started = time.monotonic()
-        assert server.reset_prefix_cache(wait_s=10, poll_s=0.1) == f"POST {server.engine.reset_path}"
+        assert server.reset_prefix_cache(wait_s=10, poll_s=0.1) == "POST /reset_prefix_cache"
         assert time.monotonic() - started >= 0.9
         events = thread.recorder.events
-        assert (events[0]["status"], events[0]["done"]) == (busy_status, False) and events[-1]["done"] is True
+        assert (events[0]["status"], events[0]["done"]) == (200, False) and events[-1]["done"] is True
         thread.state.running = 1
-        with pytest.raises(ServerError, match=f"answered HTTP {busy_status}"):
+        with pytest.raises(ServerError, match="answered HTTP 200"):
             server.reset_prefix_cache(wait_s=0.3, poll_s=0.1)
+        thread.state.running = 0
+
+
+def test_sglang_flush_asks_sglang_to_wait_for_idle_within_the_reset_wait(dataset):
+    from e2e.fake_engine import EngineProfile
+
+    with ServerThread(dataset / "traces" / "tokenizer", profile=EngineProfile(flavour="sglang")) as thread:
+        server = probe_server(thread.base_url, "meta-llama/Llama-3.3-70B-Instruct")
+        assert server.engine.name == "sglang"
+        # a request in flight: POST /flush_cache?timeout=S has SGLang wait for idle itself (without it: 400 at once)
+        thread.state.running = 1
+        threading.Timer(1.0, lambda: setattr(thread.state, "running", 0)).start()
+        started = time.monotonic()
+        assert server.reset_prefix_cache(wait_s=10, poll_s=0.1) == "POST /flush_cache"
+        assert time.monotonic() - started >= 0.9
+        assert [(e["status"], e["done"], e["timeout"]) for e in thread.recorder.events] == [(200, True, 10)]
+        # still busy past the wait: SGLang's 400 ("Timed out waiting for idle state."); it never waits past wait_s
+        thread.state.running = 1
+        started = time.monotonic()
+        with pytest.raises(ServerError, match=r"answered HTTP 400 \(Timed out waiting for idle state.\)"):
+            server.reset_prefix_cache(wait_s=0.5, poll_s=0.1)
+        assert time.monotonic() - started < 5
+        refused = thread.recorder.events[1:]
+        assert refused and all(e["status"] == 400 and e["timeout"] <= 0.5 for e in refused)
         thread.state.running = 0
 
 
@@ -335,8 +451,8 @@ def test_bakeoff_counts_failed_requests_as_incomplete(dataset, tmp_path):
 
 
 def test_bakeoff_server_restarted_mid_config_fails_the_run(dataset, tmp_path):
-    # three probe requests, then the replay's: the engine restarts after the third of those
-    with engine(dataset, tmp_path, "vllm", "--restart-after", "6") as server:
+    # three requests check the server, three verify the reset, then the replay's: it restarts after the third of those
+    with engine(dataset, tmp_path, "vllm", "--restart-after", "9") as server:
         result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
     record = run_record(tmp_path, QUICK)
     assert result.returncode == 1 and record["status"] == "failed"
@@ -353,7 +469,8 @@ def test_bakeoff_reset_that_keeps_the_cache_stops_with_one_line(dataset, tmp_pat
     assert error.startswith(f"fastgen: error: POST /reset_prefix_cache at {server.url} answered but did not empty "
                             f"the prefix cache: a probe prompt of ")
     assert "KV connector" in error and "--no-reset" in error
-    assert len(chats) == 3 and all(is_probe(e) for e in chats)  # nothing replayed on a warm cache
+    # the check before the first config (three), the reset's probes (three): nothing replayed on a warm cache
+    assert len(chats) == 6 and all(is_probe(e) for e in chats)
     assert not (tmp_path / "reports" / "x" / "scenario2" / "c10_sync" / "repeat-1").exists()
 
 
@@ -381,10 +498,15 @@ def test_bakeoff_repeats_each_config_after_a_verified_reset_with_the_asked_modes
         log = server.log()
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 configs x 2 repeats: 2 completed" in result.stdout
-    # each repeat: probe, probe, reset, probe (no cached tokens: verified), reset, then the replay
+    # the check before the first config (a tool-choice request, the probe twice); then each repeat: probe, probe,
+    # reset, probe (no cached tokens: verified), reset, then the replay
     kinds = ["probe" if is_probe(e) else "reset" if e.get("event") == "reset" else "chat" for e in log]
     one = ["probe", "probe", "reset", "probe", "reset"] + ["chat"] * 12
-    assert kinds == one + one
+    assert kinds == ["probe"] * 3 + one + one
+    assert log[0]["body"]["tool_choice"]["function"]["name"] == "run_tests" and log[0]["body"]["stream"] is True
+    assert log[0]["response"]["message"]["tool_calls"][0]["function"]["name"] == "run_tests"
+    # SGLang waits for idle itself when asked: every flush asked it to
+    assert all(0 < e["timeout"] <= 30 for e in log if e.get("event") == "reset")
     assert all(e["done"] for e in log if e.get("event") == "reset")
     assert [len(part) for part in segments(log)] == [0, 12, 12]
     for repeat in (1, 2):
@@ -394,6 +516,8 @@ def test_bakeoff_repeats_each_config_after_a_verified_reset_with_the_asked_modes
         identity = record["identity"]
         assert (identity["outputs"], identity["tool_call_max_tokens"]) == ("recorded", "recorded")
         assert identity["server"]["gpus"] == 8 and identity["server"]["engine"] == "sglang"
+        assert {k: identity["server"][k] for k in ("tool_choice_held", "cached_tokens_reported", "metrics_served")} \
+            == {"tool_choice_held": True, "cached_tokens_reported": True, "metrics_served": True}
         run_config = (tmp_path / "reports" / "x" / QUICK / f"repeat-{repeat}" / "run-config.yml").read_text()
         assert "disable_output_substitution: true" in run_config
         assert "override_tool_call_max_tokens: false" in run_config

@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("output", "verify", "validate"),
     # bakeoff: runs against a live server; results reads the run folders it writes
     ("bakeoff.server", "bakeoff.sampler", "bakeoff.runs", "bakeoff.plan", "bakeoff.status"),
-    ("bakeoff.identity", "bakeoff.reset"),
+    ("bakeoff.identity", "bakeoff.reset", "bakeoff.preflight"),
     ("bakeoff.runner", "bakeoff"),
     ("results.runs",),
     ("results.ceilings",),

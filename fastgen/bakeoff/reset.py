@@ -20,9 +20,11 @@ __all__ = ["IDLE_WAIT_S", "PROBE_MARKER", "PROBE_PROMPT", "no_reset", "verified_
 
 IDLE_WAIT_S = 120.0
 _POLL_S = 0.5
-PROBE_MARKER = "fastgen prefix-cache probe"  # the e2e checks tell the probes from the replay's requests by it
+# every request of the bakeoff's own starts with it (these probes, preflight.py's): the e2e checks tell them from the
+# replay's requests by it
+PROBE_MARKER = "fastgen probe"
 # a few hundred tokens on any tokenizer (numbers are one to three tokens each), shared with nothing in a dataset
-PROBE_PROMPT = f"{PROBE_MARKER}: " + " ".join(str(n) for n in range(1000, 1150))
+PROBE_PROMPT = f"{PROBE_MARKER} (prefix cache): " + " ".join(str(n) for n in range(1000, 1150))
 
 
 def no_reset() -> dict:

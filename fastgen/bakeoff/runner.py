@@ -1,11 +1,13 @@
 """`fastgen bakeoff`: run the selected configs against one live server, one after another, the same way each time.
 
-For each config and each of its repeats (one after another): wait until the server is idle, empty its prefix cache
-and verify that it did (reset.py), sample its /metrics while inference-perf replays the config (a subprocess in its
-own process group, every path it is handed absolute), then record how it ended (status.py) and against what
-(identity.py). A run done before is skipped when it completed and its identity still holds, unless `rerun`; a label
-whose runs came from another server is refused before the first config. A server that stops answering ends the
-bakeoff (every later run would fail the same way); a run that fails otherwise does not.
+Before the first config the server is checked once (preflight.py): a named tool_choice it does not hold stops the
+bakeoff with the engine's fix; no cached tokens reported, or no /metrics, is one warning line each. Then for each
+config and each of its repeats (one after another): wait until the server is idle, empty its prefix cache and verify
+that it did (reset.py), sample its /metrics while inference-perf replays the config (a subprocess in its own process
+group, every path it is handed absolute), then record how it ended (status.py) and against what (identity.py, with
+what the check found). A run done before is skipped when it completed and its identity still holds, unless `rerun`;
+a label whose runs came from another server is refused before the first config. A server that stops answering ends
+the bakeoff (every later run would fail the same way); a run that fails otherwise does not.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..errors import FastgenError
 from ..version import __version__
 from .identity import check_label_server, identity_change, process_start, run_identity, server_identity
 from .plan import ConfigRun, run_config_text, select_configs
+from .preflight import Preflight, check_server
 from .reset import no_reset, verified_reset, wait_idle
 from .runs import (LOG_FILE, METRICS_FILE, RUN_CONFIG_FILE, discard_partial, partial_folder, place_run, read_run,
                    repeat_folder, write_run)
@@ -57,6 +60,7 @@ class BakeoffOptions:
     gpus: Optional[int] = None  # the server's GPU count, recorded only
     outputs: Optional[str] = None  # live, recorded; None: as the config says
     tool_call_max_tokens: Optional[str] = None  # floor, recorded; None: as the config says
+    tool_check: bool = True  # check before the first config that the server holds a named tool_choice
 
 
 @dataclass
@@ -88,10 +92,13 @@ def inference_perf_command() -> list[str]:
 
 
 def run_bakeoff(options: BakeoffOptions, *, echo: Callable[[str], None] = lambda line: None,
-                on_outcome: Callable[[RunOutcome], None] = lambda outcome: None) -> list[RunOutcome]:
+                on_outcome: Callable[[RunOutcome], None] = lambda outcome: None,
+                warn: Optional[Callable[[str], None]] = None) -> list[RunOutcome]:
     """Run every selected config `options.repeats` times; one outcome a run, in order (each also to `on_outcome` as
-    it ends). Ctrl-C stops the current run (its partial folder is removed) and propagates, with every finished run
-    in place: the same command again goes on from there."""
+    it ends). What the check before the first config found goes to `warn`, a line each (default: echo, after
+    "warning: "). Ctrl-C stops the current run (its partial folder is removed) and propagates, with every finished
+    run in place: the same command again goes on from there."""
+    warn = warn or (lambda line: echo(f"warning: {line}"))
     label = check_label(options.label)
     label_dir = Path(options.out_dir).resolve() / label  # inference-perf runs from each config's folder
     configs = select_configs(Path(options.config_dir).resolve(), list(options.patterns))
@@ -103,12 +110,15 @@ def run_bakeoff(options: BakeoffOptions, *, echo: Callable[[str], None] = lambda
         check_label_server(label_dir, identity)
     echo(f"{server.url}: {_describe(identity)}; {len(configs)} config(s)"
          f"{f' x {options.repeats} repeats' if options.repeats > 1 else ''} into {label_dir}")
+    checked = check_server(server, model, tool_check=options.tool_check)
+    for line in checked.warnings:
+        warn(line)
     runs = [(config, repeat) for config in configs for repeat in range(1, options.repeats + 1)]
     progress = _Progress(len(runs), enabled=options.progress, echo=echo)
     outcomes: list[RunOutcome] = []
     try:
         for number, (config, repeat) in enumerate(runs, start=1):
-            outcome = _run_one(config, repeat, label_dir, server, model, options, command,
+            outcome = _run_one(config, repeat, label_dir, server, model, options, command, checked,
                                progress.stage_setter(number, config.name, repeat, options.repeats))
             outcomes.append(outcome)
             on_outcome(outcome)
@@ -139,14 +149,15 @@ def _model_of(path: Path) -> str:
 
 
 def _run_one(config: ConfigRun, repeat: int, label_dir: Path, server: LiveServer, model: str,
-             options: BakeoffOptions, command: list[str], stage: Callable[[str], None]) -> RunOutcome:
+             options: BakeoffOptions, command: list[str], checked: Preflight,
+             stage: Callable[[str], None]) -> RunOutcome:
     folder = repeat_folder(label_dir / config.name, repeat)
     partial = partial_folder(folder)
     text = run_config_text(config.path.read_text(encoding="utf-8"), config_dir=config.path.parent, url=server.url,
                            engine=server.engine.name, report_dir=partial, outputs=options.outputs,
                            tool_call_max_tokens=options.tool_call_max_tokens)
-    identity = run_identity(server_identity(server, model, options.gpus), config_path=config.path,
-                            run_config=yaml.safe_load(text))
+    identity = run_identity({**server_identity(server, model, options.gpus), **checked.record()},
+                            config_path=config.path, run_config=yaml.safe_load(text))
     previous = read_run(folder)
     again = None
     if previous and previous.get("status") == "completed" and not options.rerun:
@@ -161,31 +172,38 @@ def _run_one(config: ConfigRun, repeat: int, label_dir: Path, server: LiveServer
         (partial / RUN_CONFIG_FILE).write_text(text, encoding="utf-8")
         record = {"config": config.name, "repeat": repeat, "repeats": options.repeats, "label": options.label,
                   "fastgen": __version__, "scrape_interval_s": options.scrape_interval_s, "identity": identity}
-        return _replay(config, folder, record, server, model, options, command, stage)
+        return _replay(config, folder, record, server, model, options, command, checked.metrics_served, stage)
     except BaseException:
         discard_partial(folder, prune_to=label_dir)
         raise
 
 
 def _replay(config: ConfigRun, folder: Path, record: dict, server: LiveServer, model: str, options: BakeoffOptions,
-            command: list[str], stage: Callable[[str], None]) -> RunOutcome:
+            command: list[str], metrics: bool, stage: Callable[[str], None]) -> RunOutcome:
+    """One run; `metrics`: whether the server serves /metrics (without, no idle wait and no samples)."""
     partial = partial_folder(folder)
     if options.reset:
-        stage("waiting until the server is idle")
-        wait_idle(server)
+        if metrics:
+            stage("waiting until the server is idle")
+            wait_idle(server)
         stage("emptying the prefix cache")
         record["reset"] = verified_reset(server, model)
     else:
         record["reset"] = no_reset()
     before = process_start(server)
     sampler = MetricsSampler(server.metrics_text, f"{server.engine.name}:", partial / METRICS_FILE,
-                             options.scrape_interval_s).start()
+                             options.scrape_interval_s)
+    if metrics:
+        sampler.start()
+    else:
+        (partial / METRICS_FILE).write_text("", encoding="utf-8")  # no samples, and no error lines either
     started_epoch, started = time.time(), time.monotonic()
     try:
         code = run_inference_perf(command, partial / RUN_CONFIG_FILE, config.path.parent, partial / LOG_FILE,
                                   options.timeout_s, stage)
     finally:
-        sampler.stop()
+        if metrics:
+            sampler.stop()
     seconds = time.monotonic() - started
     record.update(started=started_epoch, ended=time.time(), seconds=round(seconds, 3), exit_code=code,
                   metrics_samples=sampler.samples, metrics_errors=sampler.errors)

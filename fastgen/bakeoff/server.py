@@ -1,6 +1,6 @@
 """The live server, over plain HTTP: does it answer, which engine and model does it serve, empty its prefix cache,
-read its `/metrics` and its info endpoint, send it one short chat request. The standard library's urllib is enough
-for these few short calls.
+read its `/metrics` and its info endpoint, send it one short chat request, or one that forces a tool. The standard
+library's urllib is enough for these few short calls.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from typing import Optional
 from ..engines import ENGINES, Engine, engine_named
 from ..errors import ServerError
 
-__all__ = ["ChatUsage", "LiveServer", "fetch", "probe_server"]
+__all__ = ["ChatUsage", "LiveServer", "RESET_WAIT_S", "ToolAnswer", "fetch", "probe_server"]
 
 TIMEOUT_S = 10.0
+RESET_WAIT_S = 30.0  # the longest an engine that waits for idle itself is asked to wait per reset
 
 
 @dataclass(frozen=True)
@@ -94,15 +95,20 @@ class LiveServer:
         return answer.body.decode("utf-8", "replace")
 
     def reset_prefix_cache(self, *, wait_s: float = 120.0, poll_s: float = 0.5) -> str:
-        """Ask the server to empty its prefix cache; returns what was done (for the run record). A server still busy
-        with requests (SGLang answers 400, vLLM {"success": false}) is asked again until it is idle or wait_s has
-        passed. A 2xx answer does not prove the cache is empty (vLLM answers an empty 200 whatever it did): the
-        bakeoff verifies with a probe (reset.py)."""
+        """Ask the server to empty its prefix cache; returns what was done (for the run record). An engine that can
+        wait for idle itself is asked to (SGLang: POST /flush_cache?timeout=S, at most RESET_WAIT_S a request). A
+        server still busy with requests (SGLang answers 400, vLLM {"success": false}) is asked again until it is
+        idle or wait_s has passed. A 2xx answer does not prove the cache is empty (vLLM answers an empty 200
+        whatever it did): the bakeoff verifies with a probe (reset.py)."""
         what = f"POST {self.engine.reset_path}"
         deadline = time.monotonic() + wait_s
         while True:
+            url, timeout_s = self.url + self.engine.reset_path, TIMEOUT_S
+            if self.engine.reset_wait_query:
+                engine_wait = round(min(RESET_WAIT_S, max(0.0, deadline - time.monotonic())), 1)
+                url, timeout_s = f"{url}?{self.engine.reset_wait_query}={engine_wait:g}", engine_wait + TIMEOUT_S
             try:
-                answer = fetch(self.url + self.engine.reset_path, method="POST")
+                answer = fetch(url, method="POST", timeout_s=timeout_s)
             except OSError as exc:
                 raise ServerError(f"{what} at {self.url} failed: {_reason(exc)}") from None
             if 200 <= answer.status < 300 and not _refused(answer.body):
@@ -117,6 +123,72 @@ class LiveServer:
             raise ServerError(f"{what} at {self.url} answered HTTP {answer.status}"
                               + (f" ({detail[0][:200]})" if detail else "")
                               + "; is a request still running? pass --no-reset to go on without it")
+
+    def forced_tool_call(self, model: str, prompt: str, tools: list[dict], forced: str, *, max_tokens: int = 64,
+                         timeout_s: float = 120.0) -> ToolAnswer:
+        """Send one streamed chat request that forces tool `forced` (a named tool_choice) and read the name of the
+        tool it calls, stopping at the first one. Streamed, because the name comes first: SGLang drops a call that
+        did not close within max_tokens from a whole answer (a random model never closes one). Raises ServerError
+        when it gets no answer."""
+        body = {"model": model, "messages": [{"role": "user", "content": prompt}], "tools": tools,
+                "tool_choice": {"type": "function", "function": {"name": forced}}, "max_tokens": max_tokens,
+                "stream": True}
+        where = f"POST {self.url}/v1/chat/completions"
+        request = urllib.request.Request(self.url + "/v1/chat/completions", method="POST",
+                                         data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+                if "text/event-stream" not in (answer.headers.get("Content-Type") or ""):
+                    return ToolAnswer(answer.status, *_called(json.loads(answer.read())))
+                text = ""
+                for line in answer:  # SSE: "data: {chunk}" lines, "data: [DONE]" at the end
+                    line = line.decode("utf-8", "replace").strip()
+                    if not line.startswith("data:") or line == "data: [DONE]":
+                        continue
+                    name, said = _called(json.loads(line[5:]))
+                    if name:
+                        return ToolAnswer(answer.status, name, "")
+                    text += said
+                return ToolAnswer(answer.status, None, text)
+        except urllib.error.HTTPError as exc:
+            with exc:
+                detail = exc.read().decode("utf-8", "replace")
+            return ToolAnswer(exc.code, None, _error_message(detail))
+        except OSError as exc:
+            raise ServerError(f"{where} failed: {_reason(exc)}") from None
+        except (ValueError, AttributeError, TypeError):
+            raise ServerError(f"{where} did not answer a chat completion") from None
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """What a request that forced a tool got: its HTTP status, the name of the tool called (None: no call), and
+    the text answered instead or the error's message."""
+
+    status: int
+    name: Optional[str]
+    text: str
+
+
+def _called(document: dict) -> tuple[Optional[str], str]:
+    """(the first tool name, the text) of a chat completion or one streamed chunk of it."""
+    name, text = None, ""
+    for choice in document.get("choices") or []:
+        message = choice.get("message") or choice.get("delta") or {}
+        text += message.get("content") or ""
+        for call in message.get("tool_calls") or []:
+            name = name or (call.get("function") or {}).get("name") or None
+    return name, text
+
+
+def _error_message(body: str) -> str:
+    """The message of an OpenAI-style error body ({"message": ...} or {"error": {"message": ...}}), else the body."""
+    try:
+        document = json.loads(body)
+        message = document.get("message") or (document.get("error") or {}).get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return " ".join(str(message or body).split())[:200]
 
 
 def _refused(body: bytes) -> bool:

@@ -18,8 +18,10 @@ def bakeoff_parser() -> Parser:
                "empty its prefix cache before each (and verify it with a probe prompt), sample its /metrics while "
                "inference-perf replays it, and keep each run, with how it ended and against what, in LABEL's folder "
                "for fastgen compare. Exit 1 when any run is incomplete or failed.",
-               epilog="vLLM needs VLLM_SERVER_DEV_MODE=1 (for /reset_prefix_cache) and --enable-prompt-tokens-details; "
-               "SGLang needs --enable-metrics and --enable-cache-report. Ctrl-C stops the current config and keeps "
+               epilog="vLLM needs VLLM_SERVER_DEV_MODE=1 (for /reset_prefix_cache), --enable-prompt-tokens-details "
+               "and --enable-auto-tool-choice --tool-call-parser; SGLang needs --enable-metrics, --enable-cache-report "
+               "and a --tool-call-parser that holds a named tool_choice (with 0.5.23, qwen3_coder did and hermes did "
+               "not): a short request checks that before the first config. Ctrl-C stops the current config and keeps "
                "the finished ones; run the same command again to go on (a run is done again when the server, dataset, "
                "config or replay modes changed).")
     p.add_argument("--url", type=url_option("--url"), required=True, help="the server's base URL, e.g. "
@@ -33,6 +35,9 @@ def bakeoff_parser() -> Parser:
     p.add_argument("--engine", choices=list(ENGINES), help="the server's engine (default: told by the server)")
     p.add_argument("--no-reset", action="store_true",
                    help="do not empty the prefix cache between configs (hit ratios then carry over)")
+    p.add_argument("--no-tool-check", action="store_true",
+                   help="do not check before the first config that the server answers a named tool_choice with that "
+                   "tool (for servers and datasets without tool calls)")
     p.add_argument("--rerun", action="store_true", help="run configs that completed before again (and use a LABEL "
                    "whose runs came from another server)")
     p.add_argument("--repeat", type=int_in(1, 100, "--repeat"), default=1, metavar="N",
@@ -59,11 +64,13 @@ def run_bakeoff_command(args) -> int:
                              patterns=tuple(args.configs), engine=args.engine, reset=not args.no_reset,
                              rerun=args.rerun, scrape_interval_s=args.scrape_interval, timeout_s=args.timeout,
                              progress=not args.quiet and sys.stderr.isatty(), repeats=args.repeat, gpus=args.gpus,
-                             outputs=args.outputs, tool_call_max_tokens=args.tool_call_max_tokens)
+                             outputs=args.outputs, tool_call_max_tokens=args.tool_call_max_tokens,
+                             tool_check=not args.no_tool_check)
     echo = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
     ended = []
     try:
-        outcomes = run_bakeoff(options, echo=echo, on_outcome=ended.append)
+        outcomes = run_bakeoff(options, echo=echo, on_outcome=ended.append,
+                               warn=lambda line: print(f"fastgen: warning: {line}", file=sys.stderr))
     except KeyboardInterrupt:
         kept = sum(o.folder is not None for o in ended)
         print(f"fastgen: interrupted; {kept} finished run{'s' if kept != 1 else ''} kept in "
