@@ -418,12 +418,12 @@ def test_identity_change_names_what_makes_a_run_not_the_same(dataset, tmp_path):
     server = {"url": "http://a:1", "engine": "vllm", "version": "1", "model": MODEL, "kv_capacity_tokens": 1600,
               "block_size": 16, "gpus": None, "process_start": 1.0}
 
-    def identity(path: Path = config, outputs=None, **changes) -> dict:
+    def identity(path: Path = config, outputs=None, reset=True, **changes) -> dict:
         import yaml
 
         text = run_config_text(path.read_text(), config_dir=config.parent, url="http://a:1", engine="vllm",
                                report_dir=tmp_path / "run", outputs=outputs)
-        return run_identity({**server, **changes}, config_path=path, run_config=yaml.safe_load(text))
+        return run_identity({**server, **changes}, config_path=path, run_config=yaml.safe_load(text), reset=reset)
 
     edited = tmp_path / "c10_sync.yml"
     edited.write_text(config.read_text() + "# edited\n")
@@ -433,8 +433,12 @@ def test_identity_change_names_what_makes_a_run_not_the_same(dataset, tmp_path):
     assert identity_change(base, identity(kv_capacity_tokens=3200)) == "another KV capacity"
     assert identity_change(base, identity(outputs="recorded")) == "another outputs mode"
     assert identity_change(base, identity(url="http://b:1")) == "another server URL"
+    assert identity_change(base, identity(reset=False)).startswith("the cache was reset between runs in one")
+    # a capacity that could not be read this time (a /metrics that failed once) is not known, not another one
+    assert identity_change(base, identity(kv_capacity_tokens=None)) is None
     assert identity_change(None, base) == "it was run by an older fastgen"
     assert base["outputs"] == "live" and base["tool_call_max_tokens"] == "floor" and len(base["dataset_sha256"]) == 64
+    assert base["workload"] == "default" and base["reset"] is True
 
 
 def test_bakeoff_counts_failed_requests_as_incomplete(dataset, tmp_path):

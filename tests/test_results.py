@@ -10,7 +10,8 @@ import pytest
 from fastgen.bakeoff.runs import write_run
 from fastgen.results import compare_runs, read_runs
 from fastgen.results.sections.scenario2 import roles
-from fastgen.results.stats import hit_percent, percentile
+from fastgen.results.report import Pair, Side
+from fastgen.results.stats import hit_percent, hit_ratio, percentile
 
 
 def request(session, turn, kind, *, start, prompt, cached, ttft=0.1, trace_dir="scenario1", output=10,
@@ -259,6 +260,34 @@ def test_read_runs_reads_repeat_folders_with_their_status_counts_and_identity(tm
     assert {r.repeat for r in run.requests} == {1, 2} and len(run.requests) == 12
 
 
+def test_read_runs_leaves_out_a_repeat_left_from_an_earlier_bakeoff_that_ran_something_else(tmp_path):
+    config = tmp_path / "a" / "scenario1" / "c2"
+    # --repeat 2 once, then --repeat 1 with another config: repeat-2 is what the first bakeoff ran
+    old = write_repeat(config, scenario1_requests(300), repeat=2, repeats=2)
+    new = write_repeat(config, scenario1_requests(900), repeat=1, repeats=1, identity=identity(config_sha256="e" * 64))
+    for folder, ended in ((old, 1000.0), (new, 2000.0)):
+        record = json.loads((folder / "run.json").read_text())
+        (folder / "run.json").write_text(json.dumps({**record, "ended": ended}))
+    runs, problems = read_runs(tmp_path / "a")
+    assert [r.index for r in runs["scenario1/c2"].repeats] == [1]
+    assert problems == ["scenario1/c2 repeat 2 is left out: it is not the run the newest repeat (1) is (the config "
+                        "changed); run the bakeoff with --repeat 1 or more again to replace it"]
+
+
+def test_pooled_figures_take_only_the_repeats_every_config_has(tmp_path):
+    # c2 ran twice and c4 once, each side alike: pooled over both, repeat 2 (c2 alone) must not tilt the median
+    for side in ("a", "b"):
+        write_repeat(tmp_path / side / "scenario1" / "c2", scenario1_requests(900), repeat=1, repeats=2)
+        write_repeat(tmp_path / side / "scenario1" / "c2", scenario1_requests(900), repeat=2, repeats=2)
+        write_repeat(tmp_path / side / "scenario1" / "c4", scenario1_requests(0), repeat=1, repeats=1,
+                     concurrency=4)
+    runs = read_runs(tmp_path / "a")[0]
+    pair = Pair(Side("a", runs), Side("b", read_runs(tmp_path / "b")[0]))
+    a, b, _ = pair.triple(hit_ratio(), ["scenario1/c2", "scenario1/c4"])
+    assert a.repeats == 1 and a.value == pytest.approx(hit_percent(runs["scenario1/c2"].repeats[0].requests
+                                                                   + runs["scenario1/c4"].repeats[0].requests))
+
+
 def test_read_runs_reads_an_older_completed_run_with_failed_requests_as_incomplete(tmp_path):
     requests = scenario1_requests(900)
     requests[0]["error"] = {"error_type": "HTTPError", "error_msg": "500"}
@@ -453,7 +482,7 @@ def test_compare_throughput_per_gpu_hour_and_kv_usage_in_tokens(tmp_path):
     assert row["sessions/GPU-h B"]["value"] == pytest.approx(200.0)
     assert row["output tok/GPU-h A"]["value"] == pytest.approx(60 / 3.5 * 3600 / 2)
     (kv,) = table(report, "scenario2", "Hit ratio and peak KV usage")
-    assert (kv["peak KV % A"], kv["peak KV % B"]) == (50.0, 90.0) and "peak KV % B/A" not in kv
+    assert (kv["peak KV % A"]["value"], kv["peak KV % B"]["value"]) == (50.0, 90.0) and "peak KV % B/A" not in kv
     assert kv["peak KV tokens A"]["value"] == 50_000 and kv["peak KV tokens B"]["value"] == 18_000
     assert kv["peak KV tokens B/A"]["value"] == pytest.approx(0.36)
 

@@ -14,6 +14,7 @@ runs came from another server (SAME_SERVER_KEYS) is refused before the first con
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -22,17 +23,18 @@ from .plan import replay_modes_of
 from .runs import recorded_runs
 from .server import LiveServer
 
-__all__ = ["SAME_RUN_KEYS", "SAME_SERVER_KEYS", "check_label_server", "dataset_sha256", "identity_change",
+__all__ = ["SAME_RUN_KEYS", "SAME_SERVER_KEYS", "check_label_server", "identity_change",
            "process_start", "run_identity", "server_identity"]
 
 SAME_SERVER_KEYS = ("url", "engine", "model")
 SAME_RUN_KEYS = (("server", "url"), ("server", "engine"), ("server", "model"), ("server", "kv_capacity_tokens"),
-                 ("dataset_sha256",), ("config_sha256",), ("outputs",), ("tool_call_max_tokens",))
+                 ("dataset_sha256",), ("config_sha256",), ("outputs",), ("tool_call_max_tokens",), ("reset",))
 # how a changed key reads in the line that says why a run is done again
 _CHANGES = {"url": "another server URL", "engine": "another engine", "model": "another model",
             "kv_capacity_tokens": "another KV capacity", "dataset_sha256": "the dataset changed",
             "config_sha256": "the config changed", "outputs": "another outputs mode",
-            "tool_call_max_tokens": "another tool-call max_tokens mode"}
+            "tool_call_max_tokens": "another tool-call max_tokens mode",
+            "reset": "the cache was reset between runs in one and not the other (--no-reset)"}
 
 
 def server_identity(server: LiveServer, model: str, gpus: Optional[int] = None) -> dict:
@@ -52,24 +54,33 @@ def process_start(server: LiveServer) -> Optional[float]:
     return _process_start(_families(_metrics_or_empty(server)))
 
 
-def run_identity(server: dict, *, config_path: Path, run_config: dict) -> dict:
-    """The identity of one run: `server` (server_identity), the config's bytes and its dataset, and the replay modes
-    of `run_config` (the config as run, parsed)."""
+def run_identity(server: dict, *, config_path: Path, run_config: dict, reset: bool) -> dict:
+    """The identity of one run: `server` (server_identity), the config's bytes and its dataset (the manifest's sha256
+    and the workload it names), the replay modes of `run_config` (the config as run, parsed), and whether the cache
+    was reset before it."""
     replay = run_config["data"]["otel_trace_replay"]
     outputs, tool_calls = replay_modes_of(replay)
-    return {"server": server, "dataset_sha256": dataset_sha256(Path(replay["trace_directory"])),
-            "config_sha256": hashlib.sha256(Path(config_path).read_bytes()).hexdigest(),
-            "outputs": outputs, "tool_call_max_tokens": tool_calls}
+    manifest = _dataset_manifest(Path(replay["trace_directory"]))
+    return {"server": server, "dataset_sha256": None if manifest is None else hashlib.sha256(manifest).hexdigest(),
+            "workload": _workload(manifest), "config_sha256": hashlib.sha256(Path(config_path).read_bytes()).hexdigest(),
+            "outputs": outputs, "tool_call_max_tokens": tool_calls, "reset": reset}
 
 
-def dataset_sha256(trace_directory: Path) -> Optional[str]:
-    """The sha256 of the dataset's manifest.json (in the scenario's trace folder or the one above); None if none."""
+def _dataset_manifest(trace_directory: Path) -> Optional[bytes]:
     for folder in (Path(trace_directory), Path(trace_directory).parent):
         try:
-            return hashlib.sha256((folder / "manifest.json").read_bytes()).hexdigest()
+            return (folder / "manifest.json").read_bytes()
         except OSError:
             continue
     return None
+
+
+def _workload(manifest: Optional[bytes]) -> Optional[str]:
+    """The workload the dataset's manifest names (a shipped one's name, or a file's), for the report's setup."""
+    try:
+        return str(json.loads(manifest)["arguments"]["workload"])
+    except (TypeError, ValueError, KeyError):
+        return None
 
 
 def identity_change(previous: Optional[dict], now: dict) -> Optional[str]:
@@ -77,7 +88,9 @@ def identity_change(previous: Optional[dict], now: dict) -> Optional[str]:
     if not isinstance(previous, dict):
         return "it was run by an older fastgen"
     for path in SAME_RUN_KEYS:
-        if _get(previous, path) != _get(now, path):
+        before, after = _get(previous, path), _get(now, path)
+        # None is "not known" (a /metrics that failed once, a key an earlier format did not record): not a change
+        if before is not None and after is not None and before != after:
             return _CHANGES[path[-1]]
     return None
 

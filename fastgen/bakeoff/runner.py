@@ -157,7 +157,7 @@ def _run_one(config: ConfigRun, repeat: int, label_dir: Path, server: LiveServer
                            engine=server.engine.name, report_dir=partial, outputs=options.outputs,
                            tool_call_max_tokens=options.tool_call_max_tokens)
     identity = run_identity({**server_identity(server, model, options.gpus), **checked.record()},
-                            config_path=config.path, run_config=yaml.safe_load(text))
+                            config_path=config.path, run_config=yaml.safe_load(text), reset=options.reset)
     previous = read_run(folder)
     again = None
     if previous and previous.get("status") == "completed" and not options.rerun:

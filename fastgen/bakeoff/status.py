@@ -72,7 +72,7 @@ def read_counts(folder: Path) -> Optional[RunCounts]:
         return None
     counts = RunCounts(recorded=len(requests))
     errors: list[str] = []
-    for entry in sorted(requests, key=lambda e: float(e.get("start_time") or 0.0)):
+    for entry in sorted(requests, key=_start_time):
         error = entry.get("error")
         if error is None:
             continue
@@ -102,7 +102,7 @@ def judge_run(*, exit_code: int, counts: Optional[RunCounts], timeout_s: Optiona
         return "failed", "the server stopped answering during the run"
     if restarted:
         return "failed", f"the server restarted during the run ({restarted})"
-    if exit_code == 124:
+    if exit_code == 124 and timeout_s is not None:
         return "failed", f"stopped after --timeout {timeout_s:g} s"
     if exit_code != 0:
         return "failed", f"inference-perf exited with {exit_code}: {last_error(log)}"
@@ -137,6 +137,14 @@ def _exception_line(lines: list[str]) -> Optional[str]:
         if line.strip() and not line[0].isspace():
             return line
     return None
+
+
+def _start_time(entry: dict) -> float:
+    """A request's start, for the order its errors are listed in; 0 where inference-perf wrote none or no number."""
+    try:
+        return float(entry.get("start_time") or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _error_text(error) -> str:

@@ -36,12 +36,16 @@ class Side:
 
 
 def _by_repeat(runs: list[ConfigRun], keep: Callable[[RequestRecord], bool]) -> list[list[RequestRecord]]:
-    """Requests grouped by repeat index, pooled over the configs (repeat K of each config together)."""
-    groups: dict[int, list[RequestRecord]] = {}
-    for run in runs:
-        for repeat in run.repeats:
-            groups.setdefault(repeat.index, []).extend(r for r in repeat.requests if keep(r))
-    return [groups[k] for k in sorted(groups)]
+    """Requests grouped by repeat index, pooled over the configs (repeat K of each config together). Only the repeat
+    indices that every config with such requests has: a repeat K that some configs lack would weigh the others alone
+    (a median over repeats then leans to the configs that ran more often)."""
+    per_run = [{repeat.index: [r for r in repeat.requests if keep(r)] for repeat in run.repeats} for run in runs]
+    per_run = [{k: found for k, found in groups.items() if found} for groups in per_run]
+    per_run = [groups for groups in per_run if groups]
+    if not per_run:
+        return []
+    common = set.intersection(*(set(groups) for groups in per_run))
+    return [[r for groups in per_run for r in groups[k]] for k in sorted(common)]
 
 
 @dataclass(frozen=True)

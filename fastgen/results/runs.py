@@ -20,6 +20,7 @@ from typing import Optional
 
 import yaml
 
+from ..bakeoff.identity import identity_change
 from ..bakeoff.runs import METRICS_FILE, RUN_CONFIG_FILE, RUN_FILE, read_run
 
 __all__ = ["ConfigRun", "Repeat", "RequestRecord", "SessionRecord", "read_runs"]
@@ -74,6 +75,7 @@ class Repeat:
     reset: dict = field(default_factory=dict)  # {"done", "verified", "how"}
     engine: Optional[str] = None
     seconds: Optional[float] = None
+    ended: Optional[float] = None  # epoch s, from run.json: which repeat is the newest
     errors: list[str] = field(default_factory=list)
     requests: list[RequestRecord] = field(default_factory=list)
     sessions: list[SessionRecord] = field(default_factory=list)
@@ -204,6 +206,7 @@ def read_runs(root: Path) -> tuple[dict[str, ConfigRun], list[str]]:
             repeat = _read_folder(by_index[index], max(index, 1), problems)
             if repeat is not None:
                 run.repeats.append(repeat)
+        run.repeats = _same_runs(name, run.repeats, problems)
         if run.repeats:
             run.concurrency, run.session_rate = _stage(run.repeats[0].folder, problems)
             runs[name] = run
@@ -212,12 +215,32 @@ def read_runs(root: Path) -> tuple[dict[str, ConfigRun], list[str]]:
     return runs, problems
 
 
+def _same_runs(name: str, repeats: list[Repeat], problems: list[str]) -> list[Repeat]:
+    """The repeats that ran what the newest one ran: a repeat-K left from an earlier bakeoff with more repeats, whose
+    server, capacity, dataset, config or modes differ (bakeoff.identity's rules), is named and left out."""
+    recorded = [r for r in repeats if r.identity]
+    if not recorded:
+        return repeats
+    newest = max(recorded, key=lambda r: (r.ended or 0.0, r.index))
+    kept = []
+    for repeat in repeats:
+        change = identity_change(repeat.identity, newest.identity) if repeat.identity else None
+        if change is None:
+            kept.append(repeat)
+        else:
+            problems.append(f"{name} repeat {repeat.index} is left out: it is not the run the newest repeat "
+                            f"({newest.index}) is ({change}); run the bakeoff with --repeat {newest.index} or more "
+                            f"again to replace it")
+    return kept
+
+
 def _read_folder(folder: Path, index: int, problems: list[str]) -> Optional[Repeat]:
     record = read_run(folder)
     repeat = Repeat(index=int((record or {}).get("repeat") or index), folder=folder,
                     status=(record or {}).get("status") or "reports")
     if record:
         repeat.engine, repeat.seconds, repeat.reason = record.get("engine"), record.get("seconds"), record.get("reason")
+        repeat.ended = record.get("ended") if isinstance(record.get("ended"), (int, float)) else None
         repeat.identity = record.get("identity") if isinstance(record.get("identity"), dict) else {}
         reset = record.get("reset")
         repeat.reset = reset if isinstance(reset, dict) else {"done": reset, "verified": None, "how": None}

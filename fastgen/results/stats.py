@@ -27,7 +27,7 @@ from .runs import ConfigRun, Repeat, RequestRecord
 
 __all__ = ["BOOTSTRAP", "BOOTSTRAP_SEED", "Figure", "Measure", "P99_MIN_REQUESTS", "PERCENTILES", "Ratio", "Window",
            "counter_delta", "figure", "figure_ratio", "hit_percent", "hit_ratio", "in_window", "kv_tokens", "mean",
-           "output_tokens_per_s", "over_time", "peak", "per_gpu_hour", "percentile", "percentile_ms",
+           "output_tokens_per_s", "over_time", "peak", "peak_percent", "per_gpu_hour", "percentile", "percentile_ms",
            "prompt_tokens_sent", "ratio", "run_figure", "sessions_per_hour", "steady_window", "ttft_ms", "values_ms",
            "window_offsets", "window_output_tokens_per_s"]
 
@@ -195,6 +195,12 @@ def peak(repeat: Repeat | ConfigRun, values: Callable[[dict], Optional[float]]) 
     """The largest value of a sampled metric over a run, or None if it was never exported."""
     found = [v for v in (values(sample) for _, sample in repeat.samples) if v is not None]
     return max(found) if found else None
+
+
+def peak_percent(repeat: Repeat, usage: Callable[[dict], Optional[float]]) -> Optional[float]:
+    """Peak KV usage of one run in percent of its cache (a usage gauge that reads 0-1)."""
+    fraction = peak(repeat, usage)
+    return None if fraction is None else 100.0 * fraction
 
 
 def kv_tokens(repeat: Repeat, usage: Callable[[dict], Optional[float]]) -> Optional[float]:

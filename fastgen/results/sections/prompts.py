@@ -25,6 +25,14 @@ def _mode(pair: Pair, name: str) -> tuple[str, Optional[str]]:
     return (modes[0] or modes[1] or ["live"])[0], None
 
 
+def same_prompts(pair: Pair, name: str) -> tuple[str, list, object, bool]:
+    """(outputs mode, both sides' prompt tokens sent, their B/A, whether they are within the mode's tolerance)."""
+    mode, _ = _mode(pair, name)
+    sent = [prompt_tokens_sent(side.runs[name].repeats) for side in pair.sides]
+    share = figure_ratio(*sent)
+    return mode, sent, share, share.value is not None and abs(share.value - 1) <= TOLERANCE[mode]
+
+
 def build(pair: Pair) -> Optional[Section]:
     names = sorted(set(pair.a.runs) & set(pair.b.runs))
     if not names:
@@ -37,12 +45,10 @@ def build(pair: Pair) -> Optional[Section]:
                   "not record the mode. `NO`: the engines did different work; read that config's latencies with care.")
     section = Section("prompts", "Same prompts", intro=__doc__.split("\n\n")[0].replace("\n", " "), tables=[table])
     for name in names:
-        mode, problem = _mode(pair, name)
+        _, problem = _mode(pair, name)
         if problem:
             section.problems.append(problem)
-        sent = [prompt_tokens_sent(side.runs[name].repeats) for side in pair.sides]
-        share = figure_ratio(*sent)
-        same = share.value is not None and abs(share.value - 1) <= TOLERANCE[mode]
+        mode, sent, share, same = same_prompts(pair, name)
         table.rows.append([name, mode, *sent, share, 100 * TOLERANCE[mode], "yes" if same else "NO"])
         if not same:
             shown = "unknown" if share.value is None else f"{share.value:.3f}"

@@ -8,7 +8,7 @@ from typing import Optional
 
 from ..report import Pair, Section, Table
 from ..runs import RequestRecord
-from ..stats import hit_ratio, kv_tokens, peak, percentile_ms, ratio
+from ..stats import hit_ratio, kv_tokens, peak_percent, percentile_ms, ratio
 from .common import abr, engine_metric, output_tokens_table, status_cell
 
 SCENARIO = "scenario2"
@@ -63,9 +63,9 @@ def build(pair: Pair) -> Optional[Section]:
         triples = _role_triples(pair, [name])
         per_config.rows.append([name, _layout(a_requests), pair.a.runs[name].concurrency, status_cell(pair, name),
                                 *triples["root"], *triples["first"], *triples["later"]])
-        kv = [peak(side.runs[name], engine_metric(side.runs[name], "kv_usage")) for side in pair.sides]
+        kv = pair.run_triple(name, lambda r, run: peak_percent(r, engine_metric(run, "kv_usage")))[:2]
         cache.rows.append([name, *pair.triple(hit_ratio(), [name]), *pair.ceiling_cells([name]),
-                           *[None if v is None else 100 * v for v in kv],
+                           *kv,
                            *pair.run_triple(name, lambda r, run: kv_tokens(r, engine_metric(run, "kv_usage")))])
         layouts[_layout(a_requests)].append(name)
 

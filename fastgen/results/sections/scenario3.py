@@ -8,7 +8,7 @@ from typing import Optional
 
 from ..report import Pair, Plot, Section, Side, Table
 from ..runs import RequestRecord
-from ..stats import (counter_delta, figure, hit_ratio, kv_tokens, over_time, peak, percentile_ms, ratio,
+from ..stats import (counter_delta, figure, hit_ratio, kv_tokens, over_time, peak_percent, percentile_ms, ratio,
                      window_offsets)
 from .common import abr, engine_metric, output_tokens_table, status_cell, ttft_columns, ttft_triples
 
@@ -56,8 +56,8 @@ def build(pair: Pair) -> Optional[Section]:
         levels.setdefault(level, {})[layout] = name
         per_config.rows.append([name, layout, level, status_cell(pair, name), *pair.triple(hit_ratio(), [name]),
                                 *pair.ceiling_cells([name]), *ttft_triples(pair, [name])])
-        kv = [peak(s.runs[name], engine_metric(s.runs[name], "kv_usage")) for s in pair.sides]
-        row: list = [name, *[None if v is None else 100 * v for v in kv],
+        kv = pair.run_triple(name, lambda r, run: peak_percent(r, engine_metric(run, "kv_usage")))[:2]
+        row: list = [name, *kv,
                      *pair.run_triple(name, lambda r, run: kv_tokens(r, engine_metric(run, "kv_usage")))]
         for quantity in ("preemptions", "evictions"):
             row += [pair.run_triple(name, lambda r, run, q=quantity: counter_delta(r, engine_metric(run, q)))[i]

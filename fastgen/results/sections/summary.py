@@ -1,7 +1,8 @@
 """The summary at the top: only the differences between A and B that survive the spread (their intervals do not
 overlap), the largest first, five lines at most; and says so when none does. It looks at each config's headline
 figures: hit %, TTFT p50 and p95 of the turns that stream text, output tok/s; left-out ratios (an incomplete run)
-do not count."""
+do not count, and neither do configs whose sides were not sent the same prompts (the same-prompts check): their
+figures compare different work."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Optional
 from ..report import Pair, Section
 from ..stats import Figure, Ratio, hit_ratio, output_tokens_per_s, percentile_ms
 from .common import content_turn
+from .prompts import same_prompts
 
 SCENARIO = None  # every scenario
 LINES = 5
@@ -32,7 +34,8 @@ def _line(pair: Pair, name: str, label: str, a: Figure, b: Figure, r: Ratio) -> 
 def build(pair: Pair) -> Optional[Section]:
     names = sorted(set(pair.a.runs) & set(pair.b.runs))
     found = []
-    for name in names:
+    different = [name for name in names if not same_prompts(pair, name)[3]]
+    for name in (n for n in names if n not in different):
         cells = [(label, pair.triple(measure, [name], keep)) for label, measure, keep in MEASURES]
         cells.append(("output tok/s", pair.run_triple(name, lambda r, _: output_tokens_per_s(r.requests))))
         for label, (a, b, r) in cells:
@@ -40,14 +43,18 @@ def build(pair: Pair) -> Optional[Section]:
                 found.append((-abs(math.log(r.value)), name, label, a, b, r))
     found.sort(key=lambda f: f[:3])
     section = Section("summary", "Summary")
-    if not found:
+    if not found and not different:
         section.findings.append(f"No difference between A ({pair.a.label}) and B ({pair.b.label}) survives the "
                                 f"spread: in every config's hit %, TTFT p50 and p95 (text turns) and output tok/s, "
                                 f"the two intervals overlap or one is missing (one run of a whole-run figure).")
         return section
-    shown = found if len(found) <= LINES else found[:LINES - 1]
+    room = LINES - bool(different)  # the left-out line is the last one, never cut
+    shown = found if len(found) <= room else found[:room - 1]
     section.findings += [_line(pair, *f[1:]) for f in shown]
     if len(found) > len(shown):
         section.findings.append(f"and {len(found) - len(shown)} more differences that survive the spread, in the "
                                 f"tables below (B/A without ~).")
+    if different:
+        section.findings.append(f"Left out: {', '.join(different)}, whose sides were not sent the same prompts (see "
+                                f"Same prompts).")
     return section
