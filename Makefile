@@ -7,7 +7,8 @@ FASTGEN_ARGS ?=
 BENCH_ARGS ?=
 E2E_ARGS ?=
 
-.PHONY: traces test validate realism golden check-golden bench e2e e2e-vllm e2e-aiperf env env-all clean
+.PHONY: traces test validate realism golden check-golden bench e2e e2e-vllm e2e-sglang e2e-pair e2e-aiperf env env-all \
+	clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +67,17 @@ e2e: env-all
 e2e-vllm: env-all
 	$(BIN)/python -m e2e.bakeoff_vllm
 
+# fastgen bakeoff against a real SGLang on the CPU, checked against SGLang's own counters (e2e/bakeoff_sglang.py).
+# Installs SGLang 0.5.23 and its two CPU stand-ins into .e2e-sglang/venv (Python 3.11) on first use: about 3.5 minutes,
+# 2.8 GB; FASTGEN_SGLANG_VENV=DIR uses another.
+e2e-sglang: env-all
+	$(BIN)/python -m e2e.bakeoff_sglang
+
+# vLLM against SGLang, both real (1 GiB of KV each), then fastgen compare (e2e/bakeoff_pair.py); installs either engine
+# on first use, as e2e-vllm and e2e-sglang do (FASTGEN_VLLM_VENV, FASTGEN_SGLANG_VENV).
+e2e-pair: env-all
+	$(BIN)/python -m e2e.bakeoff_pair
+
 # fastgen analyze --definition aiperf against AIPerf 0.13.0's own analyze-trace on fastgen's Mooncake export
 # (tests/test_e2e_aiperf.py). Installs aiperf into .e2e-aiperf/venv on first use: about 100 s, 1.2 GB.
 e2e-aiperf: env-all
@@ -73,4 +85,4 @@ e2e-aiperf: env-all
 	FASTGEN_AIPERF_VENV=.e2e-aiperf/venv $(BIN)/python -m pytest -q tests/test_e2e_aiperf.py
 
 clean:
-	rm -rf traces build *.egg-info .e2e .e2e-bakeoff .e2e-vllm .e2e-aiperf
+	rm -rf traces build *.egg-info .e2e .e2e-bakeoff .e2e-vllm .e2e-sglang .e2e-pair .e2e-aiperf

