@@ -7,8 +7,8 @@ FASTGEN_ARGS ?=
 BENCH_ARGS ?=
 E2E_ARGS ?=
 
-.PHONY: traces test validate realism golden check-golden bench e2e e2e-vllm e2e-sglang e2e-pair e2e-aiperf env env-all \
-	clean
+.PHONY: traces test test-slow lint validate realism golden check-golden bench e2e e2e-vllm e2e-sglang e2e-pair e2e-capacity e2e-aiperf env env-all \
+	docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +23,19 @@ env-all: $(BIN)/python
 traces: env
 	$(BIN)/fastgen --tokenizer builtin --workers $(WORKERS) --output-dir traces --config-dir configs $(FASTGEN_ARGS)
 
+# The fast tests on two processes; the slow ones (tests/conftest.py SLOW_TESTS: inference-perf replays against fake
+# engines, the native benchmark) one at a time, as their own step, where the load on the machine is only theirs.
 test: env-all
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+
+test-slow: env-all
+	$(BIN)/python -m pytest -q -m slow
+
+# ruff's rules and formatting, then mypy (their settings: pyproject.toml; the same hooks: .pre-commit-config.yaml)
+lint: env-all
+	$(BIN)/ruff check fastgen native_bench e2e tests
+	$(BIN)/ruff format --check fastgen native_bench e2e tests
+	$(BIN)/mypy
 
 validate: env-all
 	$(BIN)/fastgen validate traces --workers $(WORKERS)
@@ -78,11 +89,21 @@ e2e-sglang: env-all
 e2e-pair: env-all
 	$(BIN)/python -m e2e.bakeoff_pair
 
+# analyze's prediction at capacity against a real vLLM and a real SGLang, each with a KV cache too small for
+# scenario 3's noisy layout, three repeats each (e2e/capacity.py): a measurement (about 20 minutes), not in CI
+e2e-capacity: env-all
+	$(BIN)/python -m e2e.capacity
+
 # fastgen analyze --definition aiperf against AIPerf 0.13.0's own analyze-trace on fastgen's Mooncake export
 # (tests/test_e2e_aiperf.py). Installs aiperf into .e2e-aiperf/venv on first use: about 100 s, 1.2 GB.
 e2e-aiperf: env-all
 	$(BIN)/python -m e2e.aiperf --venv .e2e-aiperf/venv
 	FASTGEN_AIPERF_VENV=.e2e-aiperf/venv $(BIN)/python -m pytest -q tests/test_e2e_aiperf.py
+
+# The documentation site (mkdocs.yml, docs/) into build/site; --strict: a broken link or a page missing from the nav fails.
+docs: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[docs]'
+	$(BIN)/mkdocs build --strict --site-dir build/site
 
 clean:
 	rm -rf traces build *.egg-info .e2e .e2e-bakeoff .e2e-vllm .e2e-sglang .e2e-pair .e2e-aiperf

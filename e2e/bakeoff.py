@@ -75,6 +75,7 @@ class FakeEngineProcess:
         if kv_capacity is not None:
             command += ["--kv-capacity", str(kv_capacity)]
         self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
+        assert self._proc.stdout is not None  # stdout=PIPE
         line = self._proc.stdout.readline().strip()
         if not line.isdigit():
             self.stop()
@@ -130,7 +131,7 @@ def is_probe(entry: dict) -> bool:
 
 
 def _usage_pairs(entries: list[dict]) -> Counter:
-    pairs = Counter()
+    pairs: Counter[tuple[int, int]] = Counter()
     for e in entries:
         if e.get("status") == 200:
             usage = e["response"]["usage"]
@@ -153,7 +154,7 @@ def check_bakeoff(workdir: Path, configs: list[str], logs: dict[str, list[dict]]
     report = json.loads((workdir / "report" / "report.json").read_text())
     runs_table = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
     report_hits = {row["config"]: (_value(row["hit % A"]), _value(row["hit % B"])) for row in _rows(runs_table)}
-    measured: dict[str, list[float]] = {}
+    measured: dict[str, list[Optional[float]]] = {}
     for side, spec in enumerate(ENGINES):
         runs, problems = read_runs(workdir / "reports" / spec.label)
         failures += [f"{spec.label}: {p}" for p in problems]
@@ -170,6 +171,7 @@ def check_bakeoff(workdir: Path, configs: list[str], logs: dict[str, list[dict]]
             if run is None or run.status != "completed":
                 failures.append(f"{spec.label} {name}: not completed ({run.status if run else 'missing'})")
                 continue
+            assert repeat is not None  # the config ran: `order` has its repeats
             logged = _usage_pairs(part)
             read = Counter((r.prompt_tokens, r.cached_tokens) for r in repeat.requests)
             if logged != read:
@@ -270,20 +272,21 @@ def _misses_cost_time(workdir: Path, report: dict) -> list[str]:
         where = f"{cells['config']}" + (f" turn {cells['turn']}" if "turn" in cells else "")
         charges = []
         for spec in ENGINES:
-            run = requests[spec.label].get(cells["config"])
+            found = requests[spec.label].get(cells["config"])
             # as the report's figure: each repeat's median, then the median over repeats
             medians = [statistics.median(_charge_ms(r) for r in chosen) for chosen in (
                 [r for r in repeat.requests if r.ttft is not None and not r.failed
-                 and ("turn" not in cells or r.turn == cells["turn"])] for repeat in (run.repeats if run else []))
+                 and ("turn" not in cells or r.turn == cells["turn"])] for repeat in (found.repeats if found else []))
                 if chosen]
             charges.append(statistics.median(medians) if medians else None)
         shown = _value(cells["TTFT p50 ms B"])
-        if None in charges or not charges[1] > charges[0]:
+        big_charge, small_charge = charges  # ENGINES: the big cache, then the small one
+        if big_charge is None or small_charge is None or not small_charge > big_charge:
             failures.append(f"{where}: the small cache hits {small:.1f} % against {big:.1f} %, but its median "
-                            f"prefill charge {charges[1]} ms is not above the big one's {charges[0]} ms")
-        elif shown is None or shown < charges[1] - 1e-3:
+                            f"prefill charge {small_charge} ms is not above the big one's {big_charge} ms")
+        elif shown is None or shown < small_charge - 1e-3:
             failures.append(f"{where}: the small cache's median TTFT in the report ({shown} ms) is below its median "
-                            f"prefill charge ({charges[1]:.2f} ms): the report's TTFT is not the engine's")
+                            f"prefill charge ({small_charge:.2f} ms): the report's TTFT is not the engine's")
     if not compared:
         failures.append(f"no config or turn where the small cache hits {MISS_GAP_POINTS:g} points less; the pair "
                         "shows nothing")

@@ -39,7 +39,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from fastgen.results import read_runs
 
@@ -103,16 +103,16 @@ def largest_request(traces: Path) -> int:
                for path in traces.glob("scenario*/session_*.json") for span in json.loads(path.read_bytes())["spans"])
 
 
-def _answered_calls(folder: Path) -> dict[tuple[str, int], tuple[list[str], Optional[int]]]:
+def _answered_calls(folder: Path) -> dict[tuple[str, int], tuple[list[Optional[str]], Optional[int]]]:
     """(session id, turn) -> (the tool names of each tool-call turn's streamed answer, its completion tokens), from
     inference-perf's per-request record (info.output_message, which it assembles from the tool_calls deltas)."""
-    found = {}
+    found: dict[tuple[str, int], tuple[list[Optional[str]], Optional[int]]] = {}  # a name may be missing
     for entry in json.loads((folder / PER_REQUEST).read_text()):
-        info = entry.get("info") or {}
-        labels = info.get("labels") or {}
+        info: dict[str, Any] = entry.get("info") or {}
+        labels: Any = info.get("labels") or {}  # JSON: the values are what inference-perf wrote
         if labels.get("turn_kind") != "tool_call":
             continue
-        calls = (info.get("output_message") or {}).get("tool_calls") or []
+        calls: list[Any] = (info.get("output_message") or {}).get("tool_calls") or []
         usage = (info.get("response_metrics") or {}).get("server_usage") or {}
         found[(labels.get("session"), int(labels.get("turn")))] = (
             [(c.get("function") or {}).get("name") for c in calls], usage.get("completion_tokens"))
@@ -149,14 +149,15 @@ def start_sglang(python: Path, model: Path, workdir: Path, label: str, max_total
                         log=workdir / "logs" / f"{label}.log")
 
 
-def run_bakeoff(url: str, label: str, workdir: Path, repeats: int) -> list[str]:
-    """`fastgen bakeoff` of CONFIGS against `url` into workdir/reports/label, recorded outputs; its failure, if any."""
+def run_bakeoff(url: str, label: str, workdir: Path, repeats: int, modes: tuple[str, ...] = MODES) -> list[str]:
+    """`fastgen bakeoff` of CONFIGS against `url` into workdir/reports/label, recorded outputs (and `modes`); its
+    failure, if any."""
     begun = time.monotonic()
     result = fastgen_command("bakeoff", "--url", url, "--label", label, "--config-dir", str(workdir / "configs"),
                              "--out", str(workdir / "reports"), "--scrape-interval", "1", "--timeout",
-                             str(BAKEOFF_TIMEOUT_S), "--rerun", "--repeat", str(repeats), *MODES, "--configs",
+                             str(BAKEOFF_TIMEOUT_S), "--rerun", "--repeat", str(repeats), *modes, "--configs",
                              *CONFIGS, timeout_s=3600)
-    print(f"{label}: fastgen bakeoff --repeat {repeats} {' '.join(MODES)}: exit {result.returncode}, "
+    print(f"{label}: fastgen bakeoff --repeat {repeats} {' '.join(modes)}: exit {result.returncode}, "
           f"{time.monotonic() - begun:.0f} s", flush=True)
     if result.returncode != 0:
         return [f"{label}: fastgen bakeoff exited {result.returncode}: {result.stdout[-600:]} "
@@ -164,8 +165,10 @@ def run_bakeoff(url: str, label: str, workdir: Path, repeats: int) -> list[str]:
     return []
 
 
-def check_sglang_runs(workdir: Path, label: str, configs=CONFIGS) -> list[str]:
-    """The module docstring's checks on every run of workdir/reports/label; one summary line per run."""
+def check_sglang_runs(workdir: Path, label: str, configs=CONFIGS, *, forced: bool = True) -> list[str]:
+    """The module docstring's checks on every run of workdir/reports/label; one summary line per run. Without
+    `forced` (runs with --tool-choice as_recorded) every prompt is the recorded one instead of the forced-mode
+    shortfalls, and there are no forced tool calls to check."""
     runs, problems = read_runs(workdir / "reports" / label)
     failures = [f"{label}: {p}" for p in problems]
     recorded = _recorded_inputs(workdir / "traces")
@@ -176,11 +179,11 @@ def check_sglang_runs(workdir: Path, label: str, configs=CONFIGS) -> list[str]:
             continue
         for repeat in runs[name].repeats:
             where = f"{label} {name} repeat {repeat.index}"
-            failures += _check_repeat(where, repeat, recorded, tool_calls)
+            failures += _check_repeat(where, repeat, recorded, tool_calls if forced else None)
     return failures
 
 
-def _check_repeat(where: str, repeat, recorded: dict, tool_calls: dict) -> list[str]:
+def _check_repeat(where: str, repeat, recorded: dict, tool_calls: Optional[dict]) -> list[str]:
     failures = []
     if repeat.status != "completed":
         failures.append(f"{where}: {repeat.status} ({repeat.reason})")
@@ -211,6 +214,16 @@ def _check_repeat(where: str, repeat, recorded: dict, tool_calls: dict) -> list[
         max(times) >= max(s.end for s in sessions)
     if not covered:
         failures.append(f"{where}: the metrics samples ({len(times)}) do not cover the sessions' span")
+    if tool_calls is None:  # no tool_choice sent: SGLang renders every tool, so every prompt is the recorded one
+        off = [r for r in requests if r.prompt_tokens != recorded.get((r.session, r.turn))]
+        failures += [f"{where}: {r.session} turn {r.turn}: {r.prompt_tokens} prompt tokens, "
+                     f"{recorded.get((r.session, r.turn))} recorded" for r in off[:5]]
+        print(f"{where}: {repeat.status}, {len(requests)} requests, {repeat.seconds} s; hit "
+              f"{_hit_percent([(r.prompt_tokens, r.cached_tokens or 0) for r in requests]):.2f} % "
+              f"({pooled[0]}/{pooled[1]}), SGLang's counters {counters}; first wave {len(wave)}, the coldest "
+              f"{coldest} cached; reset verified {reset.get('verified')}; {len(times)} samples; prompts as recorded: "
+              f"{len(requests) - len(off)} of {len(requests)}", flush=True)
+        return failures
     named, cut, tool_problems = _check_tool_names(_answered_calls(repeat.folder), tool_calls)
     failures += [f"{where}: {p}" for p in tool_problems[:5]]
     if cut and not named:

@@ -29,7 +29,7 @@ import os
 import statistics
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from fastgen.analysis.analyze import Corpus, config_targets, predict
 from fastgen.analysis.cache import BlockCache
@@ -62,7 +62,7 @@ TOLERANCE_POINTS = 0.5  # measured: equal to 0.01 point (vLLM counts the same us
 FIRST_TURN_TOLERANCE_POINTS = 0.5
 SIMULTANEOUS_START = {"scenario1/c10"}  # every session starts at once: first-turn sharing is vLLM's step timing
 LATER_TURNS_TOLERANCE_POINTS = {"scenario1/c10": 0.5, "scenario2/c10_sync": 0.5, "scenario3/c100_noisy": 0.5}
-SERVERS = (("vllm-1gib", {"kv_cache_gib": 1}), ("vllm-small", {"kv_cache_gib": 1, "num_blocks": SMALL_BLOCKS}))
+SERVERS: tuple[tuple[str, dict[str, Any]], ...] = (("vllm-1gib", {"kv_cache_gib": 1}), ("vllm-small", {"kv_cache_gib": 1, "num_blocks": SMALL_BLOCKS}))
 
 
 def _first_requests_cached(run_dir: Path, name: str) -> list[Optional[int]]:
@@ -83,9 +83,15 @@ def _vllm_hit_percent(metrics: Path) -> Optional[float]:
     return 100.0 * hits / queries if queries else None
 
 
-def _hit_percent(pairs: list[tuple[int, int]]) -> Optional[float]:
-    prompt = sum(p for p, _ in pairs)
-    return 100.0 * sum(c for _, c in pairs) / prompt if prompt else None
+def _median_of_all(values: list[Optional[float]]) -> Optional[float]:
+    """The median, or None where there is no value or one is missing."""
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known and len(known) == len(values) else None
+
+
+def _hit_percent(pairs: list[tuple[Optional[int], Optional[int]]]) -> Optional[float]:
+    prompt = sum(p or 0 for p, _ in pairs)  # (the callers leave out requests without usage)
+    return 100.0 * sum(c or 0 for _, c in pairs) / prompt if prompt else None
 
 
 def _recorded_inputs(traces: Path) -> dict[tuple[str, int], int]:
@@ -157,7 +163,7 @@ def _near_the_prediction(workdir: Path) -> list[str]:
     predicted = {c["config"]: c for c in json.loads((workdir / "analysis.json").read_text())["configs"]}
     runs, _ = read_runs(workdir / "reports" / SERVERS[0][0])
     failures = []
-    for name, repeat in ((name, repeat) for name in CONFIGS for repeat in runs[name].repeats):
+    for name, repeat in ((config, r) for config in CONFIGS for r in runs[config].repeats):
         by_turn = predicted[name]["by_turn"]
         first = min(by_turn, key=int)
         requests = [r for r in repeat.requests if r.prompt_tokens is not None and r.cached_tokens is not None]
@@ -171,6 +177,9 @@ def _near_the_prediction(workdir: Path) -> list[str]:
         predicted_first = by_turn[first]["hit_percent_infinite"]
         predicted_later, carried = _carried_prediction(requests, _predicted_requests(workdir, name))
         whole = _hit_percent([(r.prompt_tokens, r.cached_tokens) for r in requests])
+        if measured_first is None or measured_later is None or whole is None:  # else the lines below fail on None
+            failures.append(f"{name}: the first or the later turns report no prompt tokens")
+            continue
         print(f"{SERVERS[0][0]} {name} repeat {repeat.index}: measured {whole:.2f} %, analyze predicted "
               f"{predicted[name]['hit_percent_infinite']:.2f} % (block size 32, unbounded); first turns "
               f"{measured_first:.2f} against {predicted_first:.2f}, later turns {measured_later:.2f} against "
@@ -262,10 +271,10 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
                     failures.append(f"{label} {name} repeat {repeat.index}: reset {reset!r}, not a verified "
                                     f"POST /reset_prefix_cache")
                 own.append(_vllm_hit_percent(repeat.folder / "metrics.jsonl"))
-            own = None if not own or None in own else statistics.median(own)
-            print(f"{label} {name}: report hit {shown} %, vLLM's counters {own if own is None else round(own, 2)} %")
-            if own is None or shown is None or abs(own - shown) > TOLERANCE_POINTS:
-                failures.append(f"{label} {name}: report hit % {shown}, vLLM's own counters {own}")
+            hit = _median_of_all(own)
+            print(f"{label} {name}: report hit {shown} %, vLLM's counters {hit if hit is None else round(hit, 2)} %")
+            if hit is None or shown is None or abs(hit - shown) > TOLERANCE_POINTS:
+                failures.append(f"{label} {name}: report hit % {shown}, vLLM's own counters {hit}")
     failures += _same_prompts(report)
     failures += _near_the_prediction(workdir)
     failures += _prompts_count_as_recorded(workdir)

@@ -192,8 +192,10 @@ class EngineServer:
         return self.base_url
 
     def _wait_ready(self, launched: float) -> None:
+        process = self.process
+        assert process is not None  # start launched it
         while True:
-            code = self.process.poll()
+            code = process.poll()
             if code is not None:
                 raise RuntimeError(f"{self.ENGINE} exited with code {code} before serving: {self.root_cause()}\n"
                                    f"{self.log}:\n{self.log_tail()}")

@@ -78,7 +78,7 @@ class EngineState:
         """Count a chat request; whether it is one fail_every answers with HTTP 500."""
         self.received += 1
         every = self.profile.fail_every
-        return bool(every) and self.received % every == 0
+        return every is not None and every != 0 and self.received % every == 0
 
     def maybe_restart(self) -> None:
         """After restart_after answered requests, once: what a restarted engine shows (a new process start, an empty

@@ -104,9 +104,8 @@ class FakeModel:
             raise ValueError("'messages' must be a non-empty list")
         tool = _forced_tool(body.get("tool_choice"), tools)  # first: a refused request must not fill the cache
         if self.ignore_tool_choice and tool is not None and isinstance(body.get("tool_choice"), dict):
-            tool = next((t for t in tools if t is not tool), tool)  # another tool's name, where there is another
+            tool = next((t for t in tools or () if t is not tool), tool)  # another tool's name, where there is another
         ids = self.prompt_ids(messages, tools)
-        cached, hold = self.cache.lookup_and_insert(ids)
         recorded = self.recorded.get(request_key(body))
         if recorded is not None:
             message = recorded
@@ -128,6 +127,8 @@ class FakeModel:
             message = {"role": "assistant", "content": text}
             completion = len(pieces) if self.additive else self.count(text)
             reason = "length" if completion == _max_tokens(body) else "stop"
+        # the answer's tokens take room in the cache while it is generated, as analyze models (cache.py)
+        cached, hold = self.cache.lookup_and_insert(ids, completion)
         usage = {
             "prompt_tokens": len(ids),
             "completion_tokens": completion,
@@ -172,7 +173,7 @@ def _forced_tool(choice: Any, tools: Optional[list[dict]]) -> Optional[dict]:
 
 def _arguments(parameters: dict) -> dict:
     # Small, valid arguments for the required parameters: enough for the replay to carry a real tool call forward.
-    kinds = {"integer": 1, "number": 1, "boolean": True, "array": [], "object": {}}
+    kinds: dict[str | None, object] = {"integer": 1, "number": 1, "boolean": True, "array": [], "object": {}}
     props = parameters.get("properties") or {}
     return {name: kinds.get((props.get(name) or {}).get("type"), "e2e") for name in parameters.get("required") or []}
 

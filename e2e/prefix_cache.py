@@ -27,11 +27,12 @@ class PrefixCache:
         self._blocks = BlockIds()
         self.queries = self.hits = 0  # tokens looked up, tokens found
 
-    def lookup_and_insert(self, ids: Sequence[int]) -> tuple[int, Admission]:
-        """(tokens of `ids` already cached, the request's hold on its blocks until `release`)."""
+    def lookup_and_insert(self, ids: Sequence[int], output_tokens: int = 0) -> tuple[int, Admission]:
+        """(tokens of `ids` already cached, the request's hold on its blocks and on room for its `output_tokens`
+        until `release`)."""
         blocks = self._blocks.of(block_hashes(np.asarray(ids, dtype=np.uint32), self.block_size))
         cached, hold = self._cache.admit(blocks, len(ids))
-        self._cache.publish(hold)
+        self._cache.publish(hold, output_tokens)
         self.queries += len(ids)
         self.hits += cached
         return cached, hold

@@ -107,7 +107,7 @@ def check_pytest_log(log: str, report: Report, where: str) -> tuple[set[str], se
         report.check(pcts == sorted(pcts) and pcts[-1] == 100 and pcts.count(100) == 1,
                      "progress rises to 100% once", where)
     failures = _FAILURE.findall(log)
-    for name, _fixture, call, expected, got, expected_e, got_where, call_where, _file, _line in failures:
+    for _name, _fixture, call, expected, got, expected_e, got_where, call_where, _file, _line in failures:
         report.check(expected == expected_e and got == got_where and call == call_where and got != expected,
                      "failure's assert, E and where lines agree", where)
     failed = {(f, n) for f, n, _, _ in _FAILED.findall(log)}
@@ -115,7 +115,7 @@ def check_pytest_log(log: str, report: Report, where: str) -> tuple[set[str], se
         report.check(len(failed) == said.get("failed", 0), "short summary names every failure", where)
     report.check({n for _, n in failed} >= {f[0] for f in failures}, "every failure shown is in the short summary",
                  where)
-    for f, n, got, expected in _FAILED.findall(log):
+    for _f, n, got, expected in _FAILED.findall(log):
         shown = [x for x in failures if x[0] == n]
         report.check(all(x[4] == got and x[3] == expected for x in shown), "short summary repeats the values", where)
     passed = _PASSED.findall(log)
@@ -158,8 +158,8 @@ def check_patches(messages: list[dict], report: Report, where: str) -> None:
         report.check(_compiles(after), "the patched file compiles", where)
         files[path] = after
         lines = diff.splitlines()[2:]
-        stats = (path, sum(l.startswith("@@") for l in lines), sum(l.startswith("+") for l in lines),
-                 sum(l.startswith("-") for l in lines))
+        stats = (path, sum(line.startswith("@@") for line in lines), sum(line.startswith("+") for line in lines),
+                 sum(line.startswith("-") for line in lines))
         report.check(answer is not None and (answer.group(1), *map(int, answer.groups()[1:])) == stats,
                      "the tool's answer reports the diff's hunks and lines", where)
 
@@ -203,7 +203,7 @@ def check_text(text: str, report: Report, where: str, *, assistant: bool) -> Non
     if steps:
         report.check(steps == list(range(1, len(steps) + 1)), "numbered steps count 1, 2, 3", where)
     if assistant:
-        lines = [l for l in text.splitlines() if l.strip()]
+        lines = [line for line in text.splitlines() if line.strip()]
         report.check(all(a != b for a, b in zip(lines, lines[1:])), "no line said twice in a row", where)
         report.sentences.update(s.strip() for s in _SENTENCE.findall(text) if len(s.split()) >= 4)
 

@@ -137,7 +137,8 @@ def _line(o: Outcome) -> str:
 
 
 def summary_table(outcomes: list[Outcome]) -> str:
-    rows = [("config", "traces", "requests", "sessions", "hit % server", "hit % report", "seconds", "result")]
+    rows: list[tuple] = [("config", "traces", "requests", "sessions", "hit % server", "hit % report", "seconds",
+                          "result")]
     rows += [(o.config, o.trace_dir, o.requests, o.sessions, _pct(o.server_hit), _pct(o.report_hit),
               f"{o.seconds:.1f}", "ok" if o.ok else "FAILED") for o in outcomes]
     widths = [max(len(str(r[c])) for r in rows) for c in range(len(rows[0]))]

@@ -158,7 +158,8 @@ class VllmServer(EngineServer):
         path = "/reset_prefix_cache" + ("?reset_running_requests=true" if reset_running_requests else "")
         status, body = self.post(path, timeout=60)
         if status != 200:
-            raise RuntimeError(f"POST /reset_prefix_cache answered {status} (no VLLM_SERVER_DEV_MODE?): {body[:300]}")
+            raise RuntimeError(f"POST /reset_prefix_cache answered {status} (no VLLM_SERVER_DEV_MODE?): "
+                               f"{body[:300].decode(errors='replace')}")
         return bool(json.loads(body).get("success"))
 
 

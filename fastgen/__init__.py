@@ -10,7 +10,7 @@ imports numpy, tokenizers and the generator only inside its error handling, wher
 
 from importlib import import_module
 
-from .version import __version__
+from .version import __version__ as __version__  # re-exported: __all__ is built at run time
 
 # public name -> the module that defines it
 _EXPORTS = {
@@ -21,6 +21,7 @@ _EXPORTS = {
     "ValidationError": "errors",
     "WorkloadError": "errors",
     "ServerError": "errors",
+    "MissingExtraError": "errors",
     "Scenario": "scenarios",
     "default_spec": "scenarios",
     "register": "scenarios",

@@ -20,10 +20,22 @@ the same seed keeps giving the same bytes; a server renders its own day, which m
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
+from pathlib import Path
 from typing import Optional, Sequence
 
-__all__ = ["ChatTemplate", "FrozenJSON", "server_message", "server_messages", "template_source"]
+from .errors import TokenizerError
+
+__all__ = ["ChatTemplate", "FrozenJSON", "read_template_file", "server_message", "server_messages",
+           "template_markers", "template_source", "template_origin"]
+
+# The file a tokenizer folder's own template lives in: servers (through transformers) and template_source pick it
+# before tokenizer_config.json's chat_template, so a template given with --chat-template is written under this name.
+TEMPLATE_FILE = "chat_template.jinja"
+# Literal special-token markers in a template's text (`<|im_start|>`, `<|eot_id|>`, `<tool_call>`): what a server's
+# tokenizer reads as one token each.
+_MARKER = re.compile(r"<\|[A-Za-z0-9_.-]+\|>|</?tool_call>")
 
 # The day `strftime_now` answers with (see the module docstring).
 FIXED_DATE = (2026, 6, 15)
@@ -97,8 +109,8 @@ def _token_text(value) -> Optional[str]:
 def template_source(files: dict[str, bytes], *, with_tools: bool) -> Optional[str]:
     """The template a server picks for a request: chat_template.jinja, else tokenizer_config.json's chat_template
     (a named list: "tool_use" when the request has tools and the list has one, else "default"); None if none."""
-    if "chat_template.jinja" in files:
-        return files["chat_template.jinja"].decode()
+    if TEMPLATE_FILE in files:
+        return files[TEMPLATE_FILE].decode()
     try:
         config = json.loads(files.get("tokenizer_config.json", b"{}"))
     except ValueError:
@@ -108,6 +120,44 @@ def template_source(files: dict[str, bytes], *, with_tools: bool) -> Optional[st
         named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
         template = named.get("tool_use") if with_tools and "tool_use" in named else named.get("default")
     return template if isinstance(template, str) and template else None
+
+
+def template_origin(files: dict[str, bytes]) -> Optional[str]:
+    """Where a tokenizer folder's template comes from, in words (None without one): the file template_source reads."""
+    if TEMPLATE_FILE in files:
+        return TEMPLATE_FILE
+    return "tokenizer_config.json" if template_source(files, with_tools=False) else None
+
+
+def template_markers(source: str) -> list[str]:
+    """The special-token markers a template writes as literal text, in order of first use."""
+    return list(dict.fromkeys(_MARKER.findall(source)))
+
+
+def read_template_file(path: Path) -> str:
+    """A Jinja chat template file's text (as vLLM's and SGLang's --chat-template take), checked to compile; a
+    TokenizerError naming the file and the fix otherwise."""
+    fix = "pass --chat-template a Jinja chat template file (e.g. the model's chat_template.jinja)"
+    try:
+        source = Path(path).read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise TokenizerError(f"chat template {path} does not exist; {fix}") from None
+    except IsADirectoryError:
+        raise TokenizerError(f"chat template {path} is a folder; {fix}") from None
+    except OSError as exc:
+        raise TokenizerError(f"chat template {path} cannot be read ({exc.strerror or exc}); {fix}") from None
+    except UnicodeDecodeError:
+        raise TokenizerError(f"chat template {path} is not UTF-8 text; {fix}") from None
+    if not source.strip():
+        raise TokenizerError(f"chat template {path} is empty; {fix}")
+    import jinja2
+
+    try:
+        _compiled(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise TokenizerError(f"chat template {path} is not valid Jinja (line {exc.lineno}: {exc.message}); fix "
+                             f"the template, or {fix}") from None
+    return source
 
 
 def _special_tokens(files: dict[str, bytes]) -> dict[str, str]:

@@ -20,7 +20,7 @@ from .spans import REPORT_LABELS
 from .spec import Spec
 
 __all__ = ["ConfigEntry", "ConfigOptions", "METRICS_TYPES", "OUTPUTS_MODES", "SERVER_TYPES",
-           "TOOL_CALL_MAX_TOKENS_MODES", "check_label", "config_layout", "render_configs", "replay_modes",
+           "TOOL_CALL_MAX_TOKENS_MODES", "TOOL_CHOICE_MODES", "check_label", "config_layout", "render_configs", "replay_modes",
            "report_section", "write_configs", "reports_root"]
 
 SERVER_TYPES = ("vllm", "sglang")
@@ -35,6 +35,12 @@ OUTPUTS_MODES = ("live", "recorded")
 # max_tokens of a forced tool-call turn: inference-perf's floor, max(4 x recorded, 4096), or the recorded length
 # (a model that never closes the call then stops at the recorded length instead of decoding up to 4096 tokens).
 TOOL_CALL_MAX_TOKENS_MODES = ("floor", "recorded")
+# tool_choice: forced (inference-perf's force_recorded: the recorded tool named on a single-call turn, "required" on
+# others, "none" on text turns) or as_recorded (none sent: the engine chooses). SGLang 0.5.23 renders no tools into the
+# prompt of a "none" turn and only the named tool into a forced one, vLLM all of them; with as_recorded both engines
+# render every tool, so they are sent the same prompts.
+TOOL_CHOICE_MODES = ("forced", "as_recorded")
+_TOOL_CHOICE_KEYS = {"forced": "force_recorded", "as_recorded": "as_recorded"}  # inference-perf's names
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class ConfigOptions:
     label: Optional[str] = None  # the reports' folder under reports/ (default: the server type)
     outputs: str = "live"  # OUTPUTS_MODES
     tool_call_max_tokens: str = "floor"  # TOOL_CALL_MAX_TOKENS_MODES
+    tool_choice: str = "forced"  # TOOL_CHOICE_MODES
 
 
 def config_layout(spec: Spec) -> list[ConfigEntry]:
@@ -79,6 +86,7 @@ def render_configs(
     label: Optional[str] = None,
     outputs: str = "live",
     tool_call_max_tokens: str = "floor",
+    tool_choice: str = "forced",
 ) -> dict[str, str]:
     """Relative config path -> YAML text. Paths are relative to each config's folder unless absolute_paths.
 
@@ -88,7 +96,7 @@ def render_configs(
         raise SpecError(f"server type {server_type!r} is not supported; use one of: {', '.join(SERVER_TYPES)}")
     if metrics not in METRICS_TYPES:
         raise SpecError(f"metrics type {metrics!r} is not supported; use one of: {', '.join(METRICS_TYPES)}")
-    replay = replay_modes(outputs, tool_call_max_tokens)
+    replay = replay_modes(outputs, tool_call_max_tokens, tool_choice)
     label = check_label(label or server_type)
     rendered = {}
     for entry in config_layout(spec):
@@ -115,7 +123,7 @@ def render_configs(
             replay=replay,
         )
         body = yaml.safe_dump(document, sort_keys=False, default_flow_style=False, allow_unicode=True)
-        rendered[entry.path] = _header(entry, absolute_paths, paths["report"], outputs) + body
+        rendered[entry.path] = _header(entry, absolute_paths, paths["report"], outputs, tool_choice) + body
     return rendered
 
 
@@ -130,7 +138,7 @@ def _document(
     prometheus_url: str,
     metrics: str,
     max_wait_ms: Optional[int],
-    replay: dict[str, bool],
+    replay: dict[str, object],
 ) -> dict:
     # Key order here is the order in the file: fixed, so regenerating gives identical bytes.
     return {
@@ -158,19 +166,22 @@ def report_section() -> dict:
     }
 
 
-def replay_modes(outputs: str, tool_call_max_tokens: str) -> dict[str, bool]:
-    """The otel_trace_replay keys of an outputs mode and a tool-call max_tokens mode (OUTPUTS_MODES,
-    TOOL_CALL_MAX_TOKENS_MODES)."""
+def replay_modes(outputs: str, tool_call_max_tokens: str, tool_choice: str = "forced") -> dict[str, object]:
+    """The otel_trace_replay keys of an outputs mode, a tool-call max_tokens mode and a tool_choice mode
+    (OUTPUTS_MODES, TOOL_CALL_MAX_TOKENS_MODES, TOOL_CHOICE_MODES)."""
     if outputs not in OUTPUTS_MODES:
         raise SpecError(f"outputs mode {outputs!r} is not known; use one of: {', '.join(OUTPUTS_MODES)}")
     if tool_call_max_tokens not in TOOL_CALL_MAX_TOKENS_MODES:
         raise SpecError(f"tool-call max_tokens mode {tool_call_max_tokens!r} is not known; use one of: "
                         f"{', '.join(TOOL_CALL_MAX_TOKENS_MODES)}")
+    if tool_choice not in TOOL_CHOICE_MODES:
+        raise SpecError(f"tool_choice mode {tool_choice!r} is not known; use one of: {', '.join(TOOL_CHOICE_MODES)}")
     return {"disable_output_substitution": outputs == "recorded",
-            "override_tool_call_max_tokens": tool_call_max_tokens == "floor"}
+            "override_tool_call_max_tokens": tool_call_max_tokens == "floor",
+            "tool_choice_mode": _TOOL_CHOICE_KEYS[tool_choice]}
 
 
-def _replay_section(trace_directory: str, max_wait_ms: Optional[int], replay: dict[str, bool]) -> dict:
+def _replay_section(trace_directory: str, max_wait_ms: Optional[int], replay: dict[str, object]) -> dict:
     # max_wait_ms caps each recorded think/tool gap the replay sleeps through (inference-perf's default, 15000, when
     # unset). Only quick functional runs (the e2e) lower it; it changes the load's timing, not what is sent.
     section: dict = {"trace_directory": trace_directory}
@@ -220,7 +231,7 @@ def _config_path(target: Path, config_dir: Path, absolute: bool) -> str:
     return Path(os.path.relpath(resolved, config_dir.resolve())).as_posix()
 
 
-def _header(entry: ConfigEntry, absolute: bool, report: str, outputs: str) -> str:
+def _header(entry: ConfigEntry, absolute: bool, report: str, outputs: str, tool_choice: str) -> str:
     # Nothing here depends on where the folders are: the same text is true wherever --config-dir points.
     name = PurePosixPath(entry.path).name
     if absolute:
@@ -238,6 +249,10 @@ def _header(entry: ConfigEntry, absolute: bool, report: str, outputs: str) -> st
         "# later turns carry each engine's own answers (fastgen --outputs live): prompts differ between engines from "
         "turn 2 on" if outputs == "live" else
         "# later turns carry the recorded answers (fastgen --outputs recorded): every engine replays the same prompts",
+        "# the recorded tool is forced by name, text turns send tool_choice none (fastgen --tool-choice forced): SGLang "
+        "renders only the named tool, or none, into those prompts, vLLM every tool" if tool_choice == "forced" else
+        "# no tool_choice is sent (fastgen --tool-choice as_recorded): every engine renders every tool into every prompt "
+        "and answers a tool-call turn as its model chooses",
     ]
     return "".join(line + "\n" for line in lines)
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from .blocks import CatalogStage, ScenarioBlocks, build_blocks, catalog_stage
 from .content.compose import Composer
 from .content.kinds import KINDS
-from .errors import SpecError
 from .pool_cache import PoolCache
 from .scenarios import in_spec, layouts, scenario_by_id
 from .prompt_tokens import PromptCount, TemplateCount, measured_margin, prompt_count
@@ -29,7 +28,7 @@ __all__ = ["Task", "directories", "files_per_task", "tasks", "DatasetBuilder", "
 # The independent pieces of DatasetBuilder.prepare(): one content pool per kind, one catalog stage per scenario.
 # Listed roughly slowest first (measured with the built-in tokenizer), so a pool of workers that takes them in order
 # ends on short ones; the order changes no byte of the output.
-Piece = tuple[str, object]
+Piece = tuple[str, Any]  # ("pool", kind: str) or ("stage", scenario id: int)
 _SLOWEST_POOLS_FIRST = ("code", "prose", "api_doc", "tree")
 
 
@@ -70,8 +69,7 @@ def check_fits(spec: Spec) -> None:
         for request in scenario.largest_requests(spec):
             over = spec.tokens_over_window(request.prompt_tokens, request.max_tokens, request.messages)
             if over > 0:
-                raise SpecError(f"{request.what} can need {over} tokens more than --max-model-len "
-                                f"{spec.max_model_len}; raise --max-model-len or lower the budgets (--budget-scale)")
+                raise spec.window_too_small(request.what, over, lower="the budgets (--budget-scale)")
 
 
 class DatasetBuilder:
@@ -105,6 +103,7 @@ class DatasetBuilder:
             else:
                 self._stages[key] = result
         for kind, pool in cached.items():
+            assert pool is not None  # one the cache lacked was built above
             self.composer.adopt_pool(kind, pool)
         if cache is not None:
             cache.trim()

@@ -39,6 +39,10 @@ class Engine:
     reset_wait_query: Optional[str] = None  # the reset's query parameter that makes the engine wait for idle itself
     tool_choice_fix: str = ""  # what makes the server hold a named tool_choice (answer the forced tool's name)
     metrics_flag: Optional[str] = None  # the flag that turns its /metrics on (None: always served)
+    # the --tool-call-parser fastgen's runs use with it (for Qwen-style models), and the markers it finds calls by:
+    # special tokens the served model's tokenizer must have
+    tool_parser: str = "hermes"
+    tool_parser_tokens: tuple[str, ...] = ("<tool_call>", "</tool_call>")
 
     def metric(self, sample: dict[str, float], quantity: str) -> Optional[float]:
         """The value of `quantity` in one sample of /metrics (sums over label sets), or None if not exported."""
@@ -103,6 +107,7 @@ SGLANG = Engine(
     tool_choice_fix="restart it with a --tool-call-parser that holds a named tool_choice (with SGLang 0.5.23, "
                     "qwen3_coder held it; hermes did not, even with SGLANG_TOOL_STRICT_LEVEL=2)",
     metrics_flag="--enable-metrics",
+    tool_parser="qwen3_coder",
 )
 
 ENGINES: dict[str, Engine] = {engine.name: engine for engine in (VLLM, SGLANG)}

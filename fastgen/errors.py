@@ -6,13 +6,14 @@
     ├── TokenizerError     a tokenizer that cannot be found or loaded
     ├── OutputError        an output folder that fastgen may not write into, or a failed write
     ├── ValidationError    inference-perf's graph (or a config) deviates from the scenario's shape
-    └── ServerError        a live server that cannot be reached, serves another model, or refuses a reset
+    ├── ServerError        a live server that cannot be reached, serves another model, or refuses a reset
+    └── MissingExtraError  a command whose optional extra (fastgen[validate], [bakeoff], [plots]) is not installed
 """
 
 from __future__ import annotations
 
 __all__ = ["FastgenError", "SpecError", "WorkloadError", "TokenizerError", "OutputError", "ValidationError",
-           "ServerError"]
+           "ServerError", "MissingExtraError"]
 
 
 class FastgenError(Exception):
@@ -41,3 +42,7 @@ class ValidationError(FastgenError):
 
 class ServerError(FastgenError):
     pass
+
+
+class MissingExtraError(FastgenError):
+    """Raised by fastgen.extras before any file is read: the message names the command, the extra and the pip line."""

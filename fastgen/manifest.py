@@ -66,7 +66,10 @@ def listed_record(path: str, entry: dict, manifest: Path) -> FileRecord:
     if HASH_NAME not in entry:
         raise OutputError(f"{manifest} lists {path} without an {HASH_NAME} hash (written by fastgen before 0.2); "
                           f"regenerate it: the dataset with fastgen, a golden manifest with `make golden`")
-    return FileRecord(path, entry.get("size"), entry[HASH_NAME], _listed_content(path, entry, manifest))
+    size = entry.get("size")
+    if not isinstance(size, int):  # else verify compared a size of None and failed with a TypeError
+        raise OutputError(f"{manifest} lists {path} without its size (size: {size!r}); regenerate it")
+    return FileRecord(path, size, entry[HASH_NAME], _listed_content(path, entry, manifest))
 
 
 def _listed_content(path: str, entry: dict, manifest: Path) -> tuple[int, str] | None:

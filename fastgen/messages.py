@@ -91,7 +91,10 @@ class Output:
 
     def as_history(self) -> Message:
         """The assistant message that carries this output into the next turn's input."""
-        return assistant_calls(self.calls) if self.calls else assistant_text(self.text)
+        if self.calls:
+            return assistant_calls(self.calls)
+        assert self.text is not None, "an output is a text or tool calls"
+        return assistant_text(self.text)
 
 
 @dataclass(frozen=True)

@@ -166,7 +166,7 @@ def generate(options: RunOptions, tokenizer: Tokenizer) -> list[FileRecord]:
     try:
         stagings.append(open_staging(options.output_dir, force=options.force,
                                      planned=_planned_traces(options, tokenizer)))
-        if rendered is not None:
+        if rendered is not None and options.config_dir is not None:  # rendered: there is a config_dir (_render)
             stagings.append(open_staging(options.config_dir, force=options.force, protect_edits=True,
                                          option="--config-dir", planned=(*rendered, MANIFEST_NAME)))
         traces = stagings[0]

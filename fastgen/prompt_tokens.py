@@ -45,7 +45,8 @@ _MARGIN_SLACK = 32
 
 
 class PromptCount(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...  # read-only: TemplateCount's is a property
 
     def input_tokens(self, plan: SessionPlan, turn: Turn) -> int: ...
 
@@ -92,7 +93,7 @@ class TemplateCount:
         return {"tokenizer": self.tokenizer, "template": self.template, "whole": self.whole}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["tokenizer"], state["template"], whole=state["whole"])
+        TemplateCount.__init__(self, state["tokenizer"], state["template"], whole=state["whole"])
 
     def input_tokens(self, plan: SessionPlan, turn: Turn) -> int:
         if self.whole:
@@ -179,13 +180,15 @@ class TemplateCount:
         """(head, its tokens, tail, its tokens, whether they are whole units) of a content, or None to keep it whole
         in the skeleton. A composed content's first and last parts where it has two or more (Message.ends: no
         tokenizer call); else its first and last pre-tokens, found by tokenizing around them."""
+        content = message.content
+        assert content is not None  # the callers pass messages with a content
         if message.ends is not None:
             head, head_tokens, tail, tail_tokens = message.ends
-            return None if len(head) + len(tail) > len(message.content) else (*message.ends, True)
+            return None if len(head) + len(tail) > len(content) else (*message.ends, True)
         # kept on the message (its counts are this tokenizer's already): a memo here would keep every message alive
         held = message.__dict__.get(_EDGES)
         if held is None:
-            held = message.__dict__[_EDGES] = (_edges(self.tokenizer, message.content),)
+            held = message.__dict__[_EDGES] = (_edges(self.tokenizer, content),)
         return held[0]
 
     def prove(self, catalog: ToolCatalog, messages: Sequence[Message]) -> bool:

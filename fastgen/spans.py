@@ -40,6 +40,7 @@ def iso_time(ms: int) -> str:
 
 def output_parts(output: Output) -> list[dict]:
     """gen_ai.output.messages: one assistant message in OTel parts (text keyed `content`, or tool calls with ids)."""
+    parts: list[dict]
     if output.text is not None:
         parts = [{"type": "text", "content": output.text.text}]
     else:

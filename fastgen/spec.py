@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Annotated, ClassVar, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Mapping, TypeVar
 
 from annotated_types import Ge, Le, MinLen
 
@@ -110,6 +110,9 @@ class Timing:
     tool_exec_ms: Range = Range(1500, 6000)
 
 
+_ScenarioSpecT = TypeVar("_ScenarioSpecT", bound="ScenarioSpec")
+
+
 class ScenarioSpec:
     """What every scenario's spec (a frozen dataclass in its scenario module) has: a session count and token budgets.
 
@@ -119,6 +122,8 @@ class ScenarioSpec:
 
     __pydantic_config__: ClassVar[dict] = _STRICT_KEYS
     count_field: ClassVar[str] = "sessions"
+    if TYPE_CHECKING:  # every subclass is a dataclass (dataclasses.fields, replace and asdict take it)
+        __dataclass_fields__: ClassVar[dict[str, Any]]
     answers: ClassVar[tuple[str, ...]] = ()  # Range fields of recorded outputs: never empty
 
     def __post_init__(self) -> None:
@@ -137,7 +142,7 @@ class ScenarioSpec:
     def count(self) -> int:
         return getattr(self, self.count_field)
 
-    def scaled(self, *, sessions: float, budgets: float):
+    def scaled(self: _ScenarioSpecT, *, sessions: float, budgets: float) -> _ScenarioSpecT:
         changes: dict = {self.count_field: _scale_count(self.count, sessions)}
         for f in dataclasses.fields(self):
             if f.name in self.not_tokens or f.name == self.count_field:
@@ -161,6 +166,9 @@ class Spec:
     timing: Timing = field(default_factory=Timing)
     max_model_len: Window = DEFAULT_MAX_MODEL_LEN
     template_margin: TemplateMargin = field(default_factory=TemplateMargin)
+    # Where max_model_len was set, for messages: the workload file that says it, or "" (--max-model-len, or the
+    # default). Not part of the workload, and no part of its equality.
+    window_from: str = field(default="", compare=False)
 
     def __getattr__(self, name: str):
         # only reached for names that are not fields; `scenarios` itself is missing while unpickling
@@ -188,6 +196,16 @@ class Spec:
         """The workload document: what a workload file holds, and what the manifest records (fastgen/workload.py)."""
         return {"format": WORKLOAD_FORMAT, "max_model_len": self.max_model_len, "timing": dataclasses.asdict(self.timing),
                 "scenarios": {name: dataclasses.asdict(sc) for name, sc in self.scenarios.items()}}
+
+    def window_too_small(self, what: str, excess: int, *, lower: str) -> SpecError:
+        """The error for a request (`what`) that needs `excess` tokens more than the window, naming where the window
+        was set (the workload file's max_model_len, or --max-model-len) and how to make it fit."""
+        if self.window_from:
+            return SpecError(f"{what} can need {excess} tokens more than max_model_len {self.max_model_len} (set in "
+                             f"{self.window_from}); raise max_model_len there (or pass --max-model-len) or lower "
+                             f"{lower}")
+        return SpecError(f"{what} can need {excess} tokens more than --max-model-len {self.max_model_len}; raise "
+                         f"--max-model-len or lower {lower}")
 
     def tokens_over_window(self, prompt_tokens: int, max_tokens: int, messages: int) -> int:
         """How far a request (content tokens + the max_tokens sent + the template margin) exceeds the window; <= 0

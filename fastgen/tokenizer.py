@@ -7,12 +7,14 @@ fastgen). It never falls back silently: a tokenizer that cannot be found is an e
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import xxhash
 
@@ -39,10 +41,13 @@ class TokenizerIdentity:
     sha256: str  # of tokenizer.json's bytes
     vocab_size: int
     commit: str | None = None  # a hub id's resolved commit
+    chat_template: dict | None = None  # {name, sha256} of a template given with --chat-template
 
     def to_dict(self) -> dict:
         doc = {"source": self.source, "sha256": self.sha256, "vocab_size": self.vocab_size}
-        return doc if self.commit is None else {**doc, "commit": self.commit}
+        if self.commit is not None:
+            doc["commit"] = self.commit
+        return doc if self.chat_template is None else {**doc, "chat_template": self.chat_template}
 
 
 class Tokenizer:
@@ -55,7 +60,7 @@ class Tokenizer:
                                           hf.get_vocab_size(with_added_tokens=True), commit)
         self.additive = self._probe_additive()
         self._pre_tokens = PreTokenCount.of(hf, self.encoded_count)
-        self._specials = None  # (every added token, longest first; those that cut a text as they stand)
+        self._specials: tuple[re.Pattern[str] | None, set[str]] | None = None  # (every added token, longest first; those that cut a text as they stand)
 
     def encode(self, text: str) -> list[int]:
         return self._hf.encode(text, add_special_tokens=False).ids
@@ -130,11 +135,10 @@ class Tokenizer:
     def count_many(self, texts: list[str]) -> list[int]:
         """count over many texts: by their pre-tokens where the tokenizer allows (about three times faster than
         encoding on a content pool, whose words recur), the rest encoded in one batch call."""
-        counts = [self._pre_tokens.count(t) for t in texts] if self._pre_tokens is not None else [None] * len(texts)
+        counts: list[int | None] = ([self._pre_tokens.count(t) for t in texts] if self._pre_tokens is not None
+                                    else [None] * len(texts))
         rest = [t for t, c in zip(texts, counts) if c is None]
-        if not rest:
-            return counts
-        encoded = iter(self.count_batch(rest))
+        encoded = iter(self.count_batch(rest) if rest else [])
         return [next(encoded) if c is None else c for c in counts]
 
     def added_tokens(self) -> dict:
@@ -156,6 +160,11 @@ class Tokenizer:
         return all(self.encoded_count(a + b) == self.encoded_count(a) + self.encoded_count(b) for a, b in pairs)
 
     @property
+    def base_vocab_size(self) -> int:
+        """The vocabulary without its added tokens: what tells one model family's tokenizer from another's."""
+        return self._hf.get_vocab_size(with_added_tokens=False)
+
+    @property
     def has_chat_template(self) -> bool:
         """Whether a server (and transformers) can render every chat prompt with this tokenizer folder: the template
         it picks for requests with tools and for those without (a named list needs "default", as transformers'
@@ -163,6 +172,18 @@ class Tokenizer:
         from .chat_template import template_source
 
         return all(template_source(self.folder_files, with_tools=tools) for tools in (False, True))
+
+    def use_chat_template(self, source: str, *, name: str) -> None:
+        """Count with `source` as the chat template (a tokenizer without one, or an override): it becomes the folder's
+        chat_template.jinja, which servers (through transformers) and template_source pick before
+        tokenizer_config.json's, so the exported folder renders with it too. The identity records its name and
+        sha256."""
+        from .chat_template import TEMPLATE_FILE
+
+        data = source.encode("utf-8")
+        self.folder_files[TEMPLATE_FILE] = data
+        self.identity = dataclasses.replace(self.identity, chat_template={
+            "name": name, "sha256": hashlib.sha256(data).hexdigest()})
 
     def export(self, folder: Path) -> list[tuple[str, bytes]]:
         """Write a folder that transformers.AutoTokenizer loads (tokenizer.json plus its config files)."""
@@ -200,9 +221,10 @@ def _from_hub(repo_id: str, revision: str | None) -> Path:
     from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError,
                                         RevisionNotFoundError)
 
-    kwargs = dict(repo_id=repo_id, revision=revision, allow_patterns=list(_TOKENIZER_FILES) + ["tokenizer.model"],
-                  cache_dir=str(hub_cache_dir()), endpoint=os.environ.get("HF_ENDPOINT") or None,
-                  token=os.environ.get("HF_TOKEN") or None)
+    kwargs: dict[str, Any] = dict(repo_id=repo_id, revision=revision,
+                                  allow_patterns=list(_TOKENIZER_FILES) + ["tokenizer.model"],
+                                  cache_dir=str(hub_cache_dir()), endpoint=os.environ.get("HF_ENDPOINT") or None,
+                                  token=os.environ.get("HF_TOKEN") or None)
     at = f" at revision {revision}" if revision else ""
     try:
         try:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import OutputError, SpecError, ValidationError
+from .errors import MissingExtraError, OutputError, SpecError, ValidationError
+from .extras import require_extra
 from .processes import context, file_progress, workers_for
-from .traces.graph import MISSING as _MISSING
 from .traces.graph import build_graph, graph_api
 from .traces.graph import read_trace as _read_trace
 
@@ -68,7 +67,7 @@ def _analyse(path: Path, shapes: dict | None = None) -> tuple[str, dict | None, 
         doc = _read_trace(path)
         scenario = _scenario_of(doc, path)
         graph, warned = _build_graph(doc, path)
-    except ValidationError:
+    except (ValidationError, MissingExtraError):
         raise
     except Exception as err:  # inference-perf logs these and skips the session: we report them instead
         return scenario, None, [f"unreadable: {type(err).__name__}: {str(err)[:200]}"]
@@ -156,14 +155,13 @@ def _spawn_pool(workers: int):
 
 def validate_tree(root: Path, *, workers: int | None = None, progress: bool = False) -> list[FileReport]:
     """Every session file under root's scenario folders (or in root itself), checked in parallel, sorted by path."""
+    require_extra("validate", "fastgen validate")  # before any file is read, and before workers that would each fail
     root = Path(root)
     # A dataset folder's own manifest says its spec; a scenario folder's is one up.
     shapes = expected_shapes(root if (root / "manifest.json").is_file() else root.parent)
     paths = _trace_files(root, shapes)
     if not paths:
         raise ValidationError(f"no session_*.json or session_*.json.zst files under {root} or its scenario folders")
-    if importlib.util.find_spec("inference_perf") is None:  # fail before spawning workers that would each fail
-        raise ValidationError(_MISSING)
     if workers is None:
         workers = workers_for(len(paths), _FILES_PER_WORKER)
     workers = max(1, min(workers, len(paths)))
@@ -185,7 +183,7 @@ def summary_table(reports, *, max_deviations: int = 3) -> str:
     by_dir: dict[str, list[FileReport]] = {}
     for r in reports:
         by_dir.setdefault(Path(r.path).parent.name, []).append(r)
-    rows = [("directory", "files", "events", "ok", "failed")]
+    rows: list[tuple] = [("directory", "files", "events", "ok", "failed")]
     notes = []
     for name, group in sorted(by_dir.items()):
         failed = [r for r in group if r.deviations]

@@ -47,11 +47,14 @@ def _write_session(writer: SessionWriter, builder: DatasetBuilder, task: Task) -
 
 
 def _run_task(task: Task) -> list[FileRecord]:
+    assert _worker is not None  # _adopt set it as this worker started
     builder, writer = _worker
+    assert writer is not None  # a pool that runs tasks (run_tasks) hands its workers a root
     return _write_session(writer, builder, task)
 
 
 def _build_piece(piece: Piece):
+    assert _worker is not None  # _adopt set it as this worker started
     return _worker[0].build_piece(piece)
 
 
@@ -118,6 +121,7 @@ def run_tasks(builder: DatasetBuilder, todo: list[Task], *, root: Path, zstd_lev
             finished, _ = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
             for future in finished:
                 task = pending.pop(future)
-                if future.exception() is not None:
-                    raise _failure(future.exception(), [task, *pending.values()])
+                failed = future.exception()
+                if failed is not None:
+                    raise _failure(failed, [task, *pending.values()])
                 done(future.result())

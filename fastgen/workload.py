@@ -8,23 +8,27 @@
 
 The document is `Spec.to_dict()`; loading it back is pydantic (v2) validation of the scenarios' own spec dataclasses,
 the tool inference-perf's config models use too: unknown keys refused, strict types (a quoted "40k" or 40.0 is not a
-token count), the bounds their annotations declare (spec.py), and each spec's own checks (a range lo <= hi). A
-failure is one line that names the YAML path and the value. pydantic is imported only here, when a workload is
-loaded: generating from the built-in defaults does not pay for it.
+token count), the bounds their annotations declare (spec.py), and each spec's own checks (a range lo <= hi). Each
+failure is one line that names the YAML path, the value and the fix (an unknown key: the closest known one); a file
+with several lists them all, up to ten. pydantic is imported only here, when a workload is loaded: generating from
+the built-in defaults does not pay for it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
+import types
+import typing
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import yaml
 
 from .errors import WorkloadError
-from .scenarios import Scenario, registered, scenario_named
+from .scenarios import Scenario, registered
 from .spec import DEFAULT_MAX_MODEL_LEN, WORKLOAD_FORMAT, Spec, Timing, Window
 
 __all__ = ["WORKLOADS_DIR", "SCHEMA_PATH", "load_workload", "parse_workload", "spec_from_document",
@@ -33,6 +37,7 @@ __all__ = ["WORKLOADS_DIR", "SCHEMA_PATH", "load_workload", "parse_workload", "s
 WORKLOADS_DIR = Path(__file__).parent / "data" / "workloads"
 SCHEMA_PATH = Path(__file__).parent / "data" / "workload.schema.json"
 _MAX_BYTES = 256 * 1024  # a workload is a few KB: cap what is read, so a huge file is refused before parsing
+_MAX_LISTED = 10  # a workload with more errors lists the first ten, then how many more
 _MAX_DEPTH = 8  # format > scenarios > name > field > {lo, hi}: anything deeper is not a workload
 _HEADER = """\
 # A fastgen workload (fastgen --workload FILE). Token budgets are in tokens of the tokenizer in use; fields ending in
@@ -41,6 +46,7 @@ _HEADER = """\
 """
 
 
+@lru_cache(maxsize=4)
 def _document_type(scenarios: tuple[Scenario, ...]):
     """The dataclass a workload document validates as: one optional entry per known scenario."""
     forbid = {"extra": "forbid"}
@@ -65,7 +71,35 @@ def _where(loc: tuple) -> str:
     return ".".join(str(part) for part in loc) or "the document"
 
 
-def _problem(error: dict) -> str:
+def _unwrapped(kind: Any) -> Any:
+    """The dataclass inside Optional[...] or Annotated[...], or `kind` itself."""
+    while typing.get_origin(kind) in (typing.Union, types.UnionType, typing.Annotated):
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        kind = args[0]
+    return kind
+
+
+def _known_keys(loc: tuple) -> list[str]:
+    """The keys the mapping at `loc` (a path of keys) may hold; [] where that is not a mapping fastgen knows."""
+    kind = _document_type(registered())
+    try:
+        for part in loc:
+            kind = _unwrapped(typing.get_type_hints(kind)[part])
+    except (KeyError, NameError, TypeError):
+        return []
+    return [f.name for f in dataclasses.fields(kind) if f.init] if dataclasses.is_dataclass(kind) else []
+
+
+def _unknown_key(loc: tuple) -> str:
+    known = _known_keys(loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    what = "no such scenario" if loc[:1] == ("scenarios",) and len(loc) == 2 else "unknown key"
+    if close:
+        return f"{what}; did you mean '{close[0]}'?"
+    return f"{what}; the known ones: {', '.join(known)}" if known else f"{what} (fastgen workload show lists the keys)"
+
+
+def _problem(error: Mapping[str, Any]) -> str:
     kind, ctx = error["type"], error.get("ctx") or {}
     if kind == "int_type":
         return "expected an integer"
@@ -75,9 +109,9 @@ def _problem(error: dict) -> str:
     if kind in ("too_short",):
         return "expected at least one entry"
     if kind == "unexpected_keyword_argument":
-        return "unknown key (fastgen workload show lists the keys)"
+        return _unknown_key(error["loc"])
     if kind == "missing":
-        return "missing"
+        return "missing; add it"
     if kind in ("dataclass_type", "dataclass_exact_type", "model_type", "dict_type"):
         return "expected a mapping"
     if kind in ("tuple_type", "list_type"):
@@ -87,6 +121,40 @@ def _problem(error: dict) -> str:
     return error["msg"][:1].lower() + error["msg"][1:]
 
 
+def _error_line(error: Mapping[str, Any]) -> str:
+    """`path: what is wrong (and the fix), got VALUE`; a spec's own check (value_error) says what it got itself."""
+    shown = error["type"] not in ("missing", "value_error", "unexpected_keyword_argument")
+    got = f", got {json.dumps(error['input'])}" if shown else ""
+    return f"{_where(error['loc'])}: {_problem(error)}{got}"
+
+
+def _document_order(doc: Any, loc: tuple) -> list[int]:
+    """Where `loc` stands in the document as written: errors are listed top to bottom, a missing key last."""
+    order, node = [], doc
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            order.append(list(node).index(part))
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            order.append(part)
+            node = node[part]
+        else:
+            order.append(len(node) if isinstance(node, (dict, list)) else 0)
+            break
+    return order
+
+
+def _errors_message(source: str, doc: Any, errors: Sequence[Mapping[str, Any]]) -> str:
+    """One line for one error; for more, one line each (the first _MAX_LISTED), in the document's order."""
+    if len(errors) == 1:
+        return f"{source}: {_error_line(errors[0])}"
+    ordered = sorted(errors, key=lambda e: _document_order(doc, e["loc"]))
+    lines = [f"  {_error_line(e)}" for e in ordered[:_MAX_LISTED]]
+    if len(errors) > _MAX_LISTED:
+        lines.append(f"  and {len(errors) - _MAX_LISTED} more")
+    return f"{source}: {len(errors)} problems:\n" + "\n".join(lines)
+
+
 def _check_shape(doc: Any, source: str) -> None:
     if not isinstance(doc, dict):
         raise WorkloadError(f"{source}: a workload is a mapping with a `scenarios` key, got {type(doc).__name__}")
@@ -94,15 +162,6 @@ def _check_shape(doc: Any, source: str) -> None:
     if isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > WORKLOAD_FORMAT:
         raise WorkloadError(f"{source}: written by a newer fastgen (workload format {fmt}; this one reads "
                             f"{WORKLOAD_FORMAT}); upgrade fastgen")
-    scenarios = doc.get("scenarios")
-    if isinstance(scenarios, dict):
-        unknown = [name for name in scenarios if name not in {s.name for s in registered()}]
-        if unknown:
-            raise WorkloadError(f"{source}: scenarios.{unknown[0]}: no such scenario; the known ones: "
-                                f"{', '.join(s.name for s in registered())}")
-        if not any(v is not None for v in scenarios.values()):
-            raise WorkloadError(f"{source}: scenarios lists no scenario; name at least one "
-                                f"({', '.join(s.name for s in registered())})")
 
 
 def spec_from_document(doc: Any, *, source: str = "workload") -> Spec:
@@ -114,16 +173,16 @@ def spec_from_document(doc: Any, *, source: str = "workload") -> Spec:
         # JSON mode, strict: YAML lists are arrays (tuples take them), and no string or float passes for an int
         parsed = _adapter(registered()).validate_json(json.dumps(doc), strict=True)
     except PydanticError as exc:
-        errors = exc.errors()
-        first = errors[0]
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        # a spec's own check (value_error) says what it got itself
-        got = f", got {json.dumps(first['input'])}" if first["type"] not in ("missing", "value_error") else ""
-        raise WorkloadError(f"{source}: {_where(first['loc'])}: {_problem(first)}{got}{more}") from None
+        raise WorkloadError(_errors_message(source, doc, exc.errors())) from None
     except (TypeError, ValueError) as exc:  # json.dumps of a YAML date or set
         raise WorkloadError(f"{source}: holds a value that is not a number, string, list or mapping ({exc})") from None
     chosen = {s.name: getattr(parsed.scenarios, s.name) for s in registered()}
-    return Spec({name: sc for name, sc in chosen.items() if sc is not None}, parsed.timing, parsed.max_model_len)
+    if all(sc is None for sc in chosen.values()):
+        raise WorkloadError(f"{source}: scenarios lists no scenario; name at least one "
+                            f"({', '.join(s.name for s in registered())})")
+    window_from = source if "max_model_len" in doc else ""
+    return Spec({name: sc for name, sc in chosen.items() if sc is not None}, parsed.timing, parsed.max_model_len,
+                window_from=window_from)
 
 
 def _depth(node: Any, level: int = 0) -> int:
@@ -143,8 +202,9 @@ def parse_workload(text: str, *, source: str) -> Spec:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 mark = event.start_mark
-                raise WorkloadError(f"{source}: line {mark.line + 1}, column {mark.column + 1}: anchors and aliases "
-                                    f"are not allowed in a workload; write the values out")
+                where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+                raise WorkloadError(f"{source}: {where}anchors and aliases are not allowed in a workload; write the "
+                                    f"values out")
         doc = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

@@ -104,6 +104,7 @@ class _Run:
 
     def check_zstd(self, name: str, traces: Path, records: dict[str, tuple[int, str]], problems: list[str]) -> int:
         """Same paths as the reference, same total content size, and a decompressed sample byte-equal."""
+        assert self.reference is not None  # a plain output, which runs before every zstd one (run), set it
         rels = sorted(records)
         uncompressed = zstd_content_sizes(traces, rels)
         plain = {rel.removesuffix(ZSTD_SUFFIX): "" for rel in rels}

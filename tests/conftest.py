@@ -27,6 +27,28 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 SMALL = ["--scale", "0.04", "--budget-scale", "0.05", "--tokenizer", "builtin", "--quiet"]
 
 
+# The tests that replay configs through the real inference-perf against fake engines, or run the native benchmark:
+# 10-120 s each, about 12 minutes of the suite. `make test` leaves them out (-m "not slow"), `make test-slow` runs them
+# alone; CI runs both. A test that starts inference-perf or a benchmark belongs here.
+SLOW_TESTS = (
+    "tests/test_bakeoff.py::test_bakeoff_*",  # fastgen bakeoff (inference-perf) against fake engines
+    "tests/test_analysis.py::test_analyze_predicts_the_fake_servers_*",  # the `replayed` fixture: inference-perf
+    "tests/test_analysis.py::test_the_server_counts_every_recorded_prompt_*",
+    "tests/test_analysis.py::test_analyze_at_capacity_agrees_with_the_fake_server_*",
+    "tests/test_e2e.py::*",
+    "tests/test_prompt_tokens.py::test_replayed_on_a_second_real_vocabulary_*",
+    "tests/test_native_bench.py::*",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    from fnmatch import fnmatchcase
+
+    for item in items:
+        if any(fnmatchcase(item.nodeid, pattern) for pattern in SLOW_TESTS):
+            item.add_marker(pytest.mark.slow)
+
+
 def run_fastgen(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "fastgen", *args], capture_output=True, text=True, cwd=cwd,
                           timeout=600)

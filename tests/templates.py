@@ -50,3 +50,18 @@ def with_template(folder: Path, template: str, *, base: Path = BUILTIN_DIR) -> P
     config["chat_template"] = template
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
     return folder
+
+
+def without_template(folder: Path, *, keep: tuple[str, ...] = ("<|endoftext|>",), base: Path = BUILTIN_DIR) -> Path:
+    """A tokenizer folder as users have them without a chat template: `base`'s tokenizer.json alone, its added tokens
+    cut to `keep` (a base model's tokenizer.json with only <|endoftext|>: no ChatML markers)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = json.loads((base / "tokenizer.json").read_text())
+    doc["added_tokens"] = [t for t in doc["added_tokens"] if t["content"] in keep]
+    (folder / "tokenizer.json").write_text(json.dumps(doc))
+    return folder
+
+
+def builtin_template() -> str:
+    """The built-in tokenizer's chat template (ChatML, hermes-style tool calls), as a user's .jinja file holds it."""
+    return json.loads((BUILTIN_DIR / "tokenizer_config.json").read_text())["chat_template"]

@@ -78,8 +78,10 @@ def test_fan_out_branches_run_together_and_share_the_root():
 
 
 def test_a_capacity_of_one_request_evicts_the_other_sessions_prefix():
-    a1, a2 = request("a1", [1, 2, 3]), request("a2", [1, 2, 3, 4], preds=("a1",), wait_ms=60_000, label="2")
-    b1 = request("b1", [7, 8, 9])
+    # no output: the capacities below are counted in prompt blocks (generated blocks take room too, tested below)
+    a1 = request("a1", [1, 2, 3], output=0)
+    a2 = request("a2", [1, 2, 3, 4], preds=("a1",), wait_ms=60_000, label="2", output=0)
+    b1 = request("b1", [7, 8, 9], output=0)
     sessions = {0: [a1, a2], 1: [b1]}
     load = Load(2, 2, session_rate=0.5)  # b's session starts at 2 s, after a1 ended and before a2 (15 s later)
     unbounded = simulate(sessions.__getitem__, [0, 1], load, BlockCache(BS))
@@ -562,3 +564,253 @@ def test_without_configs_a_dataset_folder_is_its_trace_directories_not_its_manif
     targets = directory_targets(tmp_path)
     assert [(t.name, t.load.num_sessions) for t in targets] == [("scenario_a", 2), ("scenario_b", 1)]
     assert [t.name for t in directory_targets(tmp_path / "scenario_b")] == ["scenario_b"]
+
+
+# --- issue 24: the answer first (summary, binding line, knee), the long tables behind --verbose, plots that mark the
+# capacity, and the service model as options (given, or calibrated from a bakeoff run)
+
+
+SUMMARY_ONLY = ("--only", "scenario1/c1", "scenario1/c10", "scenario3/c100_*")
+
+
+def test_analyze_summary_says_the_speeds_and_names_the_configs_the_capacity_binds(small, tmp_path):
+    out = tmp_path / "analysis.json"
+    result = analyze_cli(str(small / "traces"), *SUMMARY_ONLY, "--kv-cache-tokens", "4096", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "service model: prefill 20,000 tokens/s, decode 50.0 tokens/s (the defaults)" in result.stdout
+    assert "binds: more than 1 point lost" in result.stdout
+    doc = json.loads(out.read_text())
+    configs = {c["config"]: c for c in doc["configs"]}
+    bound = [name for name, c in configs.items() if c["hit_percent_infinite"] - c["hit_percent_capacity"] > 1.0]
+    assert "scenario1/c1" not in bound and "scenario3/c100_noisy" in bound  # one of each, for the line to be tested
+    (line,) = [x for x in lines if x.startswith("the KV capacity of 4,096 tokens binds")]
+    assert line.endswith(f"binds {len(bound)} of {len(configs)} configs (at-capacity hit % more than 1 point below "
+                         f"unbounded): {', '.join(bound)}")
+    rows = {x.split()[0]: x.split() for x in lines if x.split() and x.split()[0] in configs}
+    for name, c in configs.items():
+        assert c["capacity_binds"] == (name in bound)
+        assert rows[name][-2:] == [f"{c['capacity_cost_points']:.1f}", "yes" if name in bound else "no"]
+    assert doc["binds_above_points"] == 1.0 and doc["service_model"]["source"] == "the defaults"
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_analyze_long_tables_reach_the_terminal_only_with_verbose(small, tmp_path, verbose):
+    out = tmp_path / "analysis.json"
+    result = analyze_cli(str(small / "traces"), "--only", "scenario2/c10_sync", "--json", str(out),
+                         *(["--verbose"] if verbose else []))
+    assert result.returncode == 0, result.stderr
+    assert ("by turn (scenario 2: 0 is the root, 1-5 the branches)" in result.stdout) == verbose
+    assert ("by turn: --verbose, or in --json" in result.stdout) != verbose
+    by_turn = json.loads(out.read_text())["configs"][0]["by_turn"]
+    assert len(by_turn) == 6  # the JSON holds the table either way: the root and five branches
+    assert (len(result.stdout.splitlines()) > 6 + 6) == verbose
+
+
+def _result(name, prompt, cached_infinite, cached_capacity=None, sweep=(), by_label=None):
+    from fastgen.analysis import TargetResult
+
+    return TargetResult(name, "t", 1, requests=1, prompt_tokens=prompt, cached_infinite=cached_infinite,
+                        cached_capacity=cached_capacity, sweep=list(sweep), by_label=by_label or {})
+
+
+def test_knee_is_the_smallest_swept_capacity_within_one_point_of_unbounded():
+    from fastgen.analysis.summary import knee, summary_cells
+    from fastgen.analysis import AnalysisOptions
+
+    reached = _result("a", 1000, 800, sweep=[(100, 20.0), (200, 78.9), (400, 79.0), (800, 80.0)])
+    never = _result("b", 1000, 800, sweep=[(100, 20.0), (200, 78.0)])
+    assert knee(reached) == 400 and knee(never) is None
+    options = AnalysisOptions(sweep=True)
+    assert summary_cells(reached, options) == ("400",)
+    assert summary_cells(never, options) == ("beyond the sweep",)
+
+
+def test_analyze_sweep_prints_each_configs_knee(small, tmp_path):
+    out = tmp_path / "analysis.json"
+    result = analyze_cli(str(small / "traces"), "--only", "scenario3/c100_noisy", "--sweep", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    (config,) = json.loads(out.read_text())["configs"]
+    want = min(p["capacity_tokens"] for p in config["sweep"]
+               if p["hit_percent"] >= config["hit_percent_infinite"] - 1.0)
+    assert config["knee_capacity_tokens"] == want
+    (row,) = [x for x in result.stdout.splitlines() if x.startswith("scenario3/c100_noisy")]
+    assert row.split()[-1] == f"{want:,}"
+    assert "knee: the smallest swept KV capacity within 1 point of hit % infinite" in result.stdout
+
+
+def test_analysis_plots_mark_the_capacity_and_draw_by_turn_at_it():
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from fastgen.analysis.plots import analysis_plots
+    from fastgen.results.plots import draw_plot
+
+    sweep = [(12_000, 30.0), (60_000, 55.0), (300_000, 70.0), (1_500_000, 80.0), (7_500_000, 80.0)]
+    results = [_result("scenario3/c500_noisy", 1000, 800, 300, sweep, {"1": [500, 300, 100], "2": [500, 500, 200]})]
+    plots = {p.name: p for p in analysis_plots(results, {"scenario3/c500_noisy": sweep}, capacity_tokens=420_000)}
+    assert sorted(plots) == ["scenario3_hit_by_capacity", "scenario3_hit_by_turn",
+                             "scenario3_hit_by_turn_at_capacity", "stable_vs_noisy"]
+    assert plots["scenario3_hit_by_turn"].series == {"scenario3/c500_noisy": [60.0, 100.0]}
+    assert plots["scenario3_hit_by_turn_at_capacity"].series == {"scenario3/c500_noisy": [20.0, 40.0]}
+    capacity = plots["scenario3_hit_by_capacity"]
+    assert capacity.marks == {"KV capacity asked for: 420,000 tokens": 420_000} and capacity.x_tokens
+    figure = draw_plot(capacity)
+    try:
+        figure.canvas.draw()
+        (axes,) = figure.axes
+        (mark,) = [line for line in axes.get_lines() if line.get_label() == "KV capacity asked for: 420,000 tokens"]
+        assert list(mark.get_xdata()) == [420_000, 420_000]
+        assert "KV capacity asked for: 420,000 tokens" in [t.get_text() for t in axes.get_legend().get_texts()]
+        low, high = axes.get_xlim()
+        shown = [t for t in axes.get_xticklabels() if t.get_text() and low <= t.get_position()[0] <= high]
+        assert [t.get_text() for t in shown] == ["20K", "50K", "100K", "200K", "500K", "1M", "2M", "5M"]
+        boxes = [t.get_window_extent() for t in shown]
+        assert not any(a.overlaps(b) for a, b in zip(boxes, boxes[1:]))  # legible: no label touches the next
+    finally:
+        plt.close(figure)
+    unbounded_only = analysis_plots(results, {"scenario3/c500_noisy": sweep})
+    assert [p.marks for p in unbounded_only if p.name == "scenario3_hit_by_capacity"] == [{}]
+    assert "scenario3_hit_by_turn_at_capacity" not in [p.name for p in unbounded_only]
+
+
+def test_a_slower_prefill_keeps_a_request_running_and_changes_what_the_capacity_keeps():
+    """a1 (3 blocks) starts at 0 s; b1 (3 other blocks) at 2 s, in a cache of 4 blocks; a2 (a1's blocks and one
+    more) 15 s after a1 ends. Fast, a1 has ended when b1 starts: b1 evicts two of its free blocks and a2 finds one.
+    At 10 prefill tokens/s a1 still runs at 2 s: its blocks are held, b1 cannot evict them, and a2 finds all three."""
+    from fastgen.analysis.schedule import ServiceModel
+
+    a1 = request("a1", [1, 2, 3], output=0)  # no output: the cache is counted in prompt blocks
+    a2 = request("a2", [1, 2, 3, 4], preds=("a1",), wait_ms=15_000, label="2", output=0)
+    b1 = request("b1", [7, 8, 9], output=0)
+    sessions = {0: [a1, a2], 1: [b1]}
+    load = Load(2, 2, session_rate=0.5)
+
+    def run(service):
+        outcomes = simulate(sessions.__getitem__, [0, 1], load, BlockCache(BS, capacity_tokens=4 * BS), service)
+        return {o.event_id: (o.cached_tokens, o.start_s) for o in outcomes}
+    fast, slow = run(ServiceModel()), run(ServiceModel(prefill_tokens_per_s=10.0))
+    assert fast["a2"][0] == 1 * BS and slow["a2"][0] == 3 * BS
+    a1_end = {speed: outcomes["a2"][1] - 15.0 for speed, outcomes in (("fast", fast), ("slow", slow))}
+    assert a1_end["fast"] < slow["b1"][1] == fast["b1"][1] == 2.0 < a1_end["slow"]  # simulated seconds, not wall
+
+
+def test_analyze_speeds_change_the_at_capacity_prediction_and_not_the_unbounded_one(small):
+    import dataclasses
+
+    from fastgen.analysis import AnalysisOptions, analyze, config_targets
+    from fastgen.analysis.schedule import ServiceModel
+
+    targets = [t for t in config_targets(small / "configs", small / "traces") if t.name == "scenario3/c100_noisy"]
+    options = AnalysisOptions(capacity_tokens=4096)
+    (fast,) = analyze(targets, small / "traces" / "tokenizer", options, workers=1)[1]
+    (slow,) = analyze(targets, small / "traces" / "tokenizer",
+                      dataclasses.replace(options, service=ServiceModel(300.0, 5.0)), workers=1)[1]
+    assert slow.cached_infinite == fast.cached_infinite  # unbounded: every block is missed once, in any order
+    assert slow.cached_capacity != fast.cached_capacity
+
+
+@pytest.mark.parametrize("speeds", [(0.0, 50.0), (20000.0, -1.0), (float("nan"), 50.0)])
+def test_a_service_model_refuses_a_speed_that_is_not_positive(speeds):
+    from fastgen.analysis.schedule import ServiceModel
+
+    with pytest.raises(SpecError, match="must be a positive number"):
+        ServiceModel(*speeds)
+
+
+def _record(prompt, cached, output, ttft, latency, *, error=None, kind="text"):
+    """One entry of inference-perf 0.7.0's per_request_lifecycle_metrics.json, as results.runs reads them."""
+    usage = {"prompt_tokens": prompt, "completion_tokens": output,
+             "prompt_tokens_details": {"cached_tokens": cached} if cached else None}
+    return {"start_time": 10.0, "end_time": 10.0 + latency, "error": error,
+            "info": {"labels": {"session": "s", "trace_dir": "scenario1", "turn": "1", "turn_kind": kind},
+                     "response_metrics": {"output_tokens": output, "server_usage": usage}},
+            "computed_metrics": None if error else {
+                "request_latency": latency, "time_to_first_token": None if kind == "tool_call" else ttft,
+                "normalized_time_per_output_token": latency / output, "time_per_output_token": None,
+                "output_tokens": output}}
+
+
+def _run_folder(folder: Path, records: list[dict]) -> Path:
+    from fastgen.bakeoff.runs import write_run
+
+    folder.mkdir(parents=True)
+    (folder / "per_request_lifecycle_metrics.json").write_text(json.dumps(records))
+    write_run(folder, {"config": "scenario1/c10", "repeat": 1, "status": "completed",
+                       "identity": {"server": {"engine": "vllm", "version": "0.11.0",
+                                               "kv_capacity_tokens": 420_000}}})
+    return folder
+
+
+def test_calibrate_measures_prefill_and_decode_speeds_from_a_run_folder(tmp_path):
+    from fastgen.analysis.calibrate import calibrate
+
+    run = _run_folder(tmp_path / "label" / "scenario1" / "c10" / "repeat-1", [
+        _record(10_000, 0, 100, ttft=2.0, latency=6.0),          # 10,000 uncached in 2 s; 100 out in 4 s
+        _record(12_000, 8_000, 50, ttft=0.5, latency=1.5),       # 4,000 uncached in 0.5 s; 50 out in 1 s
+        _record(9_000, 0, 20, ttft=None, latency=3.0, kind="tool_call"),  # no TTFT: left out
+        _record(9_000, 0, 20, ttft=0.1, latency=0.2, error={"error_type": "HTTP Error 500"}),  # failed: left out
+    ])
+    calibration = calibrate(run)
+    assert calibration.requests == 2
+    assert calibration.service.prefill_tokens_per_s == pytest.approx(14_000 / 2.5)
+    assert calibration.service.decode_tokens_per_s == pytest.approx(150 / 5.0)
+    assert calibration.describe() == f"calibrated from {run}: 2 requests of vllm 0.11.0, KV cache 420,000 tokens"
+    assert calibrate(tmp_path / "label").service == calibration.service  # a folder above runs pools them
+
+
+def test_analyze_calibrate_prints_the_measured_speeds(small, tmp_path):
+    run = _run_folder(tmp_path / "run", [_record(10_000, 2_000, 40, ttft=4.0, latency=6.0)])
+    out = tmp_path / "analysis.json"
+    result = analyze_cli(str(small / "traces"), "--only", "scenario1/c1", "--calibrate", str(run),
+                         "--decode-tokens-per-s", "25", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    assert (f"service model: prefill 2,000 tokens/s, decode 25.0 tokens/s (calibrated from {run}: 1 requests of "
+            f"vllm 0.11.0, KV cache 420,000 tokens; decode given)") in result.stdout
+    model = json.loads(out.read_text())["service_model"]
+    assert (model["prefill_tokens_per_s"], model["decode_tokens_per_s"]) == (2000.0, 25.0)
+
+
+@pytest.mark.parametrize("case", ["missing", "no records", "not json", "no timings", "zero speed"])
+def test_analyze_calibrate_from_an_unreadable_run_dir_is_one_line_naming_it(small, tmp_path, case):
+    run = tmp_path / "run"
+    if case != "missing":
+        run.mkdir()
+    if case == "not json":
+        (run / "per_request_lifecycle_metrics.json").write_text("[{")
+    if case == "no timings":
+        (run / "per_request_lifecycle_metrics.json").write_text(json.dumps(
+            [_record(100, 0, 5, ttft=None, latency=1.0, kind="tool_call")]))
+    extra = ["--prefill-tokens-per-s", "0"] if case == "zero speed" else ["--calibrate", str(run)]
+    result = analyze_cli(str(small / "traces"), "--only", "scenario1/c1", *extra)
+    assert result.returncode == 2 and result.stderr.startswith("fastgen: error: ")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    if case == "zero speed":
+        assert "--prefill-tokens-per-s must be > 0" in result.stderr
+    else:
+        assert str(run) in result.stderr
+        assert ("give a run folder fastgen bakeoff wrote" in result.stderr) != (case == "no timings")
+
+
+def test_generated_tokens_take_room_while_running_and_are_evicted_before_the_prompt_they_follow():
+    # room for 6 blocks: a 4-block prompt generating 2 blocks fills it; the next request's new blocks evict the
+    # generated ones first (freed first, as vLLM frees a sequence's tail first), so the prompt's prefix survives
+    cache = BlockCache(BS, capacity_tokens=6 * BS)
+    _, first = cache.admit(hashes(1, 2, 3, 4), 4 * BS + 5)
+    cache.publish(first, output_tokens=2 * BS)
+    assert cache.used_tokens == 6 * BS
+    cache.release(first)
+    cached, second = cache.admit(hashes(1, 2, 7, 8), 4 * BS + 5)
+    cache.publish(second)
+    assert cached == 2 * BS and cache.evicted == 2  # the two generated blocks, not blocks 3 and 4
+    cache.release(second)
+    third, _ = cache.admit(hashes(1, 2, 3, 4), 4 * BS + 5)
+    assert third == 4 * BS
+    # without the generated blocks' room, nothing would have been evicted at all
+    plain = BlockCache(BS, capacity_tokens=6 * BS)
+    _, hold = plain.admit(hashes(1, 2, 3, 4), 4 * BS + 5)
+    plain.publish(hold)
+    plain.release(hold)
+    _, hold = plain.admit(hashes(1, 2, 7, 8), 4 * BS + 5)
+    plain.publish(hold)
+    assert plain.evicted == 0

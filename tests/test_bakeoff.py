@@ -191,6 +191,19 @@ def test_bakeoff_stops_before_the_first_config_when_a_named_tool_choice_is_not_h
     assert run_record(tmp_path, QUICK)["identity"]["server"]["tool_choice_held"] is None
 
 
+def test_bakeoff_with_tool_choice_as_recorded_sends_none_and_needs_no_tool_check(dataset, tmp_path):
+    # the server that ignores a named tool_choice is no obstacle when none is sent: both engines then render every tool
+    with engine(dataset, tmp_path, "sglang", "--ignore-tool-choice") as server:
+        result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK, "--tool-choice", "as_recorded")
+        log = server.log()
+    assert result.returncode == 0, result.stdout + result.stderr
+    requests = [e for e in log if "body" in e]  # the reset probes and the replay: no tool_choice probe among them
+    assert requests and not any("tool_choice" in e["body"] for e in requests)
+    assert any(not is_probe(e) and e["body"].get("tools") for e in requests)
+    identity = run_record(tmp_path, QUICK)["identity"]
+    assert identity["tool_choice"] == "as_recorded" and identity["server"]["tool_choice_held"] is None
+
+
 def test_tool_check_names_vllms_flags_when_a_named_tool_choice_is_refused():
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -418,11 +431,11 @@ def test_identity_change_names_what_makes_a_run_not_the_same(dataset, tmp_path):
     server = {"url": "http://a:1", "engine": "vllm", "version": "1", "model": MODEL, "kv_capacity_tokens": 1600,
               "block_size": 16, "gpus": None, "process_start": 1.0}
 
-    def identity(path: Path = config, outputs=None, reset=True, **changes) -> dict:
+    def identity(path: Path = config, outputs=None, reset=True, tool_choice=None, **changes) -> dict:
         import yaml
 
         text = run_config_text(path.read_text(), config_dir=config.parent, url="http://a:1", engine="vllm",
-                               report_dir=tmp_path / "run", outputs=outputs)
+                               report_dir=tmp_path / "run", outputs=outputs, tool_choice=tool_choice)
         return run_identity({**server, **changes}, config_path=path, run_config=yaml.safe_load(text), reset=reset)
 
     edited = tmp_path / "c10_sync.yml"
@@ -432,12 +445,14 @@ def test_identity_change_names_what_makes_a_run_not_the_same(dataset, tmp_path):
     assert identity_change(base, identity(path=edited)) == "the config changed"
     assert identity_change(base, identity(kv_capacity_tokens=3200)) == "another KV capacity"
     assert identity_change(base, identity(outputs="recorded")) == "another outputs mode"
+    assert identity_change(base, identity(tool_choice="as_recorded")) == "another tool_choice mode"
     assert identity_change(base, identity(url="http://b:1")) == "another server URL"
     assert identity_change(base, identity(reset=False)).startswith("the cache was reset between runs in one")
     # a capacity that could not be read this time (a /metrics that failed once) is not known, not another one
     assert identity_change(base, identity(kv_capacity_tokens=None)) is None
     assert identity_change(None, base) == "it was run by an older fastgen"
     assert base["outputs"] == "live" and base["tool_call_max_tokens"] == "floor" and len(base["dataset_sha256"]) == 64
+    assert base["tool_choice"] == "forced"
     assert base["workload"] == "default" and base["reset"] is True
 
 

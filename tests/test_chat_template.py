@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from fastgen.chat_template import ChatTemplate, server_messages, template_source
 from fastgen.tokenizer import BUILTIN_DIR, load_tokenizer
 from conftest import fixed_date
 from native_bench.vocab import qwen3_tokenizer
-from templates import LLAMA3_STYLE, MISTRAL_STYLE, with_template
+from templates import LLAMA3_STYLE, MISTRAL_STYLE, builtin_template, with_template, without_template
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "src/app.py"}'}}
 CONVERSATION = [
@@ -83,3 +84,49 @@ def test_a_tokenizer_has_a_chat_template_when_every_request_gets_one(tmp_path, n
 def test_strftime_now_is_a_fixed_day_so_the_bytes_do_not_depend_on_the_date(tmp_path):
     folder = with_template(tmp_path / "dated", "{{ strftime_now('%Y-%m-%d') }}")
     assert ChatTemplate(load_tokenizer(str(folder)).folder_files).render([]) == "2026-06-15"
+
+
+@pytest.mark.parametrize("name, content, says", [
+    ("missing.jinja", None, "does not exist"),
+    ("broken.jinja", "{% for m in messages %}{{ m.content }", "is not valid Jinja (line 1"),
+    ("latin1.jinja", b"{{ '\xe9' }}", "is not UTF-8 text"),
+    ("empty.jinja", "  \n", "is empty"),
+])
+def test_read_template_file_bad_file_is_one_line_naming_it_and_the_fix(tmp_path, name, content, says):
+    from fastgen.chat_template import read_template_file
+    from fastgen.errors import TokenizerError
+
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+
+    with pytest.raises(TokenizerError) as caught:
+        read_template_file(path)
+
+    message = str(caught.value)
+    assert f"chat template {path} {says}" in message and "--chat-template" in message and "\n" not in message
+
+
+def test_use_chat_template_counts_with_it_and_the_exported_folder_finds_it(tmp_path):
+    tokenizer = load_tokenizer(str(without_template(tmp_path / "plain")))
+    assert not tokenizer.has_chat_template and "chat_template" not in tokenizer.identity.to_dict()
+
+    tokenizer.use_chat_template(builtin_template(), name="chatml.jinja")
+    tokenizer.export(tmp_path / "exported")
+    exported = load_tokenizer(str(tmp_path / "exported"))
+
+    assert tokenizer.has_chat_template and exported.has_chat_template
+    assert (tmp_path / "exported" / "chat_template.jinja").read_text() == builtin_template()
+    assert template_source(exported.folder_files, with_tools=True) == builtin_template()
+    recorded = tokenizer.identity.to_dict()["chat_template"]
+    assert recorded["name"] == "chatml.jinja"
+    assert recorded["sha256"] == hashlib.sha256(builtin_template().encode()).hexdigest()
+
+
+def test_use_chat_template_overrides_the_tokenizer_config_template(tmp_path):
+    tokenizer = load_tokenizer(str(with_template(tmp_path / "own", LLAMA3_STYLE)))
+
+    tokenizer.use_chat_template("{% for m in messages %}{{ m.content }}{% endfor %}", name="plain.jinja")
+
+    rendered = ChatTemplate(tokenizer.folder_files).render([{"role": "user", "content": "hi"}])
+    assert rendered == "hi"

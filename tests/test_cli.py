@@ -184,14 +184,15 @@ def test_cli_start_up_line_names_the_model_and_warns_of_a_tokenizer_with_the_def
     args = [a for a in SMALL if a not in ("--tokenizer", "builtin", "--quiet")]
 
     default_model = run_fastgen(*args, "--tokenizer", str(folder), "--workers", "1", *_paths(tmp_path))
-    own_model = run_fastgen(*args, "--tokenizer", str(folder), "--model", "Qwen/Qwen3-32B", "--workers", "1",
+    # a model of no known family: a Qwen/ one would be told that the built-in tokenizer does not count as its server
+    own_model = run_fastgen(*args, "--tokenizer", str(folder), "--model", "my-org/my-model", "--workers", "1",
                             "--force", *_paths(tmp_path))
 
     assert default_model.returncode == 0 and own_model.returncode == 0, default_model.stderr + own_model.stderr
     assert "model meta-llama/Llama-3.3-70B-Instruct" in default_model.stderr
     warning = [line for line in default_model.stderr.splitlines() if line.startswith("fastgen: warning: ")]
     assert len(warning) == 1 and "--model" in warning[0] and str(folder) in warning[0], default_model.stderr
-    assert "model Qwen/Qwen3-32B" in own_model.stderr and "warning" not in own_model.stderr
+    assert "model my-org/my-model" in own_model.stderr and "warning" not in own_model.stderr
 
 
 def test_cli_tokenizer_without_chat_template_warns_even_when_quiet(tmp_path):
@@ -276,6 +277,70 @@ def test_cli_help_shows_the_defaults():
     assert "fastgen validate DIR" in text
 
 
+def _help_entries(text: str) -> list[str]:
+    """One string per option or positional of a --help page, its wrapped lines joined."""
+    entries: list[str] = []
+    for line in text.splitlines():
+        if re.match(r"  \S", line):
+            entries.append(line.strip())
+        elif entries and line.startswith("    "):
+            entries[-1] += " " + line.strip()
+    return entries
+
+
+@pytest.mark.parametrize("command", [[], ["workload"], ["validate"], ["verify"], ["unpack"], ["bakeoff"],
+                                     ["compare"], ["analyze"], ["export"]])
+def test_cli_help_states_each_default_once_and_never_none(command):
+    result = run_fastgen(*command, "--help")
+
+    assert result.returncode == 0, result.stderr
+    entries = _help_entries(result.stdout)
+    assert any(e.startswith("-q, --quiet") for e in entries)
+    for entry in entries:
+        for empty in ("(default: None)", "(default: False)", "(default: [])"):
+            assert empty not in entry, entry
+        assert entry.count("(default") <= 1, entry
+
+
+def _without(modules: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """fastgen run as if `modules` (comma-separated) were not installed: a sitecustomize sets them to None in
+    sys.modules, in the command and in every process it spawns."""
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(f"import sys\nfor name in {modules.split(',')!r}:\n"
+                                           f"    sys.modules[name] = None\n")
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    return _fastgen_env(*args, env={"PYTHONPATH": path}, cwd=tmp_path)
+
+
+_VALIDATE = "extra: pip install 'fastgen[validate]' (Python 3.12)"
+
+
+@pytest.mark.parametrize("hidden, args, says", [
+    ("inference_perf", ["validate", "{traces}"], f"fastgen validate needs the validate {_VALIDATE}"),
+    ("inference_perf", ["validate", "--trace", "{traces}/scenario1/session_0000.json"],
+     f"fastgen validate needs the validate {_VALIDATE}"),
+    ("inference_perf", ["analyze", "{traces}", "--workers", "1"], f"fastgen analyze needs the validate {_VALIDATE}"),
+    ("inference_perf", ["export", "mooncake", "{traces}/scenario1", "--out", "{tmp}/out.jsonl"],
+     f"fastgen export needs the validate {_VALIDATE}"),
+    ("inference_perf", ["bakeoff", "--url", "http://127.0.0.1:9", "--label", "x", "--config-dir", "{configs}",
+                        "--out", "{tmp}/reports"],
+     "fastgen bakeoff needs the bakeoff extra: pip install 'fastgen[bakeoff]' (Python 3.12)"),
+    ("prometheus_client", ["bakeoff", "--url", "http://127.0.0.1:9", "--label", "x", "--config-dir", "{configs}",
+                           "--out", "{tmp}/reports"],
+     "fastgen bakeoff needs the bakeoff extra: pip install 'fastgen[bakeoff]' (Python 3.12)"),
+    ("matplotlib", ["analyze", "{traces}", "--workers", "1", "--plots", "{tmp}/plots"],
+     "fastgen analyze --plots needs the plots extra: pip install 'fastgen[plots]'"),
+])
+def test_cli_missing_extra_is_named_before_any_file_is_read(small_dataset, tmp_path, hidden, args, says):
+    paths = {"traces": small_dataset / "traces", "configs": small_dataset / "configs", "tmp": tmp_path}
+    result = _without(hidden, tmp_path, *[a.format(**paths) for a in args])
+
+    assert result.returncode == 1
+    assert _one_error_line(result) == f"fastgen: error: {says}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]  # no report, plot, export or run folder
+
+
 @pytest.mark.parametrize("args, says", [
     (["--worker", "2"], "unrecognized arguments: --worker"),
     (["--base-url", "notaurl"], "--base-url must be an http(s) URL"),
@@ -336,3 +401,85 @@ def test_compare_refuses_a_report_it_did_not_write_in_one_line_and_force_keeps_i
     assert (out / "report.md.edited").read_text() == "my edits\n"
     assert "# Bakeoff report" in (out / "report.md").read_text()
     assert f"kept the file that was there as {out / 'report.md.edited'}" in forced.stderr
+
+
+def _start_up_line(stderr: str) -> str:
+    (line,) = [line for line in stderr.splitlines() if line.startswith("fastgen ")]
+    return line
+
+
+def _warnings(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("fastgen: warning: ")]
+
+
+def _input_tokens(traces: Path) -> list[int]:
+    return [span["attributes"]["gen_ai.usage.input_tokens"] for path in trace_files(traces)
+            for span in json.loads(path.read_bytes())["spans"]]
+
+
+def test_cli_tokenizer_without_template_says_content_counts_margin_and_what_it_lacks(tmp_path):
+    from templates import without_template
+
+    folder = without_template(tmp_path / "my-qwen")
+    args = [a for a in SMALL if a not in ("--tokenizer", "builtin", "--quiet")]
+
+    result = run_fastgen(*args, "--tokenizer", str(folder), "--model", "Qwen/Qwen3-32B", "--workers", "1",
+                         *_paths(tmp_path))
+
+    assert result.returncode == 0, result.stderr
+    assert _start_up_line(result.stderr).endswith(
+        f"; content tokens only: {folder} has no chat template (pass --chat-template FILE); the window check assumes "
+        f"the template adds 512 tokens + 8 per message")
+    no_template, mismatch, lacking = _warnings(result.stderr)
+    assert "no chat template" in no_template and "--chat-template FILE" in no_template
+    assert mismatch.endswith("counts will not match Qwen/Qwen3-32B's server (tokenizer "
+                             f"{folder} has 32,768 tokens before its added ones, Qwen models 151,643): pass "
+                             "--tokenizer <folder of Qwen/Qwen3-32B>")
+    assert ("lacks the special tokens <|im_start|>, <|im_end|> (Qwen's chat template renders them); <tool_call>, "
+            "</tool_call> (vllm's tool-call parser hermes finds tool calls by them)") in lacking
+
+
+def test_cli_chat_template_counts_prompts_with_it_and_records_and_ships_it(tmp_path):
+    from templates import builtin_template, without_template
+
+    folder = without_template(tmp_path / "my-qwen")
+    template = tmp_path / "chatml.jinja"
+    template.write_text(builtin_template())
+    args = [a for a in SMALL if a not in ("--tokenizer", "builtin", "--quiet")]
+    common = [*args, "--tokenizer", str(folder), "--model", "my-org/my-qwen", "--workers", "1"]
+
+    content = run_fastgen(*common, *_paths(tmp_path / "content"))
+    templated = run_fastgen(*common, "--chat-template", str(template), *_paths(tmp_path / "templated"))
+
+    assert content.returncode == 0 and templated.returncode == 0, content.stderr + templated.stderr
+    sha = hashlib.sha256(template.read_bytes()).hexdigest()
+    assert _start_up_line(templated.stderr).endswith(
+        f"; prompts counted as --chat-template chatml.jinja (sha256 {sha[:12]}) renders them")
+    assert "no chat template" not in templated.stderr
+    (lacking,) = _warnings(templated.stderr)
+    assert "<|im_start|>, <|im_end|> (its chat template renders them)" in lacking
+    traces = tmp_path / "templated" / "traces"
+    manifest = json.loads((traces / "manifest.json").read_text())
+    assert manifest["tokenizer"]["chat_template"] == {"name": "chatml.jinja", "sha256": sha}
+    assert manifest["tokenizer"]["count"] == "template" and manifest["arguments"]["chat_template"] == str(template)
+    assert (traces / "tokenizer" / "chat_template.jinja").read_bytes() == template.read_bytes()
+    # the prompts as the template renders them: every span counts more than its content alone
+    assert all(t > c for t, c in zip(_input_tokens(traces), _input_tokens(tmp_path / "content" / "traces"),
+                                     strict=True))
+
+
+@pytest.mark.parametrize("name, content, says", [
+    ("missing.jinja", None, "does not exist"),
+    ("broken.jinja", "{% if tools %}<|im_start|>", "is not valid Jinja (line 1"),
+])
+def test_cli_bad_chat_template_file_is_one_line_naming_it(tmp_path, name, content, says):
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+
+    result = run_fastgen(*SMALL, "--chat-template", str(path), *_paths(tmp_path))
+
+    assert result.returncode == 1
+    line = _one_error_line(result)
+    assert f"chat template {path} {says}" in line and "pass --chat-template a Jinja chat template file" in line
+    assert not (tmp_path / "traces").exists()

@@ -68,7 +68,7 @@ def test_render_configs_every_file_loads_with_inference_perf_and_matches_the_spe
     loaded = load_all(roots, render(roots, spec))
     expected = expected_stages(spec)
     assert set(loaded) == set(expected)
-    for name, (path, config) in loaded.items():
+    for name, (_path, config) in loaded.items():
         concurrent, sessions, rate, corpus = expected[name]
         assert config.api.streaming is True and config.api.type.value == "chat"
         assert config.server.type.value == "vllm" and config.server.model_name == "Qwen/Qwen3-32B"
@@ -129,7 +129,7 @@ def test_render_configs_relative_paths_are_machine_independent(roots, tmp_path):
 
 
 def test_render_configs_absolute_paths_true_writes_absolute_paths(roots):
-    for name, (_, config) in load_all(roots, render(roots, absolute_paths=True)).items():
+    for _name, (_, config) in load_all(roots, render(roots, absolute_paths=True)).items():
         trace_directory = Path(config.data.otel_trace_replay.trace_directory)
         assert trace_directory.is_absolute() and trace_directory.is_dir()
         assert Path(config.tokenizer.pretrained_model_name_or_path) == roots["tokenizer_dir"].resolve()
@@ -232,7 +232,15 @@ def test_render_configs_outputs_and_tool_call_modes_reach_inference_perf(roots, 
         assert f"(fastgen --outputs {outputs})" in path.read_text()
 
 
-@pytest.mark.parametrize("bad", [{"outputs": "replayed"}, {"tool_call_max_tokens": "4096"}])
+@pytest.mark.parametrize("tool_choice, sent", [("forced", "force_recorded"), ("as_recorded", "as_recorded")])
+def test_render_configs_tool_choice_mode_reaches_inference_perf_and_the_header_says_it(roots, tool_choice, sent):
+    rendered = render(roots, tool_choice=tool_choice)
+    for path, config in load_all(roots, rendered).values():
+        assert config.data.otel_trace_replay.tool_choice_mode.value == sent, path
+        assert f"(fastgen --tool-choice {tool_choice})" in path.read_text()
+
+
+@pytest.mark.parametrize("bad", [{"outputs": "replayed"}, {"tool_call_max_tokens": "4096"}, {"tool_choice": "auto"}])
 def test_render_configs_unknown_replay_mode_raises_spec_error(roots, bad):
     with pytest.raises(SpecError, match="is not known; use one of"):
         render(roots, **bad)

@@ -12,8 +12,9 @@ ROOT = Path(fastgen.__file__).parent
 # Bottom to top; a module may import modules of its own layer and the layers below. A new module gets a row here.
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "version", "interrupts", "processes", "engines"),
+    ("extras",),  # optional dependencies, named as such when missing
     ("spec", "streams", "pre_token_count"),
-    ("tokenizer", "chat_template"),
+    ("tokenizer", "chat_template", "model_match"),
     ("content", "content.english", "content.vocab", "content.kinds", "content.compose", "content.budget",
      "content.patch", "content.plan", "content.pytest_log", "content.notes"),
     ("pool_cache",),  # prepared pools kept between runs: below the dataset that reads them
@@ -48,10 +49,11 @@ LAYERS: list[tuple[str, ...]] = [
      "results.sections.slo", "results.sections"),
     ("results.written",),  # what compare wrote, so it never overwrites a user's file
     ("results.render", "results.plots", "results.compare", "results"),
+    ("analysis.rules",),  # each engine's cache rules: data only
     ("analysis.cache", "analysis.aiperf", "analysis.sharing"),
     ("analysis.schedule",),
-    ("analysis.corpus", "analysis.side_by_side"),
-    ("analysis.analyze", "analysis.report", "analysis.plots", "analysis"),
+    ("analysis.corpus", "analysis.side_by_side", "analysis.calibrate"),
+    ("analysis.analyze", "analysis.summary", "analysis.report", "analysis.plots", "analysis"),
     ("export.mooncake", "export"),
     ("cli.options", "cli.generate", "cli.datasets", "cli.runs", "cli.analysis"),
     ("cli", "__main__", ""),  # "" is the package door, fastgen/__init__.py

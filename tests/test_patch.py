@@ -86,7 +86,7 @@ def test_the_length_bound_takes_the_same_edits_as_writing_every_diff(builtin, se
         code = composer.fill("code", size, rng).text
         for path in ("a.py", "src/" + "deeply/" * 12 + "nested_module.py"):
             for room in (1, 150, 400, 900, 2500, 6000):
-                def same_draws() -> Vocab:
+                def same_draws(size: int = size, room: int = room) -> Vocab:  # bound now (B023); called at once
                     return Vocab(np.random.default_rng([seed, size, room]))
 
                 assert make_patch(same_draws(), path, code, room).diff == \

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from fastgen.errors import ValidationError
+from fastgen.errors import MissingExtraError, ValidationError
 from fastgen.validate import FileReport, check_file, describe_file, summary_table, validate_tree
 
 T0 = datetime(2026, 6, 15, 10, 0, 0, tzinfo=timezone.utc)
@@ -235,11 +235,18 @@ def test_check_file_unreadable_reported_not_raised(tmp_path, content):
     assert report.deviations[0].startswith("unreadable: ")
 
 
-def test_check_file_inference_perf_missing_raises_validation_error(tmp_path, monkeypatch):
+def test_check_file_inference_perf_missing_raises_missing_extra_not_a_deviation(tmp_path, monkeypatch):
     path = _write(tmp_path / "scenario1", 0, _chain("scenario1-0000", "scenario1", 6, (3, 5)))
     monkeypatch.setitem(sys.modules, "inference_perf.datagen.replay.otel_trace_to_replay_graph", None)
-    with pytest.raises(ValidationError, match=r"^inference-perf 0\.7\.0 is not installed; install fastgen\[validate\]"):
+    with pytest.raises(MissingExtraError, match=r"^reading traces as inference-perf does needs the validate extra: "
+                       r"pip install 'fastgen\[validate\]' \(Python 3\.12\)$"):
         check_file(path)
+
+
+def test_validate_tree_inference_perf_missing_raises_before_reading_any_file(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "inference_perf", None)
+    with pytest.raises(MissingExtraError, match=r"^fastgen validate needs the validate extra: "):
+        validate_tree(tmp_path / "no such folder", workers=1)
 
 
 # --- validate_tree ------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from conftest import SMALL, run_fastgen
 from fastgen import verify, writer
 from fastgen.compression import read_trace_bytes
 from fastgen.errors import OutputError
-from fastgen.manifest import record
+from fastgen.manifest import HASH_NAME, listed_record, record
 from fastgen.validate import check_file
 
 
@@ -124,6 +124,12 @@ def test_verify_manifest_from_before_xxh3_is_named_as_such(small_dataset, tmp_pa
         assert result.returncode == 1
         assert len(result.stderr.splitlines()) == 1, result.stderr
         assert "before 0.2" in result.stderr and "regenerate" in result.stderr
+
+
+def test_listed_record_entry_without_size_raises_output_error(tmp_path):
+    # it was a record of size None, which verify then compared with a file's size: a TypeError, not one line
+    with pytest.raises(OutputError, match="scenario1/a.json without its size"):
+        listed_record("scenario1/a.json", {HASH_NAME: "0" * 32}, tmp_path / "manifest.json")
 
 
 def test_record_hash_is_xxh3_128_as_xxh128sum_prints_it(tmp_path):

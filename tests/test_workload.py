@@ -10,7 +10,9 @@ import yaml
 
 from conftest import run_fastgen
 from fastgen.scenarios import default_spec
-from fastgen.workload import SCHEMA_PATH, WORKLOADS_DIR, load_workload, workload_schema, workload_yaml
+from fastgen.errors import WorkloadError
+from fastgen.workload import (SCHEMA_PATH, WORKLOADS_DIR, load_workload, parse_workload, workload_schema,
+                              workload_yaml)
 
 QUIET = ["--tokenizer", "builtin", "--quiet", "--workers", "1"]
 
@@ -150,6 +152,68 @@ def test_bad_workload_is_one_line_exit_2_and_nothing_written(tmp_path, text, say
     (line,) = result.stderr.splitlines()
     assert line.startswith("fastgen: error: ") and says in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]
+
+
+def test_workload_with_several_errors_lists_each_on_its_own_line_exit_2(tmp_path):
+    workload = tmp_path / "bad.yaml"
+    workload.write_text("timing: {decode_ms_per_token: 2.5}\n"
+                        "scenarios:\n  scenario1: {sesions: 4, system: -3, bug_report: {lo: 45}}\n"
+                        "  scenario2: {concurency: [1, 2]}\n")
+
+    result = run_fastgen("workload", "show", "--workload", str(workload))
+
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"fastgen: error: {workload}: 5 problems:",
+        "  timing.decode_ms_per_token: expected an integer, got 2.5",
+        "  scenarios.scenario1.sesions: unknown key; did you mean 'sessions'?",
+        "  scenarios.scenario1.system: expected an integer >= 0, got -3",
+        "  scenarios.scenario1.bug_report.hi: missing; add it",
+        "  scenarios.scenario2.concurency: unknown key; did you mean 'concurrency'?",
+    ]
+
+
+def test_workload_with_more_than_ten_errors_lists_ten_then_how_many_more():
+    fields = ", ".join(f"{name}: -1" for name in ("system", "tools", "repo_map", "file_context")) + ", x1: 1, x2: 2"
+    text = f"scenarios: {{scenario1: {{{fields}}}, scenario2: {{{fields}}}}}"
+
+    with pytest.raises(WorkloadError) as caught:
+        parse_workload(text, source="w.yaml")
+
+    lines = str(caught.value).splitlines()
+    assert lines[0] == "w.yaml: 12 problems:"
+    assert len(lines) == 12 and lines[-1] == "  and 2 more"
+    assert lines[1] == "  scenarios.scenario1.system: expected an integer >= 0, got -1"
+
+
+@pytest.mark.parametrize("text, says", [
+    ("scenarios: {scenario1: {sesion: 4}}", "scenarios.scenario1.sesion: unknown key; did you mean 'sessions'?"),
+    ("scenarios: {scenario1: {zzz: 4}}", "scenarios.scenario1.zzz: unknown key; the known ones: sessions, system,"),
+    ("scenarios: {scenaro1: {}}", "scenarios.scenaro1: no such scenario; did you mean 'scenario1'?"),
+    ("timing: {think_gap_ms: {lo: 1, hi: 2, mid: 1}}\nscenarios: {scenario1: {}}",
+     "timing.think_gap_ms.mid: unknown key; the known ones: lo, hi"),
+])
+def test_workload_unknown_key_suggests_the_closest_known_one(text, says):
+    with pytest.raises(WorkloadError) as caught:
+        parse_workload(text, source="w.yaml")
+
+    assert str(caught.value).startswith(f"w.yaml: {says}"), str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_window_too_small_in_the_workload_names_its_key_and_file(tmp_path):
+    workload = tmp_path / "small.yaml"
+    workload.write_text("max_model_len: 20000\nscenarios: {scenario1: {}}\n")
+
+    from_file = run_fastgen(*QUIET, "--workload", str(workload), *_paths(tmp_path))
+    from_flag = run_fastgen(*QUIET, "--workload", str(workload), "--max-model-len", "20000", *_paths(tmp_path))
+
+    assert from_file.returncode == 2 and from_flag.returncode == 2
+    (line,) = from_file.stderr.splitlines()
+    assert f"more than max_model_len 20000 (set in {workload}); raise max_model_len there" in line, line
+    assert "more than --max-model-len 20000; raise --max-model-len" not in line
+    (line,) = from_flag.stderr.splitlines()
+    assert "more than --max-model-len 20000; raise --max-model-len" in line and str(workload) not in line, line
 
 
 def test_huge_workload_is_refused_before_parsing(tmp_path):

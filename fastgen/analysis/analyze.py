@@ -4,8 +4,8 @@ One trace directory at a time, each session's requests are rebuilt as inference-
 kept as block ids (corpus, on a pool of processes, into a spill file); the directory's configs are then simulated
 side by side (side_by_side, schedule) against an infinite cache and, with a capacity, a finite one (cache), each
 session's own blocks forgotten once every config has run it. Definitions, each named in the output:
-- infinite: 100 x cached / prompt tokens, pooled, in replay order, vLLM's rules (full blocks, chained hashes, the
-  last prompt token always computed);
+- infinite: 100 x cached / prompt tokens, pooled, in replay order, under one engine's rules (rules.py; vLLM's by
+  default: full blocks, chained hashes, the last prompt token always computed);
 - at capacity: the same with LRU eviction of blocks no running request holds;
 - aiperf: AIPerf's analyze-trace cache_hit_rate (aiperf_definition.py): file order, infinite cache.
 """
@@ -16,7 +16,8 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from functools import partial
+from typing import Iterator, Optional
 
 import numpy as np
 import yaml
@@ -28,6 +29,7 @@ from ..traces.graph import trace_files
 from .aiperf import AiperfRate
 from .cache import BlockCache
 from .corpus import Corpus, Readers
+from .rules import ENGINE_RULES, CacheRules
 from .schedule import Load, PlannedRequest, RequestOutcome, ServiceModel, replay_slots, simulate
 from .side_by_side import Replay, run_side_by_side
 
@@ -50,6 +52,15 @@ class AnalysisOptions:
     definition: str = "vllm"  # or "aiperf": AIPerf's analyze-trace cache_hit_rate
     sweep: bool = False  # hit % at a series of capacities, from one request to the whole replay's distinct blocks
     service: ServiceModel = ServiceModel()
+    engine: str = "vllm"  # whose cache rules (rules.ENGINE_RULES)
+
+    @property
+    def rules(self) -> CacheRules:
+        return ENGINE_RULES[self.engine]
+
+    def cache(self, capacity_tokens: Optional[int] = None) -> BlockCache:
+        """An empty cache with these options' block size and engine rules."""
+        return BlockCache(self.block_size, capacity_tokens, publish_after_prefill=self.rules.publish_after_prefill)
 
 
 @dataclass
@@ -184,9 +195,11 @@ def analyze(targets: list[ConfigTarget], tokenizer_dir: Path, options: AnalysisO
             replays = [r for t in tallies for r in t.replays]
             if options.sweep:  # the sweep replays the sessions again at each capacity: keep them
                 corpus.load({i for t in tallies for i in t.slots}, readers, tick)
-                run_side_by_side(replays, lambda order: ((i, corpus.session(i)) for i in order), options.service)
+                # the readers bind this directory's corpus now (B023): run_side_by_side reads to the end before it
+                # returns, so late binding gave the same result, but a reader kept longer would read the next one's
+                run_side_by_side(replays, partial(_held_sessions, corpus), options.service)
             else:
-                run_side_by_side(replays, lambda order: corpus.stream(order, readers, tick), options.service)
+                run_side_by_side(replays, partial(corpus.stream, readers=readers, progress=tick), options.service)
             for target, tally in zip(group, tallies):
                 results[id(target)] = result = tally.result()
                 if options.sweep:
@@ -194,6 +207,11 @@ def analyze(targets: list[ConfigTarget], tokenizer_dir: Path, options: AnalysisO
             names.add(corpus.reading_name)
     changed = sorted(names - {reading.name})
     return (changed[0] if changed else reading.name), [results[id(t)] for t in targets]
+
+
+def _held_sessions(corpus: Corpus, order: list[int]) -> Iterator[tuple[int, list[PlannedRequest]]]:
+    """(index, session) of sessions the corpus holds (Corpus.load), in the order given."""
+    return ((i, corpus.session(i)) for i in order)
 
 
 class _Tallies:
@@ -208,16 +226,17 @@ class _Tallies:
         self._aiperf: Optional[AiperfRate] = None
         if options.definition == "aiperf":
             self._aiperf = AiperfRate()
-            self.replays = [Replay(slots, target.load, BlockCache(options.block_size), self._count_aiperf,
+            self.replays = [Replay(slots, target.load, options.cache(), self._count_aiperf,
                                    on_forget=self._aiperf.forget)]
             return
-        self.replays = [Replay(slots, target.load, BlockCache(options.block_size), self._count_infinite)]
+        self.replays = [Replay(slots, target.load, options.cache(), self._count_infinite)]
         if options.capacity_tokens is not None:
-            self._finite = BlockCache(options.block_size, options.capacity_tokens)
+            self._finite = options.cache(options.capacity_tokens)
             self._result.cached_capacity = 0
             self.replays.append(Replay(slots, target.load, self._finite, self._count_finite, self._check_fits))
 
     def _count_aiperf(self, outcome: RequestOutcome, request: PlannedRequest) -> None:
+        assert self._aiperf is not None  # the callback of the replay made with it
         self._result.requests += 1
         self._result.prompt_tokens += outcome.prompt_tokens
         self._aiperf.add(request.blocks if request.tail is None else np.append(request.blocks, request.tail))
@@ -234,9 +253,10 @@ class _Tallies:
     def _count_finite(self, outcome: RequestOutcome, _request: PlannedRequest) -> None:
         label = self._labels[outcome.label]
         label[2] = (label[2] or 0) + outcome.cached_tokens
-        self._result.cached_capacity += outcome.cached_tokens
+        self._result.cached_capacity = (self._result.cached_capacity or 0) + outcome.cached_tokens
 
     def _check_fits(self, session: list[PlannedRequest]) -> None:
+        assert self._finite is not None  # the callback of the replay made with it
         for request in session:
             self._finite.check_fits(request.prompt_tokens, f"{self.target.name}, {request.event_id}")
 
@@ -259,7 +279,7 @@ def _sweep(target: ConfigTarget, corpus: Corpus, options: AnalysisOptions, resul
     distinct = result.prompt_tokens - result.cached_infinite  # what an unbounded cache ends up holding
     points = []
     for capacity in sweep_capacities(-(-largest_prompt // bs) * bs + bs, distinct + bs):
-        outcomes = predict(target, corpus, BlockCache(bs, capacity), options.service)
+        outcomes = predict(target, corpus, options.cache(capacity), options.service)
         points.append((capacity, 100.0 * sum(o.cached_tokens for o in outcomes) / result.prompt_tokens))
     return points
 

@@ -6,10 +6,14 @@
   blocks no running request holds wait in least-recently-released order and the oldest are evicted first when new
   blocks need room, as vLLM's free-block queue does; a hit takes a block back out of that queue.
 - A block a request computes becomes a hit for others once it is `publish`ed; the schedule publishes at once, as
-  vLLM registers blocks when it schedules them.
+  vLLM registers blocks when it schedules them, or as the prefill ends, as SGLang inserts them (rules.py).
 
-Only prompt blocks are cached here; vLLM also caches full blocks of generated tokens, which a next turn can hit
-where its prompt repeats the answer token for token: the prediction leaves those out.
+A request's generated tokens take room too (`publish(admission, output_tokens)`): blocks for them are held while it
+runs and join the free queue when it ends, ahead of its prompt's blocks (vLLM caches full blocks of generated tokens;
+SGLang inserts them into its radix tree as leaves), so they are evicted first, and they push older prefixes out of a
+full cache. No later prompt hits them here: where a next turn repeats the answer token for token, vLLM and SGLang
+could, and the prediction leaves that out (with recorded outputs the next prompt holds the recorded answer, not the
+generated one).
 
 Blocks are dense ids (BlockIds turns chained block hashes into them), so the cache's state is a few numpy arrays
 indexed by block and each request costs a handful of vectorized steps, not one Python step per block: the full
@@ -139,11 +143,12 @@ class Admission:
     """A running request's hold on the cache: its blocks, how many it found cached, and how many it holds (all of
     them but the ones a full cache had no room for)."""
 
-    __slots__ = ("blocks", "cached_blocks", "held", "epoch")
+    __slots__ = ("blocks", "cached_blocks", "held", "epoch", "generated")
 
     def __init__(self, blocks: np.ndarray, cached_blocks: int, epoch: int = 0) -> None:
         self.blocks, self.cached_blocks, self.held = blocks, cached_blocks, blocks[:cached_blocks]
         self.epoch = epoch  # the cache's clear() count when it was made: a hold from before a clear holds nothing
+        self.generated = np.zeros(0, dtype=np.int32)  # slots of its generated tokens' blocks (no block id)
 
 
 class BlockCache:
@@ -151,8 +156,11 @@ class BlockCache:
     capacity's number of them) that carries its holders and its place in the free queue, and the only state per
     block id is its slot: 4 bytes, against the 13 a block's whole state would take in every id's row."""
 
-    def __init__(self, block_size: int, capacity_tokens: Optional[int] = None) -> None:
+    def __init__(self, block_size: int, capacity_tokens: Optional[int] = None, *,
+                 publish_after_prefill: bool = False) -> None:
         self.block_size = block_size
+        # when the schedule publishes a request's blocks (rules.py): at its start (vLLM) or when its prefill ends
+        self.publish_after_prefill = publish_after_prefill
         self.capacity = None if capacity_tokens is None else capacity_tokens // block_size
         self._cached = np.zeros(1024, dtype=bool)  # infinite cache: block -> its content is in the cache
         self._slot = np.full(1024, -1, dtype=np.int32)  # finite cache: block -> its slot (-1: not cached)
@@ -199,18 +207,40 @@ class BlockCache:
             self._entry[leading] = -1
         return hit * self.block_size, admission
 
-    def publish(self, admission: Admission) -> None:
-        """The request's computed blocks can serve others from now on."""
+    def publish(self, admission: Admission, output_tokens: int = 0) -> None:
+        """The request's computed blocks can serve others from now on; with a capacity, room is also taken for the
+        blocks of the `output_tokens` it will generate (after its prompt's, if the cache has room for both)."""
         rest = admission.blocks[admission.cached_blocks:]
         if self.capacity is None:
             self._cached[rest] = True
             return
+        self._publish_prompt(admission, rest)
+        if output_tokens > 0:
+            self._take_generated(admission, -(-output_tokens // self.block_size))
+
+    def _take_generated(self, admission: Admission, count: int) -> None:
+        assert self.capacity is not None  # publish: only a cache with a capacity takes room
+        room = self.capacity - self._used
+        if count > room:
+            room += self._evict(count - room)
+        if count > room:  # running requests hold the rest: a real engine would preempt one of them
+            self.overflowed += count - room
+            count = room
+        given = self._take_slots(count)
+        self._block[given] = -1  # no block id: nothing will ever hit it
+        self._holders[given] = 1
+        self._entry[given] = -1
+        self._used += count
+        admission.generated = given
+
+    def _publish_prompt(self, admission: Admission, rest: np.ndarray) -> None:
         slots = self._slot[rest]
         meanwhile = slots >= 0  # computed by another request since: held first, so never evicted for it
         found = slots[meanwhile]
         self._holders[found] += 1
         self._entry[found] = -1
         new = rest[~meanwhile]
+        assert self.capacity is not None  # publish: only a cache with a capacity takes room
         room = self.capacity - self._used
         if len(new) > room:
             room += self._evict(len(new) - room)
@@ -233,6 +263,7 @@ class BlockCache:
         reused, self._unused = self._unused[keep:], self._unused[:keep]
         fresh = count - len(reused)
         if self._slots_made + fresh > len(self._block):
+            assert self.capacity is not None  # only a cache with a capacity has slots (publish)
             size = min(self.capacity, max(self._slots_made + fresh, 2 * len(self._block), 1024))
             self._block = _extended(self._block, size, 0)
             self._holders = _extended(self._holders, size, 0)
@@ -270,11 +301,15 @@ class BlockCache:
     def release(self, admission: Admission) -> None:
         """The request has ended: blocks it was the last to hold join the free queue, tail blocks first (so they are
         evicted before the prefix they extend, as vLLM frees them)."""
-        if self.capacity is None or not len(admission.held) or admission.epoch != self._epoch:
+        if self.capacity is None or admission.epoch != self._epoch or not (len(admission.held)
+                                                                          or len(admission.generated)):
             return
         held = self._slot[admission.held]  # a held block stays cached: its slot is its own until it is released
         self._holders[held] -= 1
         freed = held[self._holders[held] == 0][::-1]
+        if len(admission.generated):  # the generated blocks come after the prompt's: freed, so evicted, first
+            self._holders[admission.generated] -= 1
+            freed = np.concatenate([admission.generated[::-1], freed])
         # a block this request re-found cached after another request's release is in held once; its old entry
         # was made stale by the hold, so it re-enters the queue here, at the back
         if len(freed):

@@ -10,6 +10,7 @@ blocks go when it is released, so that memory does not grow with the sessions of
 
 from __future__ import annotations
 
+import multiprocessing.pool
 import pickle
 import tempfile
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 import numpy as np
 
-from ..errors import OutputError
+from ..errors import MissingExtraError, OutputError
 from ..processes import context, usable_cpus, workers_for
 from ..traces.blocks import PromptReading, block_hashes, load_reading, tail_hash
 from ..traces.graph import trace_files
@@ -48,7 +49,7 @@ def _read_file(path: Path, reading: PromptReading, block_size: int) -> _ReadSess
     """One file, as the replay reads it: its requests with their block hashes."""
     try:
         session = read_session(path)
-    except OutputError:
+    except (OutputError, MissingExtraError):  # an unreadable file says so itself; a missing extra is no file's fault
         raise
     except Exception as exc:  # noqa: BLE001 - whatever makes the replay skip the file
         raise OutputError(f"{path} cannot be read as inference-perf reads it ({type(exc).__name__}: "
@@ -183,7 +184,7 @@ class Readers:
         self._source = getattr(reading, "source", None)  # None: a reading load_reading did not make
         self._block_size = block_size
         self._workers = usable_cpus() if workers is None else workers
-        self._pool = None
+        self._pool: Optional[multiprocessing.pool.Pool] = None
 
     def parallel(self, files: int) -> bool:
         return self._source is not None and workers_for(files, _FILES_PER_WORKER, self._workers) > 1

@@ -7,7 +7,8 @@ session, a request starts when all its predecessors have ended and its recorded 
 passed; branches with the same predecessor run at the same time.
 
 The service-time model is deliberately simple: a request's blocks are cached from the moment it starts (vLLM
-registers them when it schedules them); it takes (uncached prompt tokens / prefill rate) to its first token, then
+registers them when it schedules them) or, under SGLang's rules, from the end of its prefill (rules.py); it takes
+(uncached prompt tokens / prefill rate) to its first token, then
 (recorded output tokens / decode rate) to its end, when its blocks may be evicted. No batching limits, no queueing
 for the GPU: it decides what overlaps with what, which is what a cache's hits depend on, not how fast a server is.
 """
@@ -21,9 +22,11 @@ from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
+from ..errors import SpecError
 from .cache import BlockCache
 
-__all__ = ["Load", "PlannedRequest", "RequestOutcome", "ServiceModel", "replay", "replay_slots", "simulate"]
+__all__ = ["DEFAULT_DECODE_TOKENS_PER_S", "DEFAULT_PREFILL_TOKENS_PER_S", "Load", "PlannedRequest", "RequestOutcome",
+           "ServiceModel", "replay", "replay_slots", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -35,10 +38,24 @@ class Load:
     max_wait_ms: int = 15000  # inference-perf's default cap on a recorded wait
 
 
+DEFAULT_PREFILL_TOKENS_PER_S = 20000.0
+DEFAULT_DECODE_TOKENS_PER_S = 50.0
+
+
 @dataclass(frozen=True)
 class ServiceModel:
-    prefill_tokens_per_s: float = 20000.0
-    decode_tokens_per_s: float = 50.0
+    """How fast the simulated server serves one request: what decides which requests overlap. The defaults are a
+    fast server; a slow one (`fastgen analyze --prefill-tokens-per-s/--decode-tokens-per-s`, or `--calibrate` from a
+    bakeoff run) keeps more sessions running at once."""
+
+    prefill_tokens_per_s: float = DEFAULT_PREFILL_TOKENS_PER_S
+    decode_tokens_per_s: float = DEFAULT_DECODE_TOKENS_PER_S
+
+    def __post_init__(self) -> None:
+        for name in ("prefill_tokens_per_s", "decode_tokens_per_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 < value < float("inf")):
+                raise SpecError(f"a service model's {name} must be a positive number, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -147,14 +164,19 @@ def replay(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[int]
         request = session["requests"][event_id]
         if kind == "start":
             cached, admission = cache.admit(request.blocks, request.prompt_tokens)
-            # vLLM registers a request's full blocks when it schedules them, before they are computed: a request
-            # scheduled after it, even in the same step, hits them (measured: concurrent sessions share the prefix)
-            cache.publish(admission)
+            prefill = (request.prompt_tokens - cached) / model.prefill_tokens_per_s
+            if cache.publish_after_prefill:  # SGLang: into the radix tree once computed (pushed before the end)
+                push(t + prefill, "publish", (slot, event_id, admission))
+            else:
+                # vLLM registers a request's full blocks when it schedules them, before they are computed: a request
+                # scheduled after it, even in the same step, hits them (measured: concurrent sessions share the prefix)
+                cache.publish(admission, request.output_tokens)
             on_start(RequestOutcome(slot, slots[slot], event_id, request.label, request.prompt_tokens, cached, t),
                      request)
-            prefill = (request.prompt_tokens - cached) / model.prefill_tokens_per_s
             decode = request.output_tokens / model.decode_tokens_per_s
             push(t + prefill + decode, "end", (slot, event_id, admission))
+        elif kind == "publish":
+            cache.publish(payload[2], request.output_tokens)
         else:
             cache.release(payload[2])
             session["done"].add(event_id)

@@ -16,9 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..errors import OutputError, ServerError
+from ..extras import import_extra
 from .plan import replay_modes_of
 from .runs import recorded_runs
 from .server import LiveServer
@@ -28,12 +29,12 @@ __all__ = ["SAME_RUN_KEYS", "SAME_SERVER_KEYS", "check_label_server", "identity_
 
 SAME_SERVER_KEYS = ("url", "engine", "model")
 SAME_RUN_KEYS = (("server", "url"), ("server", "engine"), ("server", "model"), ("server", "kv_capacity_tokens"),
-                 ("dataset_sha256",), ("config_sha256",), ("outputs",), ("tool_call_max_tokens",), ("reset",))
+                 ("dataset_sha256",), ("config_sha256",), ("outputs",), ("tool_call_max_tokens",), ("tool_choice",), ("reset",))
 # how a changed key reads in the line that says why a run is done again
 _CHANGES = {"url": "another server URL", "engine": "another engine", "model": "another model",
             "kv_capacity_tokens": "another KV capacity", "dataset_sha256": "the dataset changed",
             "config_sha256": "the config changed", "outputs": "another outputs mode",
-            "tool_call_max_tokens": "another tool-call max_tokens mode",
+            "tool_call_max_tokens": "another tool-call max_tokens mode", "tool_choice": "another tool_choice mode",
             "reset": "the cache was reset between runs in one and not the other (--no-reset)"}
 
 
@@ -59,11 +60,11 @@ def run_identity(server: dict, *, config_path: Path, run_config: dict, reset: bo
     and the workload it names), the replay modes of `run_config` (the config as run, parsed), and whether the cache
     was reset before it."""
     replay = run_config["data"]["otel_trace_replay"]
-    outputs, tool_calls = replay_modes_of(replay)
+    outputs, tool_calls, tool_choice = replay_modes_of(replay)
     manifest = _dataset_manifest(Path(replay["trace_directory"]))
     return {"server": server, "dataset_sha256": None if manifest is None else hashlib.sha256(manifest).hexdigest(),
             "workload": _workload(manifest), "config_sha256": hashlib.sha256(Path(config_path).read_bytes()).hexdigest(),
-            "outputs": outputs, "tool_call_max_tokens": tool_calls, "reset": reset}
+            "outputs": outputs, "tool_call_max_tokens": tool_calls, "tool_choice": tool_choice, "reset": reset}
 
 
 def _dataset_manifest(trace_directory: Path) -> Optional[bytes]:
@@ -77,6 +78,8 @@ def _dataset_manifest(trace_directory: Path) -> Optional[bytes]:
 
 def _workload(manifest: Optional[bytes]) -> Optional[str]:
     """The workload the dataset's manifest names (a shipped one's name, or a file's), for the report's setup."""
+    if manifest is None:
+        return None
     try:
         return str(json.loads(manifest)["arguments"]["workload"])
     except (TypeError, ValueError, KeyError):
@@ -123,7 +126,7 @@ def _describe(server: dict) -> str:
     return ", ".join(str(server[key]) for key in ("engine", "model") if server.get(key))
 
 
-def _get(document: dict, path: tuple[str, ...]):
+def _get(document: Any, path: tuple[str, ...]):
     for key in path:
         document = document.get(key) if isinstance(document, dict) else None
     return document
@@ -138,10 +141,9 @@ def _metrics_or_empty(server: LiveServer) -> str:
 
 def _families(text: str) -> dict[str, list]:
     """Metric family name -> its samples, as prometheus_client parses them (labels kept apart, not summed)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
+    parser = import_extra("prometheus_client.parser", extra="bakeoff", command="fastgen bakeoff")
     try:
-        return {family.name: list(family.samples) for family in text_string_to_metric_families(text)}
+        return {family.name: list(family.samples) for family in parser.text_string_to_metric_families(text)}
     except ValueError:
         return {}
 

@@ -70,7 +70,8 @@ def _matches(name: str, pattern: str) -> bool:
 
 
 def run_config_text(text: str, *, config_dir: Path, url: str, engine: str, report_dir: Path,
-                    outputs: Optional[str] = None, tool_call_max_tokens: Optional[str] = None) -> str:
+                    outputs: Optional[str] = None, tool_call_max_tokens: Optional[str] = None,
+                    tool_choice: Optional[str] = None) -> str:
     """The YAML of one run: `text` (a generated config) pointed at `url` and reporting into `report_dir`; with
     `outputs` (live, recorded) or `tool_call_max_tokens` (floor, recorded), replaying so (None: as the config says)."""
     document = yaml.safe_load(text)
@@ -85,7 +86,7 @@ def run_config_text(text: str, *, config_dir: Path, url: str, engine: str, repor
     server["type"] = engine
     replay["trace_directory"] = _absolute(replay["trace_directory"], config_dir)
     said = replay_modes_of(replay)
-    replay.update(replay_modes(outputs or said[0], tool_call_max_tokens or said[1]))
+    replay.update(replay_modes(outputs or said[0], tool_call_max_tokens or said[1], tool_choice or said[2]))
     replay["attribute_to_label_map"] = {**dict(REPORT_LABELS), **(replay.get("attribute_to_label_map") or {})}
     name = tokenizer.get("pretrained_model_name_or_path")
     if name and (config_dir / name).exists():  # a folder beside the traces; a hub id stays as it is
@@ -95,12 +96,14 @@ def run_config_text(text: str, *, config_dir: Path, url: str, engine: str, repor
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
-def replay_modes_of(replay: dict) -> tuple[str, str]:
-    """(outputs, tool-call max_tokens) modes of a data.otel_trace_replay section, inference-perf 0.7.0's defaults
-    where it says nothing (outputs substituted live, tool-call max_tokens at the 4096 floor)."""
+def replay_modes_of(replay: dict) -> tuple[str, str, str]:
+    """(outputs, tool-call max_tokens, tool_choice) modes of a data.otel_trace_replay section, inference-perf
+    0.7.0's defaults where it says nothing (outputs substituted live, tool-call max_tokens at the 4096 floor, the
+    recorded tool forced)."""
     outputs = "recorded" if replay.get("disable_output_substitution", False) else "live"
     tool_calls = "floor" if replay.get("override_tool_call_max_tokens", True) else "recorded"
-    return outputs, tool_calls
+    tool_choice = "as_recorded" if replay.get("tool_choice_mode") == "as_recorded" else "forced"
+    return outputs, tool_calls, tool_choice
 
 
 def _absolute(path: str, base: Path) -> str:

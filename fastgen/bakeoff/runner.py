@@ -12,7 +12,6 @@ the bakeoff (every later run would fail the same way); a run that fails otherwis
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -27,9 +26,10 @@ import yaml
 
 from ..configs import check_label
 from ..errors import FastgenError
+from ..extras import require_extra
 from ..version import __version__
 from .identity import check_label_server, identity_change, process_start, run_identity, server_identity
-from .plan import ConfigRun, run_config_text, select_configs
+from .plan import ConfigRun, replay_modes_of, run_config_text, select_configs
 from .preflight import Preflight, check_server
 from .reset import no_reset, verified_reset, wait_idle
 from .runs import (LOG_FILE, METRICS_FILE, RUN_CONFIG_FILE, discard_partial, partial_folder, place_run, read_run,
@@ -60,6 +60,7 @@ class BakeoffOptions:
     gpus: Optional[int] = None  # the server's GPU count, recorded only
     outputs: Optional[str] = None  # live, recorded; None: as the config says
     tool_call_max_tokens: Optional[str] = None  # floor, recorded; None: as the config says
+    tool_choice: Optional[str] = None  # forced, as_recorded; None: as the config says
     tool_check: bool = True  # check before the first config that the server holds a named tool_choice
 
 
@@ -85,9 +86,7 @@ def inference_perf_command() -> list[str]:
     script = Path(sys.executable).with_name("inference-perf")
     if script.exists():
         return [str(script)]
-    if importlib.util.find_spec("inference_perf") is None:
-        raise FastgenError("inference-perf is not installed here; install it with pip install 'fastgen[bakeoff]' "
-                           "(inference-perf 0.7.0 needs Python 3.12)")
+    require_extra("bakeoff", "fastgen bakeoff")
     return [sys.executable, "-m", "inference_perf"]
 
 
@@ -98,6 +97,7 @@ def run_bakeoff(options: BakeoffOptions, *, echo: Callable[[str], None] = lambda
     it ends). What the check before the first config found goes to `warn`, a line each (default: echo, after
     "warning: "). Ctrl-C stops the current run (its partial folder is removed) and propagates, with every finished
     run in place: the same command again goes on from there."""
+    require_extra("bakeoff", "fastgen bakeoff")  # before any config, run folder or server is looked at
     warn = warn or (lambda line: echo(f"warning: {line}"))
     label = check_label(options.label)
     label_dir = Path(options.out_dir).resolve() / label  # inference-perf runs from each config's folder
@@ -110,7 +110,9 @@ def run_bakeoff(options: BakeoffOptions, *, echo: Callable[[str], None] = lambda
         check_label_server(label_dir, identity)
     echo(f"{server.url}: {_describe(identity)}; {len(configs)} config(s)"
          f"{f' x {options.repeats} repeats' if options.repeats > 1 else ''} into {label_dir}")
-    checked = check_server(server, model, tool_check=options.tool_check)
+    # a named tool_choice is sent only in the forced mode: the check is moot when no config sends one
+    forced = any(_tool_choice_of(c.path, options) == "forced" for c in configs)
+    checked = check_server(server, model, tool_check=options.tool_check and forced)
     for line in checked.warnings:
         warn(line)
     runs = [(config, repeat) for config in configs for repeat in range(1, options.repeats + 1)]
@@ -141,6 +143,15 @@ def _describe(identity: dict) -> str:
     return f"{engine}, serving {identity['model']}{kv}"
 
 
+def _tool_choice_of(path: Path, options: BakeoffOptions) -> str:
+    if options.tool_choice:
+        return options.tool_choice
+    try:
+        return replay_modes_of(yaml.safe_load(path.read_text(encoding="utf-8"))["data"]["otel_trace_replay"])[2]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "forced"  # unreadable here: its run says why; check the server as for a forced config
+
+
 def _model_of(path: Path) -> str:
     try:
         return str(yaml.safe_load(path.read_text(encoding="utf-8"))["server"]["model_name"])
@@ -155,7 +166,7 @@ def _run_one(config: ConfigRun, repeat: int, label_dir: Path, server: LiveServer
     partial = partial_folder(folder)
     text = run_config_text(config.path.read_text(encoding="utf-8"), config_dir=config.path.parent, url=server.url,
                            engine=server.engine.name, report_dir=partial, outputs=options.outputs,
-                           tool_call_max_tokens=options.tool_call_max_tokens)
+                           tool_call_max_tokens=options.tool_call_max_tokens, tool_choice=options.tool_choice)
     identity = run_identity({**server_identity(server, model, options.gpus), **checked.record()},
                             config_path=config.path, run_config=yaml.safe_load(text), reset=options.reset)
     previous = read_run(folder)
@@ -329,8 +340,9 @@ class _Progress:
 
     def stage_setter(self, number: int, config: str, repeat: int, repeats: int) -> Callable[[str], None]:
         name = config if repeats == 1 else f"{config} repeat {repeat}/{repeats}"
-        if self._bar is not None:
-            return lambda text: self._bar.set_postfix_str(f"{name}: {text}")
+        bar = self._bar
+        if bar is not None:
+            return lambda text: bar.set_postfix_str(f"{name}: {text}")
         said: list[str] = []
 
         def first(text: str) -> None:

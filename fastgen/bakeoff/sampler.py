@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from ..extras import import_extra
+
 __all__ = ["MetricsSampler", "parse_metrics"]
 
 _KEPT_TYPES = ("counter", "gauge")
@@ -21,7 +23,8 @@ _KEPT_TYPES = ("counter", "gauge")
 
 def parse_metrics(text: str, prefix: str) -> dict[str, float]:
     """Counter and gauge samples whose name starts with `prefix` (e.g. "vllm:"), summed over their label sets."""
-    from prometheus_client.parser import text_string_to_metric_families
+    parser = import_extra("prometheus_client.parser", extra="bakeoff", command="fastgen bakeoff")
+    text_string_to_metric_families = parser.text_string_to_metric_families
 
     values: dict[str, float] = {}
     for family in text_string_to_metric_families(text):

@@ -23,9 +23,12 @@ def analyze_parser() -> Parser:
     p.add_argument("--reading", choices=["auto", "template", "content"], default="auto",
                    help="prompts as the chat template renders them, or content tokens only (auto: template when the "
                    "tokenizer has one)")
+    p.add_argument("--engine", choices=["vllm", "sglang"], default="vllm",
+                   help="whose prefix-cache rules: vllm (full blocks, registered when a request is scheduled) or "
+                   "sglang (radix cache at --block-size as its page size, filled as each prefill completes)")
     p.add_argument("--block-size", type=int_in(1, 4096, "--block-size"), default=None,
-                   help="KV block size in tokens (default 16, vLLM's; 1 approximates SGLang's radix cache; 512 with "
-                   "--definition aiperf, Mooncake's)")
+                   help="KV block size in tokens, or SGLang's page size (default: 16, vLLM's on GPU (its CPU build "
+                   "uses 32); 1, SGLang's; 512 with --definition aiperf, Mooncake's)")
     p.add_argument("--definition", choices=["vllm", "aiperf"], default="vllm",
                    help="vllm: pooled cached / prompt tokens in replay order, infinite and at capacity; aiperf: "
                    "AIPerf's analyze-trace cache_hit_rate over the same requests")
@@ -40,11 +43,48 @@ def analyze_parser() -> Parser:
     p.add_argument("--sweep", action="store_true", help="also the hit %% at eight KV capacities per config, from one "
                    "request to the whole replay (eight more simulations each, over a directory's sessions held in "
                    "memory: the full default set takes twice as long)")
+    _service_options(p)
+    p.add_argument("--verbose", action="store_true", help="also the long tables in the terminal: hit %% by turn "
+                   "and the sweep's points (the JSON always holds them)")
     p.add_argument("--plots", type=Path, metavar="DIR", help="PNG charts into DIR (matplotlib: fastgen[plots])")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--workers", type=int_in(1, 1024, "--workers"), default=None,
                    help="processes reading the trace files (unset: all cores; the figures do not depend on it)")
     return p
+
+
+def _service_options(p: Parser) -> None:
+    from ..analysis.schedule import DEFAULT_DECODE_TOKENS_PER_S, DEFAULT_PREFILL_TOKENS_PER_S
+
+    p.add_argument("--prefill-tokens-per-s", type=positive_float("--prefill-tokens-per-s", most=1e9), metavar="N",
+                   help=f"the simulated server's prefill speed: a request's first token comes after its uncached "
+                   f"prompt tokens / N seconds (default {DEFAULT_PREFILL_TOKENS_PER_S:,.0f}, or --calibrate's); a "
+                   f"slower server keeps more sessions running at once, which a capacity feels")
+    p.add_argument("--decode-tokens-per-s", type=positive_float("--decode-tokens-per-s", most=1e9), metavar="N",
+                   help=f"its decode speed: a request ends its output tokens / N seconds after its first token "
+                   f"(default {DEFAULT_DECODE_TOKENS_PER_S:g}, or --calibrate's)")
+    p.add_argument("--calibrate", type=Path, metavar="RUN_DIR",
+                   help="take both speeds from a bakeoff run against the server to predict for (a repeat-K folder, "
+                   "or a folder above runs, pooled): uncached prompt tokens / TTFT and output tokens / (latency - "
+                   "TTFT) over its requests; --prefill-tokens-per-s/--decode-tokens-per-s override either")
+
+
+def _service(args):
+    """(the service model, where its speeds come from; None: the defaults or given)."""
+    from dataclasses import replace
+
+    from ..analysis.calibrate import calibrate
+    from ..analysis.schedule import ServiceModel
+
+    service, source = ServiceModel(), None
+    if args.calibrate is not None:
+        calibration = calibrate(args.calibrate)
+        service, source = calibration.service, calibration.describe()
+    given = {name: value for name, value in (("prefill_tokens_per_s", args.prefill_tokens_per_s),
+                                             ("decode_tokens_per_s", args.decode_tokens_per_s)) if value is not None}
+    if given and source is not None:
+        source += "; " + " and ".join(name.split("_")[0] for name in given) + " given"
+    return replace(service, **given), source
 
 
 def _targets(args):
@@ -70,8 +110,13 @@ def _tokenizer_of(folder: Path) -> Path:
 def run_analyze(args) -> int:
     from ..analysis import AnalysisOptions, analyze, kv_bytes_per_token
     from ..analysis.report import analysis_document, analysis_table
+    from ..analysis.rules import ENGINE_RULES
     from ..errors import OutputError
+    from ..extras import require_extra
 
+    require_extra("validate", "fastgen analyze")  # before any file is read: it reads them as inference-perf does
+    if args.plots is not None:
+        require_extra("plots", "fastgen analyze --plots")
     capacity = args.kv_cache_tokens
     if args.kv_cache_gib is not None:
         if args.model_config is None:
@@ -79,6 +124,7 @@ def run_analyze(args) -> int:
         capacity = int(args.kv_cache_gib * 2**30 // kv_bytes_per_token(args.model_config))
     if args.definition == "aiperf" and capacity is not None:
         raise UsageError("AIPerf's definition has no capacity (an infinite cache); drop --kv-cache-tokens/-gib")
+    service, service_source = _service(args)
     targets, tokenizer = _targets(args)
     if args.only:
         from fnmatch import fnmatchcase
@@ -87,30 +133,30 @@ def run_analyze(args) -> int:
                                              for p in args.only)]
         if not targets:
             raise UsageError(f"no config matches {' '.join(args.only)}")
-    if args.plots is not None:
-        from ..results.plots import matplotlib_missing
-
-        if matplotlib_missing():
-            raise UsageError(f"--plots needs matplotlib: {matplotlib_missing()}")
-    block_size = args.block_size or (512 if args.definition == "aiperf" else 16)
+    if args.definition == "aiperf" and args.engine != "vllm":
+        raise UsageError("AIPerf's definition has no engine rules; drop --engine or --definition aiperf")
+    rules = ENGINE_RULES[args.engine]
+    block_size = args.block_size or (512 if args.definition == "aiperf" else rules.default_block_size)
     options = AnalysisOptions(block_size=block_size, capacity_tokens=capacity, reading=args.reading,
-                              definition=args.definition, sweep=args.sweep)
+                              definition=args.definition, sweep=args.sweep, engine=args.engine, service=service)
     reading, results = analyze(targets, tokenizer, options, workers=args.workers,
                                progress=not args.quiet and sys.stderr.isatty())
-    print(analysis_table(reading, options, results))
+    print(analysis_table(reading, options, results, verbose=args.verbose, service_source=service_source))
     if args.plots is not None and args.definition == "vllm":
         from ..results.plots import write_plots
         from ..analysis.plots import analysis_plots
 
         try:
-            written = write_plots(analysis_plots(results, {r.name: r.sweep for r in results if r.sweep}), args.plots)
+            written = write_plots(analysis_plots(results, {r.name: r.sweep for r in results if r.sweep},
+                                                 capacity_tokens=capacity), args.plots)
         except OSError as exc:
             raise OutputError(f"cannot write the plots into {args.plots}: {exc.strerror}; choose another --plots") \
                 from None
         print(f"{len(written)} plots in {args.plots}")
     if args.json:
         try:
-            args.json.write_text(json.dumps(analysis_document(reading, options, results), indent=1) + "\n")
+            document = analysis_document(reading, options, results, service_source=service_source)
+            args.json.write_text(json.dumps(document, indent=1) + "\n")
         except OSError as exc:
             raise OutputError(f"cannot write {args.json}: {exc.strerror}; choose another --json") from None
     return 0
@@ -135,8 +181,10 @@ def export_parser() -> Parser:
 def run_export(args) -> int:
     from ..analysis.analyze import Corpus
     from ..export import mooncake_lines, write_mooncake
+    from ..extras import require_extra
     from ..traces.blocks import load_reading
 
+    require_extra("validate", "fastgen export")  # before any file is read: it reads them as inference-perf does
     targets, tokenizer = _targets(args)
     if args.config:
         targets = [t for t in targets if t.name == args.config.removesuffix(".yml")]
@@ -151,6 +199,6 @@ def run_export(args) -> int:
     lines = mooncake_lines(target, corpus)
     write_mooncake(lines, args.out)
     if not args.quiet:
-        print(f"wrote {len(lines)} requests of {target.name} ({len({l['session_id'] for l in lines})} sessions) to "
+        print(f"wrote {len(lines)} requests of {target.name} ({len({r['session_id'] for r in lines})} sessions) to "
               f"{args.out}")
     return 0

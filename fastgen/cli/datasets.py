@@ -35,8 +35,10 @@ def unpack_parser() -> argparse.ArgumentParser:
 
 
 def run_validate(args) -> int:
+    from ..extras import require_extra
     from ..validate import check_file, describe_file, summary_table, validate_tree
 
+    require_extra("validate", "fastgen validate")
     if args.trace:
         if args.verbose:
             print(describe_file(args.trace))

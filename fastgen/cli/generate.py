@@ -16,7 +16,7 @@ __all__ = ["generate_parser", "run_generate", "run_workload", "workload_parser"]
 
 
 def generate_parser() -> argparse.ArgumentParser:
-    from ..configs import METRICS_TYPES, OUTPUTS_MODES, SERVER_TYPES, TOOL_CALL_MAX_TOKENS_MODES
+    from ..configs import METRICS_TYPES, OUTPUTS_MODES, SERVER_TYPES, TOOL_CALL_MAX_TOKENS_MODES, TOOL_CHOICE_MODES
 
     p = Parser(prog="fastgen", description="Generate the coding-agent KV-cache benchmark: trace files for "
                 "inference-perf's otel_trace_replay and one config per scenario and load level.",
@@ -36,6 +36,10 @@ def generate_parser() -> argparse.ArgumentParser:
                    help="what gen_ai.usage.input_tokens counts: template, the tokens of the prompt the server "
                    "renders with the tokenizer's chat template (what it reports as prompt_tokens); content, the "
                    "messages' and tools' text alone (default: template when the tokenizer has a chat template)")
+    p.add_argument("--chat-template", type=Path, metavar="FILE",
+                   help="a Jinja chat template file (as vLLM's and SGLang's --chat-template take) to count prompts "
+                   "with, for a tokenizer without one or in place of its own; copied into the dataset's tokenizer "
+                   "folder as chat_template.jinja, and its name and sha256 recorded in the manifest")
     p.add_argument("--seed", type=int_in(0, MAX_SEED, "--seed"), default=argparse.SUPPRESS,
                    help=f"seed of every RNG stream (default: {DEFAULT_SEED})")
     _add_workload_options(p)
@@ -67,6 +71,10 @@ def generate_parser() -> argparse.ArgumentParser:
     p.add_argument("--tool-call-max-tokens", choices=TOOL_CALL_MAX_TOKENS_MODES, default="floor",
                    help="max_tokens of forced tool-call turns: floor, inference-perf's max(4 x recorded, 4096), or "
                    "recorded, the trace's length")
+    p.add_argument("--tool-choice", choices=TOOL_CHOICE_MODES, default="forced",
+                   help="tool_choice the configs send: forced, inference-perf's (the recorded tool named, 'none' on "
+                   "text turns), or as_recorded, none (SGLang then renders every tool into the prompt as vLLM does: "
+                   "both engines are sent the same prompts)")
     p.add_argument("--absolute-paths", action="store_true", help="write absolute paths into the configs")
     p.add_argument("--compress", choices=["zstd"], help="write .json.zst files (fastgen unpack DIR restores .json)")
     p.add_argument("--level", type=int_in(1, 22, "--level"), help="zstd level, with --compress zstd (unset: 3)")
@@ -109,7 +117,7 @@ def _effective_workload(args):
 
     spec = resolve_workload(args.workload) if args.workload else default_workload()
     if hasattr(args, "max_model_len"):
-        spec = dataclasses.replace(spec, max_model_len=args.max_model_len)
+        spec = dataclasses.replace(spec, max_model_len=args.max_model_len, window_from="")
     if (args.scale, args.budget_scale) != (1.0, 1.0):
         spec = spec.scaled(sessions=args.scale, budgets=args.budget_scale)
     if hasattr(args, "arrival_window"):
@@ -136,8 +144,8 @@ def _given(args, option: str) -> bool:
 
 
 def _run_plan(args):
-    """(workload, model, tokenizer name, its revision, seed, zstd level, manifest arguments, the sha256 the tokenizer
-    must have)."""
+    """(workload, model, tokenizer name, its revision, seed, zstd level, manifest arguments, the tokenizer the
+    manifest records: its sha256 and any chat template's, which the tokenizer must have)."""
     if args.from_manifest is None:
         if args.level is not None and not args.compress:
             raise UsageError("--level needs --compress zstd")
@@ -150,6 +158,8 @@ def _run_plan(args):
                      "arrival_window": getattr(args, "arrival_window", None), "count": getattr(args, "count", "auto")}
         if args.tokenizer_revision:
             arguments["tokenizer_revision"] = args.tokenizer_revision
+        if args.chat_template is not None:
+            arguments["chat_template"] = str(args.chat_template)
         return _effective_workload(args), model, tokenizer, args.tokenizer_revision, seed, zstd_level, arguments, None
     taken = [option for option in _FROM_MANIFEST_TAKES if _given(args, option)]
     if taken:
@@ -163,14 +173,14 @@ def _run_plan(args):
     try:
         spec = spec_from_document(doc["workload"], source=f"{args.from_manifest} (workload)")
         values = (arguments["model"], arguments["tokenizer"], arguments["seed"], arguments.get("zstd_level"))
-        sha = doc["tokenizer"]["sha256"]
+        recorded = {**doc["tokenizer"], "sha256": doc["tokenizer"]["sha256"]}  # a KeyError: no tokenizer recorded
         commit = doc["tokenizer"].get("commit")  # a hub tokenizer: the very commit it was made with
     except (KeyError, TypeError):
         raise UsageError(f"{args.from_manifest} records no workload, arguments or tokenizer (written by fastgen "
                           f"before 0.3?); regenerate with the options it was made with") from None
     model, tokenizer, seed, zstd_level = values
     revision = None if args.tokenizer else (args.tokenizer_revision or commit)
-    return spec, model, args.tokenizer or tokenizer, revision, seed, zstd_level, arguments, sha
+    return spec, model, args.tokenizer or tokenizer, revision, seed, zstd_level, arguments, recorded
 
 
 def _config_options(args):
@@ -180,28 +190,89 @@ def _config_options(args):
     return ConfigOptions(server_type=args.server_type, base_url=args.base_url,
                          prometheus_url=args.prometheus_url or DEFAULT_PROMETHEUS_URL, metrics=metrics,
                          max_wait_ms=args.max_wait_ms, absolute_paths=args.absolute_paths, label=args.label,
-                         outputs=args.outputs, tool_call_max_tokens=args.tool_call_max_tokens)
+                         outputs=args.outputs, tool_call_max_tokens=args.tool_call_max_tokens,
+                         tool_choice=args.tool_choice)
 
 
-def run_generate(args) -> int:
-    spec, model, tokenizer_name, revision, seed, zstd_level, arguments, sha = _run_plan(args)
-    from ..output import TOKENIZER_FOLDER, RunOptions, generate
-    from ..tokenizer import BUILTIN_NAME, load_tokenizer
+def _use_chat_template(tokenizer, args, arguments: dict, recorded: dict | None) -> None:
+    """--chat-template (or, with --from-manifest, the template the manifest records) onto the tokenizer. A manifest's
+    template must come back with the same sha256; a tokenizer folder that already holds it (the dataset's own
+    tokenizer folder) needs no file."""
+    import hashlib
 
-    tokenizer = load_tokenizer(tokenizer_name, revision)
-    if sha is not None and tokenizer.identity.sha256 != sha:
-        raise UsageError(f"tokenizer {tokenizer_name} is not the one {args.from_manifest} was made with (sha256 "
-                          f"{tokenizer.identity.sha256[:12]}, not {sha[:12]}); the bytes would differ")
-    count = arguments.get("count", "content")  # a manifest from before --count was counted by content
-    if count == "template" and not tokenizer.has_chat_template:
-        raise UsageError(f"--count template needs a chat template, and tokenizer {tokenizer_name} has none; use "
-                         f"--count content, or a tokenizer folder with its chat template")
+    from ..chat_template import TEMPLATE_FILE, read_template_file
+
+    path = args.chat_template or arguments.get("chat_template")
+    want = (recorded or {}).get("chat_template")
+    if path is None:
+        return
+    own = tokenizer.folder_files.get(TEMPLATE_FILE)
+    if args.chat_template is None and want and own is not None and hashlib.sha256(own).hexdigest() == want["sha256"]:
+        tokenizer.use_chat_template(own.decode("utf-8"), name=want["name"])
+        return
+    tokenizer.use_chat_template(read_template_file(Path(path)), name=Path(path).name)
+    if want and tokenizer.identity.chat_template["sha256"] != want["sha256"]:
+        raise UsageError(f"chat template {path} is not the one {args.from_manifest} was made with (sha256 "
+                         f"{tokenizer.identity.chat_template['sha256'][:12]}, not {want['sha256'][:12]}); the bytes "
+                         f"would differ")
+
+
+def _counting(tokenizer, count: str, spec) -> str:
+    """How input_tokens are counted, for the start-up line: as a template renders the prompts, or content only
+    (with the template share the window check assumes instead)."""
+    from ..chat_template import template_origin
+
+    ident = tokenizer.identity
+    if count != "content" and tokenizer.has_chat_template:
+        if ident.chat_template is not None:
+            return (f"prompts counted as --chat-template {ident.chat_template['name']} (sha256 "
+                    f"{ident.chat_template['sha256'][:12]}) renders them")
+        return (f"prompts counted as the chat template of tokenizer {ident.source} "
+                f"({template_origin(tokenizer.folder_files)}) renders them")
+    why = ("--count content" if tokenizer.has_chat_template
+           else f"{ident.source} has no chat template (pass --chat-template FILE)")
+    margin = spec.template_margin
+    return (f"content tokens only: {why}; the window check assumes the template adds {margin.base} tokens + "
+            f"{margin.per_message} per message")
+
+
+def _warn_of_tokenizer(tokenizer, *, model: str, model_given: bool, tokenizer_name: str, server_type: str) -> None:
+    """One line each: a tokenizer for the default model, one without a chat template, one that is not --model's
+    family's, one that lacks special tokens its template or the server's tool-call parser need."""
+    from ..engines import engine_named
+    from ..model_match import missing_tokens, model_mismatch
+    from ..tokenizer import BUILTIN_NAME
+
     if model == DEFAULT_MODEL and tokenizer_name not in (DEFAULT_MODEL, BUILTIN_NAME):
         warn(f"--tokenizer {tokenizer_name} with the default --model {DEFAULT_MODEL}: the configs ask the server "
               f"for that model; pass --model with the name your server serves")
     if not tokenizer.has_chat_template:
-        warn(f"tokenizer {tokenizer_name} has no chat template; servers need one to render the prompts (add "
-              f"chat_template to its tokenizer_config.json, or use the model's own tokenizer folder)")
+        warn(f"tokenizer {tokenizer_name} has no chat template, so input_tokens count content tokens only, and "
+             f"servers need one to render the prompts: pass --chat-template FILE (the served model's "
+             f"chat_template.jinja), or use the model's own tokenizer folder")
+    mismatch = model_mismatch(model, tokenizer) if model_given else None
+    lacking = missing_tokens(tokenizer, model=model, engine=engine_named(server_type))
+    for line in (mismatch, lacking):
+        if line is not None:
+            warn(line)
+
+
+def run_generate(args) -> int:
+    spec, model, tokenizer_name, revision, seed, zstd_level, arguments, recorded = _run_plan(args)
+    from ..output import TOKENIZER_FOLDER, RunOptions, generate
+    from ..tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(tokenizer_name, revision)
+    if recorded is not None and tokenizer.identity.sha256 != recorded["sha256"]:
+        raise UsageError(f"tokenizer {tokenizer_name} is not the one {args.from_manifest} was made with (sha256 "
+                          f"{tokenizer.identity.sha256[:12]}, not {recorded['sha256'][:12]}); the bytes would differ")
+    _use_chat_template(tokenizer, args, arguments, recorded)
+    count = arguments.get("count", "content")  # a manifest from before --count was counted by content
+    if count == "template" and not tokenizer.has_chat_template:
+        raise UsageError(f"--count template needs a chat template, and tokenizer {tokenizer_name} has none; use "
+                         f"--count content, pass --chat-template FILE, or a tokenizer folder with its chat template")
+    _warn_of_tokenizer(tokenizer, model=model, model_given=hasattr(args, "model"), tokenizer_name=tokenizer_name,
+                       server_type=args.server_type)
     config_options = _config_options(args)
     ident = tokenizer.identity
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr))
@@ -209,7 +280,8 @@ def run_generate(args) -> int:
                else "metrics: default (no Prometheus queries; give --prometheus-url to collect the server's)")
     say(f"fastgen {__version__}: model {model}, tokenizer {ident.source} (sha256 {ident.sha256[:12]}, "
         f"vocab {ident.vocab_size}, {'additive' if tokenizer.additive else 'non-additive: counting whole texts'}), "
-        f"seed {seed}, {args.workers} worker(s), {args.server_type} at {args.base_url}, {metrics}")
+        f"seed {seed}, {args.workers} worker(s), {args.server_type} at {args.base_url}, {metrics}; "
+        f"{_counting(tokenizer, count, spec)}")
     options = RunOptions(model=model, tokenizer=tokenizer_name, seed=seed, spec=spec,
                          output_dir=args.output_dir, workers=args.workers,
                          progress=not args.quiet and sys.stderr.isatty(), arguments=arguments, zstd_level=zstd_level,

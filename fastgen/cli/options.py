@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from urllib.parse import urlsplit
 
-__all__ = ["DEFAULT_MODEL", "DEFAULT_PROMETHEUS_URL", "DEFAULT_SEED", "MAX_SEED", "Parser", "QUIET", "UsageError",
-           "int_in", "positive_float", "url_option", "warn"]
+__all__ = ["DEFAULT_MODEL", "DEFAULT_PROMETHEUS_URL", "DEFAULT_SEED", "DefaultsOnceFormatter", "MAX_SEED", "Parser",
+           "QUIET", "UsageError", "int_in", "positive_float", "url_option", "warn"]
 
 DEFAULT_MODEL = "meta-llama/Llama-3.3-70B-Instruct"
 DEFAULT_SEED = 42
@@ -16,9 +17,25 @@ MAX_SEED = 2**63 - 1
 QUIET = ("--quiet", "-q")
 
 
+_STATES_ITS_DEFAULT = re.compile(r"\b(default|unset)\b", re.IGNORECASE)
+
+
+class DefaultsOnceFormatter(argparse.HelpFormatter):
+    """Appends "(default: X)" to an option's help once, and only where it says something: not for a default of
+    None, False or an empty list, not for a positional, and not where the help already states the default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or default in (None, False, argparse.SUPPRESS) or default == []
+                or _STATES_ITS_DEFAULT.search(text)):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 class Parser(argparse.ArgumentParser):
     def __init__(self, **kwargs):
-        super().__init__(allow_abbrev=False, formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kwargs)
+        super().__init__(allow_abbrev=False, formatter_class=DefaultsOnceFormatter, **kwargs)
         self.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary on stderr")
 
     def error(self, message: str):  # one line, no usage dump

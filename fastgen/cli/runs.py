@@ -11,7 +11,7 @@ __all__ = ["bakeoff_parser", "compare_parser", "run_bakeoff_command", "run_compa
 
 
 def bakeoff_parser() -> Parser:
-    from ..configs import OUTPUTS_MODES, TOOL_CALL_MAX_TOKENS_MODES
+    from ..configs import OUTPUTS_MODES, TOOL_CALL_MAX_TOKENS_MODES, TOOL_CHOICE_MODES
     from ..engines import ENGINES
 
     p = Parser(prog="fastgen bakeoff", description="Run the configs against a live server, one after another: "
@@ -50,6 +50,10 @@ def bakeoff_parser() -> Parser:
     p.add_argument("--tool-call-max-tokens", choices=TOOL_CALL_MAX_TOKENS_MODES,
                    help="max_tokens of forced tool-call turns: floor (inference-perf's max(4 x recorded, 4096)) or "
                    "recorded; default: as the configs say")
+    p.add_argument("--tool-choice", choices=TOOL_CHOICE_MODES,
+                   help="forced (inference-perf's: the recorded tool named, 'none' on text turns) or as_recorded "
+                   "(no tool_choice sent: SGLang then renders every tool into the prompt as vLLM does, so both are "
+                   "sent the same prompts); default: as the configs say")
     p.add_argument("--scrape-interval", type=positive_float("--scrape-interval"), default=5.0,
                    help="seconds between samples of the server's /metrics")
     p.add_argument("--timeout", type=positive_float("--timeout", most=10**7), default=None, metavar="S",
@@ -58,16 +62,18 @@ def bakeoff_parser() -> Parser:
 
 
 def run_bakeoff_command(args) -> int:
-    from ..bakeoff import BakeoffOptions, run_bakeoff
+    from ..bakeoff import BakeoffOptions, RunOutcome, run_bakeoff
+    from ..extras import require_extra
 
+    require_extra("bakeoff", "fastgen bakeoff")
     options = BakeoffOptions(url=args.url, label=args.label, config_dir=args.config_dir, out_dir=args.out,
                              patterns=tuple(args.configs), engine=args.engine, reset=not args.no_reset,
                              rerun=args.rerun, scrape_interval_s=args.scrape_interval, timeout_s=args.timeout,
                              progress=not args.quiet and sys.stderr.isatty(), repeats=args.repeat, gpus=args.gpus,
                              outputs=args.outputs, tool_call_max_tokens=args.tool_call_max_tokens,
-                             tool_check=not args.no_tool_check)
+                             tool_choice=args.tool_choice, tool_check=not args.no_tool_check)
     echo = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
-    ended = []
+    ended: list[RunOutcome] = []
     try:
         outcomes = run_bakeoff(options, echo=echo, on_outcome=ended.append,
                                warn=lambda line: print(f"fastgen: warning: {line}", file=sys.stderr))

@@ -131,8 +131,8 @@ def _tail_plans(sizes: list[int], limit: int) -> list[tuple[int, ...] | None]:
     plans[0] = ()
     for r in range(1, limit + 1):
         for size in sizes:
-            prev = plans[r - size] if size <= r else None
-            if prev is not None and (plans[r] is None or len(prev) + 1 < len(plans[r])):
+            prev, best = plans[r - size] if size <= r else None, plans[r]
+            if prev is not None and (best is None or len(prev) + 1 < len(best)):
                 plans[r] = prev + (size,)
     return plans
 
@@ -227,7 +227,9 @@ class Composer:
         while r > _TAIL_PLAN_LIMIT:
             sizes.append(largest)
             r -= largest
-        sizes += pool.tail_plans[max(r, 0)]
+        plan = pool.tail_plans[max(r, 0)]
+        assert plan is not None, r  # Pool.__init__ gives each r the plan of the next r that has one
+        sizes += plan
         used: set[str] = set()
         for size in sizes:  # a line said twice in a row reads as a glitch: each filler once, while the pool has others
             options = pool.fillers[size]

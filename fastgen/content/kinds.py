@@ -159,7 +159,7 @@ def make_tree(v: Vocab) -> str:
         lines.append(f"{'└── ' if last else '├── '}{name}  # {third_person(v.verb())} {v.adjective()} {plural(v.noun())}")
     for j, d in enumerate(sub):
         lines.append(f"{'└── ' if j == len(sub) - 1 else '├── '}{d}/")
-        for k in range(v.number(1, 4)):
+        for _ in range(v.number(1, 4)):
             lines.append(f"{'    ' if j == len(sub) - 1 else '│   '}├── {v.noun()}_{v.noun()}.py")
     return "\n".join(lines) + "\n"
 

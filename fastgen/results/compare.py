@@ -101,7 +101,7 @@ def compare_runs(runs_a: Path, runs_b: Path, out: Path, *, plots: bool = True, a
         out.mkdir(parents=True, exist_ok=True)
         written = WrittenFiles(out)
         drawn = [p for s in sections for p in s.plots]
-        comparison.plots_skipped = "--no-plots" if not plots else matplotlib_missing()
+        comparison.plots_skipped = "--no-plots" if not plots else matplotlib_missing("fastgen compare")
         names = ["report.json", "report.md"] + ([f"{p.name}.png" for p in drawn]
                                                if comparison.plots_skipped is None else [])
         comparison.moved = written.clear(names, force=force)

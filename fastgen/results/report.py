@@ -6,7 +6,7 @@ Sections are plain data (numbers, not text), so report.json and report.md are tw
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional, Sequence
 
 from .ceilings import Ceilings
 from .runs import ConfigRun, Repeat, RequestRecord
@@ -101,22 +101,22 @@ class Pair:
                       and not run.usable})
         return "/".join(bad) if bad else None
 
-    def triple(self, measure: Measure, names: list[str], keep=lambda r: True) -> list[Cell]:
+    def triple(self, measure: Measure, names: list[str], keep=lambda r: True) -> tuple[Figure, Figure, Ratio]:
         """[A, B, B/A] of a measure over these configs' requests that `keep` accepts."""
         return self.triple_of(measure, self.groups(self.a, names, keep), self.groups(self.b, names, keep), names)
 
     def triple_of(self, measure: Measure, groups_a: list[list[RequestRecord]], groups_b: list[list[RequestRecord]],
-                  names: list[str]) -> list[Cell]:
-        """[A, B, B/A] of a measure over requests already grouped by repeat (of these configs)."""
+                  names: list[str]) -> tuple[Figure, Figure, Ratio]:
+        """(A, B, B/A) of a measure over requests already grouped by repeat (of these configs)."""
         a, b = figure(groups_a, measure), figure(groups_b, measure)
-        return [a, b, figure_ratio(a, b, self.left_out(names))]
+        return a, b, figure_ratio(a, b, self.left_out(names))
 
     def run_triple(self, name: str, per_repeat: Callable[[Repeat, ConfigRun], Optional[float]],
-                   n: Callable[[Repeat], int] = lambda r: len(r.requests)) -> list[Cell]:
-        """[A, B, B/A] of a figure of whole runs (one value per repeat) of one config."""
+                   n: Callable[[Repeat], int] = lambda r: len(r.requests)) -> tuple[Figure, Figure, Ratio]:
+        """(A, B, B/A) of a figure of whole runs (one value per repeat) of one config."""
         a, b = (run_figure([per_repeat(r, side.runs[name]) for r in side.runs[name].repeats],
                            sum(n(r) for r in side.runs[name].repeats)) for side in self.sides)
-        return [a, b, figure_ratio(a, b, self.left_out([name]))]
+        return a, b, figure_ratio(a, b, self.left_out([name]))
 
 
 @dataclass
@@ -133,10 +133,12 @@ class Plot:
     title: str
     x_label: str
     y_label: str
-    x: list[Cell]
+    x: Sequence[Cell]
     series: dict[str, list[Optional[float]]]  # legend -> one value per x
     log_x: bool = False
     shade: dict[str, list[float]] = field(default_factory=dict)  # legend -> [x0, x1]: a span to shade (steady state)
+    marks: Mapping[str, float] = field(default_factory=dict)  # legend -> x: a labelled vertical line (a chosen capacity)
+    x_tokens: bool = False  # the x values are token counts: ticks read 420K, 1.2M
 
 
 @dataclass

@@ -16,7 +16,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Optional
+from typing import Any, Optional
 
 import yaml
 
@@ -166,7 +166,7 @@ class ConfigRun:
         """The distinct values (in repeat order, None left out) of one identity entry, e.g. ("server", "engine")."""
         found = []
         for r in self.repeats:
-            value = r.identity
+            value: Any = r.identity
             for key in keys:
                 value = value.get(key) if isinstance(value, dict) else None
             if value is not None and value not in found:
@@ -241,7 +241,8 @@ def _read_folder(folder: Path, index: int, problems: list[str]) -> Optional[Repe
     if record:
         repeat.engine, repeat.seconds, repeat.reason = record.get("engine"), record.get("seconds"), record.get("reason")
         repeat.ended = record.get("ended") if isinstance(record.get("ended"), (int, float)) else None
-        repeat.identity = record.get("identity") if isinstance(record.get("identity"), dict) else {}
+        identity = record.get("identity")
+        repeat.identity = identity if isinstance(identity, dict) else {}
         reset = record.get("reset")
         repeat.reset = reset if isinstance(reset, dict) else {"done": reset, "verified": None, "how": None}
         repeat.errors = [str(e) for e in record.get("errors") or []]

@@ -110,11 +110,11 @@ def _bootstrap(data: np.ndarray, statistic) -> tuple[Optional[float], Optional[f
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     n = len(data)
     batch = max(1, min(BOOTSTRAP, _BOOTSTRAP_CELLS // max(1, n * data.shape[1])))
-    values = []
+    batches = []
     for done in range(0, BOOTSTRAP, batch):
         index = rng.integers(0, n, size=(min(batch, BOOTSTRAP - done), n))
-        values.append(np.asarray(statistic(data[index]), dtype=float))
-    values = np.concatenate(values)
+        batches.append(np.asarray(statistic(data[index]), dtype=float))
+    values = np.concatenate(batches)
     values = values[~np.isnan(values)]
     if not len(values):
         return None, None
@@ -155,7 +155,7 @@ def figure_ratio(a: Figure, b: Figure, left_out: Optional[str] = None) -> Ratio:
     value = ratio(a.value, b.value)
     if value is None:
         return Ratio(None)
-    if None in (a.low, a.high, b.low, b.high):
+    if a.low is None or a.high is None or b.low is None or b.high is None:
         return Ratio(value)
     low = ratio(a.high, b.low)
     high = ratio(a.low, b.high) if a.low and a.low > 0 else None
@@ -229,7 +229,7 @@ def output_tokens_per_s(requests: Sequence[RequestRecord]) -> Optional[float]:
     if not done:
         return None
     span = max(r.end for r in done) - min(r.start for r in done)
-    return sum(r.output_tokens for r in done) / span if span > 0 else None
+    return sum(r.output_tokens or 0 for r in done) / span if span > 0 else None
 
 
 def window_output_tokens_per_s(requests: Sequence[RequestRecord], window: Optional["Window"]) -> Optional[float]:
@@ -242,7 +242,7 @@ def window_output_tokens_per_s(requests: Sequence[RequestRecord], window: Option
     for r in done:
         inside = min(r.end, window.end) - max(r.start, window.start)
         if inside > 0:
-            tokens += r.output_tokens * (inside / (r.end - r.start) if r.end > r.start else 1.0)
+            tokens += (r.output_tokens or 0) * (inside / (r.end - r.start) if r.end > r.start else 1.0)
     return tokens / window.seconds if window.seconds > 0 else None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from ..errors import SpecError
 from ..spec import ScenarioSpec, Spec
@@ -66,7 +66,7 @@ class Scenario:
     name: str  # the key of its spec in Spec.scenarios, and its config folder
     spec_type: type  # a ScenarioSpec dataclass; its defaults are the benchmark's numbers
     layouts: tuple[str, ...]  # trace directories, each written from the same content
-    shape: Callable[[ScenarioSpec], Shape]  # of the scenario's spec: a spec with 12 branches has 13 events
+    shape: Callable[[Any], Shape]  # of the scenario's own spec (spec_type): a spec with 12 branches has 13 events
     plan: Callable  # (composer, blocks, spec, *, seed, index) -> one SessionPlan per layout, in layout order
     largest_requests: Callable[[Spec], list[Request]]
     configs: Callable[[Spec], list[ConfigEntry]]

@@ -18,6 +18,7 @@ context (then the first patch) left it, and is reported as its diff says; the an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from ..blocks import ScenarioBlocks
 from ..content.budget import compose_block, headed_block, opened_block, split_budget
@@ -127,7 +128,7 @@ def _failures(v: Vocab, cases: list[UnitTest], k: int) -> dict[str, int]:
 
 def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int,
                   index: int) -> list[SessionPlan]:
-    s: Scenario1Spec = spec.scenarios[NAME]
+    s = cast(Scenario1Spec, spec.scenarios[NAME])
     rng = session_rng(seed, SCENARIO_ID, index)
     v = Vocab(rng)
     ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
@@ -183,6 +184,7 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
     prev_output: Output | None = None
     for number, (new_message, output) in enumerate(steps, start=1):
         if prev_output is not None:
+            assert new_message is not None  # only the first step has none, and it follows no output
             messages = messages + (prev_output.as_history(), new_message)
         tokens_in = blocks.catalog.tokens + sum(m.tokens for m in messages)
         end = t + duration_ms(spec.timing, tokens_in, output.tokens)
@@ -194,7 +196,7 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
 
 
 def largest_requests(spec: Spec) -> list[Request]:
-    s: Scenario1Spec = spec.scenarios[NAME]
+    s = cast(Scenario1Spec, spec.scenarios[NAME])
     call = CALL_TOKENS_BOUND
     t5 = (s.tools + s.system + s.repo_map + s.file_context + s.bug_report.hi + s.analysis.hi + s.inspect_request.hi
           + s.inspection_plan.hi + s.test_logs.hi + s.patch.hi + call + s.patch_result.hi + s.explanation.hi
@@ -205,7 +207,7 @@ def largest_requests(spec: Spec) -> list[Request]:
 
 
 def config_entries(spec: Spec) -> list[ConfigEntry]:
-    s: Scenario1Spec = spec.scenarios[NAME]
+    s = cast(Scenario1Spec, spec.scenarios[NAME])
     return [ConfigEntry(f"{NAME}/c{level}.yml", DIRECTORY, level, s.sessions, EVENTS,
                         about=f"c{level}: {level} sessions in flight at a time (the next starts when one ends), "
                               f"{s.sessions} in all, each a chain of {EVENTS} requests")

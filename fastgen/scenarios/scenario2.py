@@ -13,7 +13,7 @@ inference-perf's temporal fallback would otherwise chain a late branch behind a 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, cast
 
 from annotated_types import MinLen
 
@@ -76,7 +76,7 @@ _INSTRUCTIONS = {
 
 def root_budget(spec: Spec, index: int) -> int:
     """Root prompt sizes are spread evenly over the range across the sets."""
-    s: Scenario2Spec = spec.scenarios[NAME]
+    s = cast(Scenario2Spec, spec.scenarios[NAME])
     if s.sets == 1:
         return s.root_prompt.lo
     return s.root_prompt.lo + (s.root_prompt.hi - s.root_prompt.lo) * index // (s.sets - 1)
@@ -98,7 +98,7 @@ def _branch_output(composer: Composer, rng, budget: int, path: str, code: str):
 def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int,
                   index: int) -> list[SessionPlan]:
     """The sync and the stagger session of one branch set: the same content, different branch start times."""
-    s: Scenario2Spec = spec.scenarios[NAME]
+    s = cast(Scenario2Spec, spec.scenarios[NAME])
     rng = session_rng(seed, SCENARIO_ID, index)
     v = Vocab(rng)
     ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
@@ -127,7 +127,7 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
 
 def _timed(spec: Spec, blocks: ScenarioBlocks, seed: int, index: int, layout: str, root, root_output: Output,
            branches) -> SessionPlan:
-    s: Scenario2Spec = spec.scenarios[NAME]
+    s = cast(Scenario2Spec, spec.scenarios[NAME])
     rng = session_rng(seed, SCENARIO_ID, index, LAYOUTS.index(layout))
     start = index * s.set_spacing_ms
     root_end = start + duration_ms(spec.timing, blocks.catalog.tokens + sum(m.tokens for m in root), root_output.tokens)
@@ -148,7 +148,7 @@ def _timed(spec: Spec, blocks: ScenarioBlocks, seed: int, index: int, layout: st
 
 
 def largest_requests(spec: Spec) -> list[Request]:
-    s: Scenario2Spec = spec.scenarios[NAME]
+    s = cast(Scenario2Spec, spec.scenarios[NAME])
     # The root is its budget, or more when its fixed blocks alone are larger; the branch adds the root's answer and
     # an instruction line (a token is at least a byte, so a name's bytes bound its tokens).
     root = max(s.root_prompt.hi, s.tools + s.system + s.repo_map + s.bug_report.hi + CALL_TOKENS_BOUND)
@@ -157,7 +157,7 @@ def largest_requests(spec: Spec) -> list[Request]:
 
 
 def config_entries(spec: Spec) -> list[ConfigEntry]:
-    s: Scenario2Spec = spec.scenarios[NAME]
+    s = cast(Scenario2Spec, spec.scenarios[NAME])
     entries = []
     for level in s.concurrency:
         sets = min(level, s.sets)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import cast
 
 from ..blocks import ScenarioBlocks
 from ..content.budget import compose_block, file_sections, headed_block, opened_block
@@ -22,7 +23,6 @@ from ..content.compose import Composer, Text
 from ..content.notes import opening
 from ..content.pytest_log import pytest_log, synthetic_cases, wrong_values
 from ..content.vocab import Vocab
-from ..errors import SpecError
 from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
 from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Range, ScenarioSpec, Seconds, Spec, Tokens
 from ..streams import session_rng
@@ -115,14 +115,13 @@ def _fit_results(spec: Spec, base: int, base_messages: int, calls: list, results
                 break
             k = max(range(t - 1), key=lambda i: results[i] - floors[i], default=None)
             if k is None or results[k] <= floors[k]:
-                raise SpecError(f"scenario 3 turn {t} needs {excess} tokens more than --max-model-len "
-                                f"{spec.max_model_len}; raise --max-model-len or lower the scenario 3 budgets")
+                raise spec.window_too_small(f"scenario 3 turn {t}", excess, lower="the scenario 3 budgets")
             results[k] -= min(excess, results[k] - floors[k])
     return results
 
 
 def _workspace(composer: Composer, blocks: ScenarioBlocks, spec: Spec, rng):
-    s = spec.scenarios[NAME]
+    s = cast(Scenario3Spec, spec.scenarios[NAME])
     module = blocks.modules[int(rng.integers(len(blocks.modules)))]
     core = module.core.tokens
     lo = max(s.workspace.lo, math.ceil(core * 100 / s.shared_workspace_percent.hi))
@@ -136,13 +135,14 @@ def _workspace(composer: Composer, blocks: ScenarioBlocks, spec: Spec, rng):
 def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int,
                   index: int) -> list[SessionPlan]:
     """The stable and the noisy session of one developer: the same content and times, different message order."""
-    s = spec.scenarios[NAME]
+    s = cast(Scenario3Spec, spec.scenarios[NAME])
     rng = session_rng(seed, SCENARIO_ID, index)
     v = Vocab(rng)
     module, workspace = _workspace(composer, blocks, spec, rng)
     ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
     task = compose_block(composer, f"Task {ticket} in {module.path}: {v.verb()} the {v.adjective()} {v.noun()} "
                                    f"handling in {v.func_name()}.\n", "prose", s.task.draw(rng), rng)
+    assert blocks.guidelines is not None and blocks.api_docs is not None  # scenario 3's spec has both (blocks.py)
     stable = (blocks.system, blocks.guidelines, blocks.repo_map, blocks.api_docs, user(workspace), user(task))
     noisy = (stable[0], stable[5], stable[4], stable[2], stable[1], stable[3])
 
@@ -186,7 +186,7 @@ def _chain(spec: Spec, blocks: ScenarioBlocks, session_id: str, layout: str, ind
 
 
 def largest_requests(spec: Spec) -> list[Request]:
-    s: Scenario3Spec = spec.scenarios[NAME]
+    s = cast(Scenario3Spec, spec.scenarios[NAME])
     # Tool results shrink to their minimum where the last turns would not fit (_fit_results): count them at that.
     head = s.tools + s.system + s.guidelines + s.repo_map + s.api_docs + s.workspace.hi + s.task.hi
     loop = CALL_TOKENS_BOUND + s.tool_output.lo  # one earlier turn's call and its (shrunk) result
@@ -199,7 +199,7 @@ def largest_requests(spec: Spec) -> list[Request]:
 
 def _arrivals_note(level: int, sessions: int, rate: float, spec: Spec) -> str:
     """Scenario 3's names count arrivals, not sessions in flight: in flight is rate x session length (Little's law)."""
-    s, timing = spec.scenarios[NAME], spec.timing
+    s, timing = cast(Scenario3Spec, spec.scenarios[NAME]), spec.timing
     # The replay waits out every recorded tool gap (capped by max_wait_ms): a session lasts at least this long.
     gaps_s = ((s.turns.lo + s.turns.hi) / 2 - 1) * (timing.tool_exec_ms.lo + timing.tool_exec_ms.hi) / 2 / 1000
     example_s = 36
@@ -214,7 +214,7 @@ def _arrivals_note(level: int, sessions: int, rate: float, spec: Spec) -> str:
 
 
 def config_entries(spec: Spec) -> list[ConfigEntry]:
-    s: Scenario3Spec = spec.scenarios[NAME]
+    s = cast(Scenario3Spec, spec.scenarios[NAME])
     entries = []
     for level in s.concurrency:
         sessions = min(level, s.sessions)

@@ -86,7 +86,8 @@ def tail_hash(ids: np.ndarray, block_size: int, previous: int) -> int | None:
 
 
 def _message_text(message: dict) -> str:
-    parts = [message.get("content") if isinstance(message.get("content"), str) else ""]
+    content = message.get("content")
+    parts = [content if isinstance(content, str) else ""]
     for call in message.get("tool_calls") or []:
         fn = call.get("function", call)
         parts += [str(fn.get("name", "")), str(fn.get("arguments", ""))]
@@ -149,6 +150,7 @@ class _TokenizedTexts:
 
 class ContentReading:
     name = "content"
+    source: tuple[str, str] | None = None  # (folder, reading): how a worker process makes the same one (load_reading)
 
     def __init__(self, tokenizer) -> None:  # a fastgen Tokenizer
         self._texts = _TokenizedTexts(tokenizer)
@@ -173,6 +175,7 @@ class TemplateReading:
     so."""
 
     VERIFY = 4  # requests checked against the whole rendering
+    source: tuple[str, str] | None = None  # (folder, reading): how a worker process makes the same one (load_reading)
 
     def __init__(self, tokenizer) -> None:  # a fastgen Tokenizer with a chat template
         import re
@@ -224,9 +227,11 @@ def load_reading(folder: Path, reading: str = "auto") -> PromptReading:
     tokenizer = load_tokenizer(str(folder))
     if reading == "auto":
         reading = "template" if tokenizer.has_chat_template else "content"
-    made = {"template": TemplateReading, "content": ContentReading}.get(reading)
-    if made is not None:
-        made = made(tokenizer)
+    kinds: dict[str, type[TemplateReading] | type[ContentReading]] = {"template": TemplateReading,
+                                                                        "content": ContentReading}
+    kind = kinds.get(reading)
+    if kind is not None:
+        made = kind(tokenizer)
         made.source = (str(folder), reading)  # how a worker process makes the same reading
         return made
     raise ValueError(f"unknown prompt reading {reading!r}; use template or content")

@@ -7,8 +7,7 @@ takes seconds, and `fastgen` without the [validate] extra must still work.
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
+import functools
 import json
 import logging
 import logging.handlers
@@ -18,12 +17,13 @@ from pathlib import Path
 import orjson
 
 from ..compression import read_trace_bytes
-from ..errors import ValidationError
+from ..extras import import_extra, require_extra
 
-__all__ = ["MISSING", "build_graph", "filter_duplicate_spans", "graph_api", "quiet_transformers", "read_trace",
+__all__ = ["READERS", "build_graph", "filter_duplicate_spans", "graph_api", "quiet_transformers", "read_trace",
            "trace_files"]
 
-MISSING = "inference-perf 0.7.0 is not installed; install fastgen[validate] (Python 3.12)"
+READERS = "reading traces as inference-perf does"  # what needs the validate extra, for its message
+_GRAPH_MODULE = "inference_perf.datagen.replay.otel_trace_to_replay_graph"
 TRACE_SUFFIXES = (".json", ".json.zst")
 
 
@@ -33,15 +33,16 @@ def quiet_transformers() -> None:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
+@functools.cache
+def _checked_version() -> None:
+    require_extra("validate", READERS)  # once a process: it reads the installed version's metadata
+
+
 def graph_api():
     # The contract (docs/inference-perf-contract.md) was read off 0.7.0; other versions build graphs differently.
     quiet_transformers()
-    try:
-        api = importlib.import_module("inference_perf.datagen.replay.otel_trace_to_replay_graph")
-        if not importlib.metadata.version("inference-perf").startswith("0.7."):
-            raise ImportError("wrong inference-perf version")
-    except ImportError as err:  # PackageNotFoundError is one too
-        raise ValidationError(MISSING) from err
+    api = import_extra(_GRAPH_MODULE, extra="validate", command=READERS)
+    _checked_version()
     return api
 
 

@@ -13,7 +13,8 @@ from typing import Optional
 
 import orjson
 
-from .graph import build_graph, quiet_transformers, read_trace
+from ..extras import import_extra
+from .graph import READERS, build_graph, quiet_transformers, read_trace
 
 __all__ = ["ReplayRequest", "SessionRequests", "read_session", "wire_tools"]
 
@@ -65,7 +66,8 @@ def wire_tools(definitions: Optional[list[dict]]) -> Optional[tuple[dict, ...]]:
 
 def _clean_tools(definitions: list[dict]) -> tuple[dict, ...]:
     quiet_transformers()
-    from inference_perf.apis.chat import _clean_parameters  # the replay's own cleaning
+    # the replay's own cleaning
+    _clean_parameters = import_extra("inference_perf.apis.chat", extra="validate", command=READERS)._clean_parameters
 
     tools = []
     for tool in definitions:

@@ -49,9 +49,9 @@ __getattr__ = _stand_in_getattr(__name__)
 for _dotted in SUBMODULES:
     _module = types.ModuleType(f"{__name__}.{_dotted}", f"{__name__}.{_dotted}, import-only (fastgen stand-in)")
     _module.__path__ = []  # a package, so that its own submodules import
-    _module.__getattr__ = _stand_in_getattr(_module.__name__)
+    _module.__dict__["__getattr__"] = _stand_in_getattr(_module.__name__)  # the module's __getattr__ (PEP 562)
     sys.modules[_module.__name__] = _module
     _parent, _, _leaf = _module.__name__.rpartition(".")
     setattr(sys.modules[_parent], _leaf, _module)
-sys.modules[f"{__name__}.transforms"].InterpolationMode = InterpolationMode
-sys.modules[f"{__name__}.transforms.functional"].InterpolationMode = InterpolationMode
+sys.modules[f"{__name__}.transforms"].__dict__["InterpolationMode"] = InterpolationMode
+sys.modules[f"{__name__}.transforms.functional"].__dict__["InterpolationMode"] = InterpolationMode

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..report import Pair, Section, Side, Table
+from ..report import Cell, Pair, Section, Side, Table
 from ..stats import Figure, figure, figure_ratio, hit_ratio
 
 SCENARIO = None  # every scenario
@@ -38,10 +38,10 @@ def build(pair: Pair) -> Optional[Section]:
         runs = [side.runs.get(name) for side in pair.sides]
         hits = [_hit(side, name) for side in pair.sides]
         both = all(runs)
-        row = [name]
+        row: list[Cell] = [name]
         for run in runs:
             row += [run.status, run.requests_failed, run.sessions_failed] if run else ["not run", None, None]
-        row += [*hits, figure_ratio(*hits, pair.left_out([name])) if both else None]
+        row += [*hits, figure_ratio(hits[0], hits[1], pair.left_out([name])) if both else None]
         row += pair.ceiling_cells([name]) if both else [None] * len(pair.ceiling_columns())
         row += [len(r.repeats) if r else None for r in runs]
         row += [r.requests_total if r else None for r in runs]

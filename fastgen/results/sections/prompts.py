@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..report import Pair, Section, Table
-from ..stats import figure_ratio, prompt_tokens_sent
+from ..stats import Figure, Ratio, figure_ratio, prompt_tokens_sent
 
 SCENARIO = None  # every scenario
 
@@ -25,11 +25,11 @@ def _mode(pair: Pair, name: str) -> tuple[str, Optional[str]]:
     return (modes[0] or modes[1] or ["live"])[0], None
 
 
-def same_prompts(pair: Pair, name: str) -> tuple[str, list, object, bool]:
+def same_prompts(pair: Pair, name: str) -> tuple[str, list[Figure], Ratio, bool]:
     """(outputs mode, both sides' prompt tokens sent, their B/A, whether they are within the mode's tolerance)."""
     mode, _ = _mode(pair, name)
     sent = [prompt_tokens_sent(side.runs[name].repeats) for side in pair.sides]
-    share = figure_ratio(*sent)
+    share = figure_ratio(sent[0], sent[1])  # the two sides
     return mode, sent, share, share.value is not None and abs(share.value - 1) <= TOLERANCE[mode]
 
 

@@ -35,7 +35,7 @@ def _layout(requests: list[RequestRecord]) -> str:
     return "/".join(d.removeprefix(SCENARIO + "_") for d in dirs)
 
 
-def _role_triples(pair: Pair, names: list[str]) -> dict[str, list]:
+def _role_triples(pair: Pair, names: list[str]) -> dict[str, tuple]:
     groups = [[roles(g) for g in pair.groups(side, names)] for side in pair.sides]
     return {role: pair.triple_of(percentile_ms("ttft", 50), [g[role] for g in groups[0]],
                                  [g[role] for g in groups[1]], names) for role in ("root", "first", "later")}

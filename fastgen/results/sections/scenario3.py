@@ -4,10 +4,11 @@ engine, preemptions and evictions."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Optional
 
 from ..report import Pair, Plot, Section, Side, Table
-from ..runs import RequestRecord
+from ..runs import ConfigRun, Repeat, RequestRecord
 from ..stats import (counter_delta, figure, hit_ratio, kv_tokens, over_time, peak_percent, percentile_ms, ratio,
                      window_offsets)
 from .common import abr, engine_metric, output_tokens_table, status_cell, ttft_columns, ttft_triples
@@ -59,9 +60,8 @@ def build(pair: Pair) -> Optional[Section]:
         kv = pair.run_triple(name, lambda r, run: peak_percent(r, engine_metric(run, "kv_usage")))[:2]
         row: list = [name, *kv,
                      *pair.run_triple(name, lambda r, run: kv_tokens(r, engine_metric(run, "kv_usage")))]
-        for quantity in ("preemptions", "evictions"):
-            row += [pair.run_triple(name, lambda r, run, q=quantity: counter_delta(r, engine_metric(run, q)))[i]
-                    for i in (0, 1)]
+        for quantity in ("preemptions", "evictions"):  # A and B (no B/A)
+            row += pair.run_triple(name, partial(_counter_delta, quantity))[:2]
         pressure.rows.append(row)
 
     layouts = Table("Stable against noisy, per engine", ["concurrency", "side", "hit % stable", "hit % noisy",
@@ -99,14 +99,19 @@ def build(pair: Pair) -> Optional[Section]:
     return section
 
 
+def _counter_delta(quantity: str, repeat: Repeat, run: ConfigRun) -> Optional[float]:
+    return counter_delta(repeat, engine_metric(run, quantity))
+
+
 def _verdict(level: int, gaps: list[Optional[float]], hits: list[tuple], pair: Pair) -> str:
     """The design's question: if stable beats noisy by a wide margin on both engines, prompt canonicalization
     matters more than the engine. Wide: at least WIDE_MARGIN_POINTS, and more than the engines differ by."""
     if any(g is None for g in gaps) or any(None in h for h in hits):
         return f"c{level}: not enough data for a verdict on stable against noisy"
+    widths = [g for g in gaps if g is not None]  # every one
     engine_difference = max(abs(hits[0][0] - hits[1][0]), abs(hits[0][1] - hits[1][1]))
-    stated = (f"c{level}: stable beats noisy by {gaps[0]:.1f} points on {pair.a.label} and {gaps[1]:.1f} on "
+    stated = (f"c{level}: stable beats noisy by {widths[0]:.1f} points on {pair.a.label} and {widths[1]:.1f} on "
               f"{pair.b.label}; the engines differ by at most {engine_difference:.1f} points on the same layout")
-    if min(gaps) >= WIDE_MARGIN_POINTS and min(gaps) > engine_difference:
+    if min(widths) >= WIDE_MARGIN_POINTS and min(widths) > engine_difference:
         return stated + ": prompt canonicalization matters more than the engine."
     return stated + ": the layout's margin is not wide on both engines, so the engine matters as much or more."

@@ -60,7 +60,8 @@ ROWS = (("engine and version", _engine), ("served model", lambda s: _values(s, "
         ("GPUs", lambda s: _values(s, "server", "gpus")), ("dataset (manifest sha256)", _dataset),
         ("workload", lambda s: _values(s, "workload")), ("repeats per config", _repeats),
         ("outputs", lambda s: _values(s, "outputs")),
-        ("tool-call max_tokens", lambda s: _values(s, "tool_call_max_tokens")), ("cache reset", _reset),
+        ("tool-call max_tokens", lambda s: _values(s, "tool_call_max_tokens")),
+        ("tool_choice", lambda s: _values(s, "tool_choice")), ("cache reset", _reset),
         ("configs", _statuses),
         ("ceilings", lambda s: s.ceilings.describe() if s.ceilings else "none (no --analysis)"))
 

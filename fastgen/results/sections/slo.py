@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..report import Pair, Section, Table
-from ..stats import figure, percentile_ms
+from ..report import Cell, Pair, Section, Table
+from ..stats import Figure, figure, percentile_ms
 from .common import content_turn
 
 SCENARIO = None  # every scenario
@@ -31,9 +31,9 @@ def build(pair: Pair) -> Optional[Section]:
                   "meets the target.")
     for (scenario, layout), names in sorted(groups.items()):
         names = sorted(names, key=lambda n: pair.a.runs[n].concurrency or 0)
-        row = [scenario, layout, ", ".join(str(pair.a.runs[n].concurrency) for n in names)]
+        row: list[Cell] = [scenario, layout, ", ".join(str(pair.a.runs[n].concurrency) for n in names)]
         for side in pair.sides:
-            best = None
+            best: Optional[tuple[Optional[int], Figure]] = None
             for name in names:
                 run = side.runs[name]
                 if not run.usable and not pair.options.include_incomplete:

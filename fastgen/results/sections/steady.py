@@ -52,8 +52,8 @@ def build(pair: Pair) -> Optional[Section]:
         windows = [_window(side, name, plateau) for side in pair.sides]
         for label, measure in MEASURES:
             keep = content_turn if label.startswith("TTFT") else (lambda r: True)
-            steady = pair.triple_of(measure, *(_steady_groups(side, name, plateau, keep) for side in pair.sides),
-                                    [name])
+            groups_a, groups_b = (_steady_groups(side, name, plateau, keep) for side in pair.sides)
+            steady = pair.triple_of(measure, groups_a, groups_b, [name])
             table.rows.append([name, status, label, *windows, *pair.triple(measure, [name], keep), *steady])
         table.rows.append([name, status, "output tok/s", *windows,
                            *pair.run_triple(name, lambda r, _: output_tokens_per_s(r.requests)),

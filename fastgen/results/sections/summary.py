@@ -21,7 +21,9 @@ MEASURES = (("hit %", hit_ratio(), lambda r: True), ("TTFT p50 ms", percentile_m
             ("TTFT p95 ms", percentile_ms("ttft", 95), content_turn))
 
 
-def _number(value: float) -> str:
+def _number(value: Optional[float]) -> str:
+    if value is None:  # not in a line: a distinguishable ratio has both values and both intervals
+        return "-"
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..report import Pair, Section, Table
+from ..report import Cell, Pair, Section, Table
 from ..stats import output_tokens_per_s, per_gpu_hour, percentile_ms, sessions_per_hour
 from .common import abr, content_turn, status_cell
 
@@ -32,9 +32,9 @@ def build(pair: Pair) -> Optional[Section]:
                    "gap between streamed chunks per request (inference-perf's inter_token_latency); tool calls stream "
                    "no content and have neither.")
     for name in names:
-        row = [name, status_cell(pair, name),
-               *pair.run_triple(name, lambda r, _: sessions_per_hour(r), n=lambda r: len(r.sessions)),
-               *pair.run_triple(name, lambda r, _: output_tokens_per_s(r.requests))]
+        row: list[Cell] = [name, status_cell(pair, name),
+                           *pair.run_triple(name, lambda r, _: sessions_per_hour(r), n=lambda r: len(r.sessions)),
+                           *pair.run_triple(name, lambda r, _: output_tokens_per_s(r.requests))]
         if gpus:
             row += [*pair.run_triple(name, lambda r, _: per_gpu_hour(sessions_per_hour(r), r.server.get("gpus"),
                                                                      per_second=False), n=lambda r: len(r.sessions)),
