@@ -40,11 +40,17 @@ def install(venv: Path) -> Path:
 def analyze_trace(venv: Path, trace: Path, out: Path) -> dict:
     """`aiperf analyze-trace TRACE --output-file OUT`, and the JSON it wrote (cache_hit_rate at the top)."""
     aiperf = Path(venv).resolve() / "bin" / "aiperf"  # absolute: it runs from the output's folder
-    result = subprocess.run([str(aiperf), "analyze-trace", str(trace), "--output-file", str(out)],
-                            capture_output=True, text=True, timeout=600, cwd=Path(out).parent)
+    result = subprocess.run(
+        [str(aiperf), "analyze-trace", str(trace), "--output-file", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(out).parent,
+    )
     if result.returncode != 0 or not Path(out).exists():  # a missing input exits 0 with an error printed
-        raise RuntimeError(f"aiperf analyze-trace failed ({result.returncode}): {result.stdout[-500:]} "
-                           f"{result.stderr[-500:]}")
+        raise RuntimeError(
+            f"aiperf analyze-trace failed ({result.returncode}): {result.stdout[-500:]} {result.stderr[-500:]}"
+        )
     return json.loads(Path(out).read_text())
 
 

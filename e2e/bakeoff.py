@@ -43,8 +43,14 @@ from .run import Dataset, generate
 
 __all__ = ["DEFAULT_CONFIGS", "FakeEngineProcess", "check_bakeoff", "is_probe", "main", "run_fake_bakeoff"]
 
-DEFAULT_CONFIGS = ("scenario1/c1", "scenario1/c10", "scenario2/c10_sync", "scenario2/c10_stagger",
-                   "scenario3/c100_stable", "scenario3/c100_noisy")
+DEFAULT_CONFIGS = (
+    "scenario1/c1",
+    "scenario1/c10",
+    "scenario2/c10_sync",
+    "scenario2/c10_stagger",
+    "scenario3/c100_stable",
+    "scenario3/c100_noisy",
+)
 PREFILL_US_PER_TOKEN = 40.0  # a 2 K-token miss costs 80 ms: well above the loopback's noise
 SMALL_CACHE_TOKENS = 4096  # about two of the e2e dataset's prompts
 
@@ -64,14 +70,36 @@ ENGINES = (EngineSpec("big-vllm", "vllm", BIG_CACHE_TOKENS), EngineSpec("small-s
 class FakeEngineProcess:
     """`python -m e2e.server` in its own process, logging to `record`; the port it printed is `port`."""
 
-    def __init__(self, tokenizer: Path, record: Path, flavour: str, *, kv_capacity: Optional[int] = None,
-                 prefill_us: float = PREFILL_US_PER_TOKEN, extra: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        tokenizer: Path,
+        record: Path,
+        flavour: str,
+        *,
+        kv_capacity: Optional[int] = None,
+        prefill_us: float = PREFILL_US_PER_TOKEN,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         record.parent.mkdir(parents=True, exist_ok=True)
         record.unlink(missing_ok=True)
         self.record = record
-        command = [sys.executable, "-m", "e2e.server", "--port", "0", "--tokenizer", str(tokenizer), "--record",
-                   str(record), "--flavour", flavour, "--prefill-us-per-token", str(prefill_us),
-                   "--null-zero-details", *extra]
+        command = [
+            sys.executable,
+            "-m",
+            "e2e.server",
+            "--port",
+            "0",
+            "--tokenizer",
+            str(tokenizer),
+            "--record",
+            str(record),
+            "--flavour",
+            flavour,
+            "--prefill-us-per-token",
+            str(prefill_us),
+            "--null-zero-details",
+            *extra,
+        ]
         if kv_capacity is not None:
             command += ["--kv-capacity", str(kv_capacity)]
         self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
@@ -103,8 +131,13 @@ class FakeEngineProcess:
 
 
 def fastgen_command(*args: str, timeout_s: float = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fastgen", *args], capture_output=True, text=True,
-                          timeout=timeout_s, cwd=Path(__file__).parent.parent)
+    return subprocess.run(
+        [sys.executable, "-m", "fastgen", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=Path(__file__).parent.parent,
+    )
 
 
 def segments(log: list[dict]) -> list[list[dict]]:
@@ -175,8 +208,10 @@ def check_bakeoff(workdir: Path, configs: list[str], logs: dict[str, list[dict]]
             logged = _usage_pairs(part)
             read = Counter((r.prompt_tokens, r.cached_tokens) for r in repeat.requests)
             if logged != read:
-                failures.append(f"{spec.label} {name} repeat {repeat.index}: the run's (prompt, cached) tokens differ "
-                                f"from the engine log ({sum(read.values())} against {sum(logged.values())} requests)")
+                failures.append(
+                    f"{spec.label} {name} repeat {repeat.index}: the run's (prompt, cached) tokens differ "
+                    f"from the engine log ({sum(read.values())} against {sum(logged.values())} requests)"
+                )
             prompt = sum(p * n for (p, _), n in logged.items())
             cached = sum(c * n for (_, c), n in logged.items())
             if prompt:
@@ -195,8 +230,10 @@ def check_bakeoff(workdir: Path, configs: list[str], logs: dict[str, list[dict]]
             failures.append(f"{name}: the small cache's hit % {small:.1f} is above the big one's {big:.1f}")
     pooled_sides = [sum(v[side] or 0 for v in measured.values()) for side in (0, 1)]
     if not pooled_sides[1] < pooled_sides[0]:
-        failures.append(f"the small cache's hit ratios ({pooled_sides[1]:.1f} summed) are not below the big one's "
-                        f"({pooled_sides[0]:.1f})")
+        failures.append(
+            f"the small cache's hit ratios ({pooled_sides[1]:.1f} summed) are not below the big one's "
+            f"({pooled_sides[0]:.1f})"
+        )
     failures += _misses_cost_time(workdir, report)
     failures += _near_the_ceilings(runs_table)
     return failures
@@ -213,13 +250,17 @@ def _near_the_ceilings(runs_table: dict) -> list[str]:
     side: "ceiling A % inf", ...)."""
     failures = []
     for cells in _rows(runs_table):
-        for side, kind, tolerance in (("A", "inf", CEILING_TOLERANCE_POINTS[0]),
-                                      ("B", "cap", CEILING_TOLERANCE_POINTS[1])):
+        for side, kind, tolerance in (
+            ("A", "inf", CEILING_TOLERANCE_POINTS[0]),
+            ("B", "cap", CEILING_TOLERANCE_POINTS[1]),
+        ):
             column = next((c for c in (f"ceiling {side} % {kind}", f"ceiling % {kind}") if c in cells), None)
             measured, predicted = _value(cells[f"hit % {side}"]), cells.get(column) if column else None
             if measured is None or predicted is None or abs(measured - predicted) > tolerance:
-                failures.append(f"{cells['config']}: hit % {side} {measured}, analyze predicted {predicted} "
-                                f"({column}), more than {tolerance} points apart")
+                failures.append(
+                    f"{cells['config']}: hit % {side} {measured}, analyze predicted {predicted} "
+                    f"({column}), more than {tolerance} points apart"
+                )
     return failures
 
 
@@ -230,8 +271,10 @@ def _coverage(label: str, name: str, repeat, metrics: Path) -> list[str]:
         return [f"{label} {name}: {len(times)} metric samples"]
     first, last = min(s.start for s in sessions), max(s.end for s in sessions)
     if not (times[0] <= first and times[-1] >= last):
-        return [f"{label} {name}: metric samples {times[0]:.2f}-{times[-1]:.2f} do not cover the sessions "
-                f"{first:.2f}-{last:.2f}"]
+        return [
+            f"{label} {name}: metric samples {times[0]:.2f}-{times[-1]:.2f} do not cover the sessions "
+            f"{first:.2f}-{last:.2f}"
+        ]
     return []
 
 
@@ -257,12 +300,23 @@ def _misses_cost_time(workdir: Path, report: dict) -> list[str]:
         requests[spec.label] = runs
         for name, run in runs.items():
             for r in run.requests:
-                if r.ttft is not None and not r.failed and r.prompt_tokens is not None \
-                        and r.ttft * 1000.0 < _charge_ms(r) - 1e-3:
-                    failures.append(f"{spec.label} {name} {r.session} turn {r.turn}: TTFT {r.ttft * 1000.0:.2f} ms is "
-                                    f"below the {_charge_ms(r):.2f} ms the engine charged for its uncached tokens")
-    rows = [cells for section in report["sections"] for table in section["tables"]
-            if table["title"] in ("By load level and turn", "Hit ratio and TTFT per config") for cells in _rows(table)]
+                if (
+                    r.ttft is not None
+                    and not r.failed
+                    and r.prompt_tokens is not None
+                    and r.ttft * 1000.0 < _charge_ms(r) - 1e-3
+                ):
+                    failures.append(
+                        f"{spec.label} {name} {r.session} turn {r.turn}: TTFT {r.ttft * 1000.0:.2f} ms is "
+                        f"below the {_charge_ms(r):.2f} ms the engine charged for its uncached tokens"
+                    )
+    rows = [
+        cells
+        for section in report["sections"]
+        for table in section["tables"]
+        if table["title"] in ("By load level and turn", "Hit ratio and TTFT per config")
+        for cells in _rows(table)
+    ]
     compared = 0
     for cells in rows:
         big, small = _value(cells["hit % A"]), _value(cells["hit % B"])
@@ -274,22 +328,35 @@ def _misses_cost_time(workdir: Path, report: dict) -> list[str]:
         for spec in ENGINES:
             found = requests[spec.label].get(cells["config"])
             # as the report's figure: each repeat's median, then the median over repeats
-            medians = [statistics.median(_charge_ms(r) for r in chosen) for chosen in (
-                [r for r in repeat.requests if r.ttft is not None and not r.failed
-                 and ("turn" not in cells or r.turn == cells["turn"])] for repeat in (found.repeats if found else []))
-                if chosen]
+            medians = [
+                statistics.median(_charge_ms(r) for r in chosen)
+                for chosen in (
+                    [
+                        r
+                        for r in repeat.requests
+                        if r.ttft is not None and not r.failed and ("turn" not in cells or r.turn == cells["turn"])
+                    ]
+                    for repeat in (found.repeats if found else [])
+                )
+                if chosen
+            ]
             charges.append(statistics.median(medians) if medians else None)
         shown = _value(cells["TTFT p50 ms B"])
         big_charge, small_charge = charges  # ENGINES: the big cache, then the small one
         if big_charge is None or small_charge is None or not small_charge > big_charge:
-            failures.append(f"{where}: the small cache hits {small:.1f} % against {big:.1f} %, but its median "
-                            f"prefill charge {small_charge} ms is not above the big one's {big_charge} ms")
+            failures.append(
+                f"{where}: the small cache hits {small:.1f} % against {big:.1f} %, but its median "
+                f"prefill charge {small_charge} ms is not above the big one's {big_charge} ms"
+            )
         elif shown is None or shown < small_charge - 1e-3:
-            failures.append(f"{where}: the small cache's median TTFT in the report ({shown} ms) is below its median "
-                            f"prefill charge ({small_charge:.2f} ms): the report's TTFT is not the engine's")
+            failures.append(
+                f"{where}: the small cache's median TTFT in the report ({shown} ms) is below its median "
+                f"prefill charge ({small_charge:.2f} ms): the report's TTFT is not the engine's"
+            )
     if not compared:
-        failures.append(f"no config or turn where the small cache hits {MISS_GAP_POINTS:g} points less; the pair "
-                        "shows nothing")
+        failures.append(
+            f"no config or turn where the small cache hits {MISS_GAP_POINTS:g} points less; the pair shows nothing"
+        )
     return failures
 
 
@@ -300,24 +367,56 @@ def run_fake_bakeoff(workdir: Path, configs: list[str], dataset: Dataset = Datas
     logs = {}
     for spec in ENGINES:
         record = workdir / "engines" / f"{spec.label}.jsonl"
-        with FakeEngineProcess(workdir / "traces" / "tokenizer", record, spec.flavour,
-                               kv_capacity=spec.kv_capacity) as engine:
+        with FakeEngineProcess(
+            workdir / "traces" / "tokenizer", record, spec.flavour, kv_capacity=spec.kv_capacity
+        ) as engine:
             started = time.monotonic()
-            result = fastgen_command("bakeoff", "--url", engine.url, "--label", spec.label, "--config-dir",
-                                     str(workdir / "configs"), "--out", str(workdir / "reports"), "--rerun",
-                                     "--scrape-interval", "0.5", "--configs", *configs)
-            print(f"bakeoff against {spec.label} ({spec.flavour}): exit {result.returncode}, "
-                  f"{time.monotonic() - started:.0f} s")
+            result = fastgen_command(
+                "bakeoff",
+                "--url",
+                engine.url,
+                "--label",
+                spec.label,
+                "--config-dir",
+                str(workdir / "configs"),
+                "--out",
+                str(workdir / "reports"),
+                "--rerun",
+                "--scrape-interval",
+                "0.5",
+                "--configs",
+                *configs,
+            )
+            print(
+                f"bakeoff against {spec.label} ({spec.flavour}): exit {result.returncode}, "
+                f"{time.monotonic() - started:.0f} s"
+            )
             if result.returncode != 0:
-                return [f"fastgen bakeoff against {spec.label} exited {result.returncode}: {result.stdout[-800:]}"
-                        f"{result.stderr[-800:]}"]
+                return [
+                    f"fastgen bakeoff against {spec.label} exited {result.returncode}: {result.stdout[-800:]}"
+                    f"{result.stderr[-800:]}"
+                ]
             logs[spec.label] = engine.log()
-    result = fastgen_command("analyze", str(workdir / "traces"), "--configs", str(workdir / "configs"),
-                             "--kv-cache-tokens", str(SMALL_CACHE_TOKENS), "--json", str(workdir / "analysis.json"))
+    result = fastgen_command(
+        "analyze",
+        str(workdir / "traces"),
+        "--configs",
+        str(workdir / "configs"),
+        "--kv-cache-tokens",
+        str(SMALL_CACHE_TOKENS),
+        "--json",
+        str(workdir / "analysis.json"),
+    )
     if result.returncode != 0:
         return [f"fastgen analyze exited {result.returncode}: {result.stderr[-800:]}"]
-    result = fastgen_command("compare", *(str(workdir / "reports" / s.label) for s in ENGINES), "--out",
-                             str(workdir / "report"), "--analysis", str(workdir / "analysis.json"))
+    result = fastgen_command(
+        "compare",
+        *(str(workdir / "reports" / s.label) for s in ENGINES),
+        "--out",
+        str(workdir / "report"),
+        "--analysis",
+        str(workdir / "analysis.json"),
+    )
     if result.returncode != 0:
         return [f"fastgen compare exited {result.returncode}: {result.stderr[-800:]}"]
     print(result.stdout.strip())
@@ -333,8 +432,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     failures = run_fake_bakeoff(args.workdir, args.configs)
     for failure in failures:
         print(f"FAILED: {failure}")
-    print(f"bakeoff e2e: {len(args.configs)} configs on 2 engines, {len(failures)} failures, "
-          f"{time.monotonic() - started:.0f} s; report in {args.workdir / 'report'}")
+    print(
+        f"bakeoff e2e: {len(args.configs)} configs on 2 engines, {len(failures)} failures, "
+        f"{time.monotonic() - started:.0f} s; report in {args.workdir / 'report'}"
+    )
     return 1 if failures else 0
 
 

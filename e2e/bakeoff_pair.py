@@ -39,8 +39,15 @@ from fastgen.results import read_runs
 from .bakeoff import fastgen_command
 from .bakeoff_sglang import check_sglang_runs, run_bakeoff, sglang_hit_percent, start_sglang
 from .bakeoff_vllm import MODES as RECORDED_MODES
-from .bakeoff_vllm import (MAX_MODEL_LEN, TOLERANCE_POINTS, _analyze, _median_of_all, _recorded_capacity,
-                           _recorded_inputs, _vllm_hit_percent)
+from .bakeoff_vllm import (
+    MAX_MODEL_LEN,
+    TOLERANCE_POINTS,
+    _analyze,
+    _median_of_all,
+    _recorded_capacity,
+    _recorded_inputs,
+    _vllm_hit_percent,
+)
 from .engine_process import DEFAULT_MODEL, TOKENIZER, build_model
 from .run import Dataset, generate
 from . import sglang, vllm
@@ -73,26 +80,46 @@ def _prompts_check(workdir: Path, report: dict) -> list[str]:
     failures = []
     for row in section["tables"][0]["rows"]:
         name, verdict = row[0], row[-1]
-        sent = {label: statistics.median(sum(r.prompt_tokens or 0 for r in repeat.requests)
-                                         for repeat in runs[label][name].repeats) for label, _ in SIDES}
+        sent = {
+            label: statistics.median(
+                sum(r.prompt_tokens or 0 for r in repeat.requests) for repeat in runs[label][name].repeats
+            )
+            for label, _ in SIDES
+        }
         for label, _ in SIDES:
             off = [r for r in runs[label][name].requests if r.prompt_tokens != recorded.get((r.session, r.turn))]
             if off:
                 failures.append(f"{label} {name}: {len(off)} requests' prompt tokens are not the recorded ones")
         ratio = sent["sglang"] / sent["vllm"] if sent["vllm"] else None
         expected = "yes" if ratio is not None and abs(ratio - 1) <= SAME_PROMPTS_TOLERANCE else "NO"
-        print(f"{name}: the report's same-prompts check says {verdict!r}: prompt tokens vLLM {sent['vllm']:.0f}, "
-              f"SGLang {sent['sglang']:.0f} (B/A {ratio:.3f})", flush=True)
+        print(
+            f"{name}: the report's same-prompts check says {verdict!r}: prompt tokens vLLM {sent['vllm']:.0f}, "
+            f"SGLang {sent['sglang']:.0f} (B/A {ratio:.3f})",
+            flush=True,
+        )
         if verdict != expected or expected != "yes":
             failures.append(f"{name}: the report's same-prompts check says {verdict!r}, B/A is {ratio}")
     return failures
 
 
 def _analyze_sglang(workdir: Path, out: str, capacity: int) -> list[str]:
-    result = fastgen_command("analyze", str(workdir / "traces"), "--configs", str(workdir / "configs"),
-                             "--engine", "sglang", "--kv-cache-tokens", str(capacity), "--json", str(workdir / out))
-    return [] if result.returncode == 0 else [f"fastgen analyze --engine sglang exited {result.returncode}: "
-                                              f"{result.stderr[-600:]}"]
+    result = fastgen_command(
+        "analyze",
+        str(workdir / "traces"),
+        "--configs",
+        str(workdir / "configs"),
+        "--engine",
+        "sglang",
+        "--kv-cache-tokens",
+        str(capacity),
+        "--json",
+        str(workdir / out),
+    )
+    return (
+        []
+        if result.returncode == 0
+        else [f"fastgen analyze --engine sglang exited {result.returncode}: {result.stderr[-600:]}"]
+    )
 
 
 def _serve_and_run(label: str, server, workdir: Path) -> list[str]:
@@ -106,13 +133,20 @@ def run_pair(workdir: Path, vllm_venv: Path, sglang_venv: Path) -> list[str]:
     started = time.monotonic()
     vllm_python, sglang_python = vllm.install(vllm_venv, quiet=True), sglang.install(sglang_venv, quiet=True)
     vllm_model = build_model(vllm_python, TOKENIZER, vllm_venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
-    sglang_model = build_model(sglang_python, TOKENIZER, sglang_venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}",
-                               MAX_MODEL_LEN)  # the same seed: the same weights
+    sglang_model = build_model(
+        sglang_python, TOKENIZER, sglang_venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN
+    )  # the same seed: the same weights
     print(f"vLLM and SGLang installed, models built: {time.monotonic() - started:.0f} s", flush=True)
     generate(workdir, "http://127.0.0.1:9", Dataset())
     servers = {
-        "vllm": vllm.VllmServer(vllm_python, vllm_model, served_model_name=DEFAULT_MODEL,
-                                max_model_len=MAX_MODEL_LEN, kv_cache_gib=KV_GIB, log=workdir / "logs" / "vllm.log"),
+        "vllm": vllm.VllmServer(
+            vllm_python,
+            vllm_model,
+            served_model_name=DEFAULT_MODEL,
+            max_model_len=MAX_MODEL_LEN,
+            kv_cache_gib=KV_GIB,
+            log=workdir / "logs" / "vllm.log",
+        ),
         "sglang": start_sglang(sglang_python, sglang_model, workdir, "sglang", SGLANG_POOL_TOKENS),
     }
     for label, _ in SIDES:  # one engine at a time: two on two cores slow each other down
@@ -129,9 +163,17 @@ def run_pair(workdir: Path, vllm_venv: Path, sglang_venv: Path) -> list[str]:
     failures += _analyze_sglang(workdir, "analysis-sglang.json", sglang_capacity)
     if failures:
         return failures
-    result = fastgen_command("compare", *(str(workdir / "reports" / label) for label, _ in SIDES), "--out",
-                             str(workdir / "report"), "--analysis-a", str(workdir / "analysis-vllm.json"),
-                             "--analysis-b", str(workdir / "analysis-sglang.json"), "--force")
+    result = fastgen_command(
+        "compare",
+        *(str(workdir / "reports" / label) for label, _ in SIDES),
+        "--out",
+        str(workdir / "report"),
+        "--analysis-a",
+        str(workdir / "analysis-vllm.json"),
+        "--analysis-b",
+        str(workdir / "analysis-sglang.json"),
+        "--force",
+    )
     if result.returncode != 0:
         return [f"fastgen compare exited {result.returncode}: {result.stderr[-600:]}"]
     report = json.loads((workdir / "report" / "report.json").read_text())
@@ -145,8 +187,11 @@ def run_pair(workdir: Path, vllm_venv: Path, sglang_venv: Path) -> list[str]:
             repeats = read_runs(workdir / "reports" / label)[0][name].repeats
             own = _median_of_all([_own_hit_percent(label, repeat.folder) for repeat in repeats])
             tolerance = TOLERANCE_POINTS if label == "vllm" else SGLANG_TOLERANCE_POINTS
-            print(f"{label} {name}: report hit {shown} %, {label}'s own counters "
-                  f"{own if own is None else round(own, 4)} %", flush=True)
+            print(
+                f"{label} {name}: report hit {shown} %, {label}'s own counters "
+                f"{own if own is None else round(own, 4)} %",
+                flush=True,
+            )
             if own is None or shown is None or abs(own - shown) > tolerance:
                 failures.append(f"{label} {name}: report hit % {shown}, the engine's own counters {own}")
             if label == "vllm":
@@ -162,19 +207,27 @@ def run_pair(workdir: Path, vllm_venv: Path, sglang_venv: Path) -> list[str]:
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_pair", description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", type=Path, default=Path(".e2e-pair"))
-    p.add_argument("--vllm-venv", type=Path, default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")),
-                   help="the vLLM venv, installed there if missing (default: $FASTGEN_VLLM_VENV or .e2e-vllm/venv)")
-    p.add_argument("--sglang-venv", type=Path,
-                   default=Path(os.environ.get("FASTGEN_SGLANG_VENV", ".e2e-sglang/venv")),
-                   help="the SGLang venv, installed there if missing (default: $FASTGEN_SGLANG_VENV or "
-                   ".e2e-sglang/venv)")
+    p.add_argument(
+        "--vllm-venv",
+        type=Path,
+        default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")),
+        help="the vLLM venv, installed there if missing (default: $FASTGEN_VLLM_VENV or .e2e-vllm/venv)",
+    )
+    p.add_argument(
+        "--sglang-venv",
+        type=Path,
+        default=Path(os.environ.get("FASTGEN_SGLANG_VENV", ".e2e-sglang/venv")),
+        help="the SGLang venv, installed there if missing (default: $FASTGEN_SGLANG_VENV or .e2e-sglang/venv)",
+    )
     args = p.parse_args(argv)
     started = time.monotonic()
     failures = run_pair(args.workdir, args.vllm_venv.resolve(), args.sglang_venv.resolve())
     for failure in failures:
         print(f"FAILED: {failure}")
-    print(f"vLLM against SGLang e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s; report in "
-          f"{args.workdir / 'report' / 'report.md'}")
+    print(
+        f"vLLM against SGLang e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s; report in "
+        f"{args.workdir / 'report' / 'report.md'}"
+    )
     return 1 if failures else 0
 
 

@@ -70,8 +70,10 @@ def sglang_counters(metrics: Path) -> Optional[tuple[int, int]]:
     samples = [s for s in samples if "sglang:prompt_tokens_total" in s]
     if len(samples) < 2:
         return None
-    grown = [round(samples[-1].get(name, 0.0) - samples[0].get(name, 0.0))
-             for name in ("sglang:cached_tokens_total", "sglang:prompt_tokens_total")]
+    grown = [
+        round(samples[-1].get(name, 0.0) - samples[0].get(name, 0.0))
+        for name in ("sglang:cached_tokens_total", "sglang:prompt_tokens_total")
+    ]
     return grown[0], grown[1]
 
 
@@ -89,18 +91,27 @@ def recorded_tool_calls(traces: Path) -> dict[tuple[str, int], tuple[str, int]]:
             a = span["attributes"]
             if a.get("fastgen.turn_kind") != "tool_call":
                 continue
-            parts = [p for m in json.loads(a["gen_ai.output.messages"]) for p in m.get("parts") or []
-                     if p.get("type") == "tool_call"]
-            found[(a["gen_ai.conversation.id"], int(a["fastgen.turn"]))] = (parts[0]["name"],
-                                                                           a["gen_ai.usage.output_tokens"])
+            parts = [
+                p
+                for m in json.loads(a["gen_ai.output.messages"])
+                for p in m.get("parts") or []
+                if p.get("type") == "tool_call"
+            ]
+            found[(a["gen_ai.conversation.id"], int(a["fastgen.turn"]))] = (
+                parts[0]["name"],
+                a["gen_ai.usage.output_tokens"],
+            )
     return found
 
 
 def largest_request(traces: Path) -> int:
     """The most tokens one recorded request holds: its prompt plus its recorded output (max_tokens with recorded
     tool-call budgets)."""
-    return max(span["attributes"]["gen_ai.usage.input_tokens"] + span["attributes"]["gen_ai.usage.output_tokens"]
-               for path in traces.glob("scenario*/session_*.json") for span in json.loads(path.read_bytes())["spans"])
+    return max(
+        span["attributes"]["gen_ai.usage.input_tokens"] + span["attributes"]["gen_ai.usage.output_tokens"]
+        for path in traces.glob("scenario*/session_*.json")
+        for span in json.loads(path.read_bytes())["spans"]
+    )
 
 
 def _answered_calls(folder: Path) -> dict[tuple[str, int], tuple[list[Optional[str]], Optional[int]]]:
@@ -115,7 +126,9 @@ def _answered_calls(folder: Path) -> dict[tuple[str, int], tuple[list[Optional[s
         calls: list[Any] = (info.get("output_message") or {}).get("tool_calls") or []
         usage = (info.get("response_metrics") or {}).get("server_usage") or {}
         found[(labels.get("session"), int(labels.get("turn")))] = (
-            [(c.get("function") or {}).get("name") for c in calls], usage.get("completion_tokens"))
+            [(c.get("function") or {}).get("name") for c in calls],
+            usage.get("completion_tokens"),
+        )
     return found
 
 
@@ -137,31 +150,58 @@ def _check_tool_names(answered: dict, recorded: dict) -> tuple[int, int, list[st
         elif not names and completion == budget:
             cut += 1
         else:
-            problems.append(f"{key[0]} turn {key[1]}: forced {forced}, answered {names} in {completion} of "
-                            f"{budget} tokens")
+            problems.append(
+                f"{key[0]} turn {key[1]}: forced {forced}, answered {names} in {completion} of {budget} tokens"
+            )
     return named, cut, problems
 
 
 def start_sglang(python: Path, model: Path, workdir: Path, label: str, max_total_tokens: int) -> SglangServer:
     """The suite's SGLang: loopback, the name-enforcing tool-call parser, MAX_MODEL_LEN context (unstarted)."""
-    return SglangServer(python, model, served_model_name=DEFAULT_MODEL, max_total_tokens=max_total_tokens,
-                        context_length=MAX_MODEL_LEN, tool_call_parser=NAME_ENFORCING_TOOL_CALL_PARSER,
-                        log=workdir / "logs" / f"{label}.log")
+    return SglangServer(
+        python,
+        model,
+        served_model_name=DEFAULT_MODEL,
+        max_total_tokens=max_total_tokens,
+        context_length=MAX_MODEL_LEN,
+        tool_call_parser=NAME_ENFORCING_TOOL_CALL_PARSER,
+        log=workdir / "logs" / f"{label}.log",
+    )
 
 
 def run_bakeoff(url: str, label: str, workdir: Path, repeats: int, modes: tuple[str, ...] = MODES) -> list[str]:
     """`fastgen bakeoff` of CONFIGS against `url` into workdir/reports/label, recorded outputs (and `modes`); its
     failure, if any."""
     begun = time.monotonic()
-    result = fastgen_command("bakeoff", "--url", url, "--label", label, "--config-dir", str(workdir / "configs"),
-                             "--out", str(workdir / "reports"), "--scrape-interval", "1", "--timeout",
-                             str(BAKEOFF_TIMEOUT_S), "--rerun", "--repeat", str(repeats), *modes, "--configs",
-                             *CONFIGS, timeout_s=3600)
-    print(f"{label}: fastgen bakeoff --repeat {repeats} {' '.join(modes)}: exit {result.returncode}, "
-          f"{time.monotonic() - begun:.0f} s", flush=True)
+    result = fastgen_command(
+        "bakeoff",
+        "--url",
+        url,
+        "--label",
+        label,
+        "--config-dir",
+        str(workdir / "configs"),
+        "--out",
+        str(workdir / "reports"),
+        "--scrape-interval",
+        "1",
+        "--timeout",
+        str(BAKEOFF_TIMEOUT_S),
+        "--rerun",
+        "--repeat",
+        str(repeats),
+        *modes,
+        "--configs",
+        *CONFIGS,
+        timeout_s=3600,
+    )
+    print(
+        f"{label}: fastgen bakeoff --repeat {repeats} {' '.join(modes)}: exit {result.returncode}, "
+        f"{time.monotonic() - begun:.0f} s",
+        flush=True,
+    )
     if result.returncode != 0:
-        return [f"{label}: fastgen bakeoff exited {result.returncode}: {result.stdout[-600:]} "
-                f"{result.stderr[-600:]}"]
+        return [f"{label}: fastgen bakeoff exited {result.returncode}: {result.stdout[-600:]} {result.stderr[-600:]}"]
     return []
 
 
@@ -199,30 +239,43 @@ def _check_repeat(where: str, repeat, recorded: dict, tool_calls: Optional[dict]
     wave = [r for r in repeat.requests if r.start < min(q.end for q in repeat.requests)]
     coldest = min(r.cached_tokens or 0 for r in wave)
     if coldest != 0:
-        failures.append(f"{where}: every request of its first wave ({len(wave)}) found tokens cached after the "
-                        f"flush, {coldest} at the least")
+        failures.append(
+            f"{where}: every request of its first wave ({len(wave)}) found tokens cached after the "
+            f"flush, {coldest} at the least"
+        )
     pooled = (sum(r.cached_tokens or 0 for r in requests), sum(r.prompt_tokens for r in requests))
     counters = sglang_counters(repeat.folder / "metrics.jsonl")
     if counters is None:
         failures.append(f"{where}: fewer than two sglang:* samples in metrics.jsonl")
     elif any(abs(a - b) > COUNTER_TOLERANCE_TOKENS for a, b in zip(pooled, counters)):
-        failures.append(f"{where}: the requests report {pooled[0]} cached of {pooled[1]} prompt tokens, SGLang's "
-                        f"counters grew by {counters[0]} and {counters[1]}")
+        failures.append(
+            f"{where}: the requests report {pooled[0]} cached of {pooled[1]} prompt tokens, SGLang's "
+            f"counters grew by {counters[0]} and {counters[1]}"
+        )
     times = [t for t, _ in repeat.samples]
     sessions = repeat.sessions
-    covered = bool(times and sessions) and min(times) <= min(s.start for s in sessions) and \
-        max(times) >= max(s.end for s in sessions)
+    covered = (
+        bool(times and sessions)
+        and min(times) <= min(s.start for s in sessions)
+        and max(times) >= max(s.end for s in sessions)
+    )
     if not covered:
         failures.append(f"{where}: the metrics samples ({len(times)}) do not cover the sessions' span")
     if tool_calls is None:  # no tool_choice sent: SGLang renders every tool, so every prompt is the recorded one
         off = [r for r in requests if r.prompt_tokens != recorded.get((r.session, r.turn))]
-        failures += [f"{where}: {r.session} turn {r.turn}: {r.prompt_tokens} prompt tokens, "
-                     f"{recorded.get((r.session, r.turn))} recorded" for r in off[:5]]
-        print(f"{where}: {repeat.status}, {len(requests)} requests, {repeat.seconds} s; hit "
-              f"{_hit_percent([(r.prompt_tokens, r.cached_tokens or 0) for r in requests]):.2f} % "
-              f"({pooled[0]}/{pooled[1]}), SGLang's counters {counters}; first wave {len(wave)}, the coldest "
-              f"{coldest} cached; reset verified {reset.get('verified')}; {len(times)} samples; prompts as recorded: "
-              f"{len(requests) - len(off)} of {len(requests)}", flush=True)
+        failures += [
+            f"{where}: {r.session} turn {r.turn}: {r.prompt_tokens} prompt tokens, "
+            f"{recorded.get((r.session, r.turn))} recorded"
+            for r in off[:5]
+        ]
+        print(
+            f"{where}: {repeat.status}, {len(requests)} requests, {repeat.seconds} s; hit "
+            f"{_hit_percent([(r.prompt_tokens, r.cached_tokens or 0) for r in requests]):.2f} % "
+            f"({pooled[0]}/{pooled[1]}), SGLang's counters {counters}; first wave {len(wave)}, the coldest "
+            f"{coldest} cached; reset verified {reset.get('verified')}; {len(times)} samples; prompts as recorded: "
+            f"{len(requests) - len(off)} of {len(requests)}",
+            flush=True,
+        )
         return failures
     named, cut, tool_problems = _check_tool_names(_answered_calls(repeat.folder), tool_calls)
     failures += [f"{where}: {p}" for p in tool_problems[:5]]
@@ -234,15 +287,18 @@ def _check_repeat(where: str, repeat, recorded: dict, tool_calls: Optional[dict]
     text, forced_short, prompt_problems = _prompt_deficits(requests, recorded)
     failures += [f"{where}: {p}" for p in prompt_problems[:5]]
     counters_text = "none" if counters is None else f"{counters[0]}/{counters[1]}"
-    print(f"{where}: {repeat.status}, {len(requests)} requests, {repeat.seconds} s; hit "
-          f"{_hit_percent([(r.prompt_tokens, r.cached_tokens or 0) for r in requests]):.2f} % "
-          f"({pooled[0]}/{pooled[1]}), SGLang's counters {counters_text}; first wave {len(wave)} requests, the "
-          f"coldest {coldest} cached (the first started: {min(repeat.requests, key=lambda r: r.start).cached_tokens}"
-          f"); reset verified {reset.get('verified')}; {len(times)} samples {'cover' if covered else 'do NOT cover'} "
-          f"the run; forced tool-call turns: {named} named the forced tool, {cut} were cut off before a name, none "
-          f"named another; prompts shorter than recorded: "
-          f"{len(requests) - len(forced_short)} unforced turns by {sorted(text)} (the tool list), {len(forced_short)} "
-          f"forced turns by {min(forced_short, default=0)}-{max(forced_short, default=0)}", flush=True)
+    print(
+        f"{where}: {repeat.status}, {len(requests)} requests, {repeat.seconds} s; hit "
+        f"{_hit_percent([(r.prompt_tokens, r.cached_tokens or 0) for r in requests]):.2f} % "
+        f"({pooled[0]}/{pooled[1]}), SGLang's counters {counters_text}; first wave {len(wave)} requests, the "
+        f"coldest {coldest} cached (the first started: {min(repeat.requests, key=lambda r: r.start).cached_tokens}"
+        f"); reset verified {reset.get('verified')}; {len(times)} samples {'cover' if covered else 'do NOT cover'} "
+        f"the run; forced tool-call turns: {named} named the forced tool, {cut} were cut off before a name, none "
+        f"named another; prompts shorter than recorded: "
+        f"{len(requests) - len(forced_short)} unforced turns by {sorted(text)} (the tool list), {len(forced_short)} "
+        f"forced turns by {min(forced_short, default=0)}-{max(forced_short, default=0)}",
+        flush=True,
+    )
     return failures
 
 
@@ -262,8 +318,10 @@ def _prompt_deficits(requests: list, recorded: dict) -> tuple[set, list, list]:
             by_session.setdefault(r.session, set()).add(want - r.prompt_tokens)
     for session, amounts in sorted(by_session.items()):
         if len(amounts) != 1 or min(amounts) <= 0:
-            problems.append(f"{session}: its unforced turns fall short of the recorded prompts by {sorted(amounts)} "
-                            f"tokens, not by one positive amount (its tool list)")
+            problems.append(
+                f"{session}: its unforced turns fall short of the recorded prompts by {sorted(amounts)} "
+                f"tokens, not by one positive amount (its tool list)"
+            )
     for r in requests:
         want = recorded.get((r.session, r.turn))
         if r.kind != "tool_call" or want is None:
@@ -271,8 +329,10 @@ def _prompt_deficits(requests: list, recorded: dict) -> tuple[set, list, list]:
         forced.append(want - r.prompt_tokens)
         whole = by_session.get(r.session, {None})
         if not 0 < forced[-1] < (min(whole) if None not in whole else want):
-            problems.append(f"{r.session} turn {r.turn} (forced): {r.prompt_tokens} prompt tokens against "
-                            f"{want} recorded; its session's tool list is {sorted(whole, key=str)} tokens")
+            problems.append(
+                f"{r.session} turn {r.turn} (forced): {r.prompt_tokens} prompt tokens against "
+                f"{want} recorded; its session's tool list is {sorted(whole, key=str)} tokens"
+            )
     return {a for amounts in by_session.values() for a in amounts}, forced, problems
 
 
@@ -287,8 +347,11 @@ def run_sglang_bakeoff(workdir: Path, venv: Path) -> list[str]:
     if largest > POOL_TOKENS:
         return [f"the largest request holds {largest} tokens, more than the pool of {POOL_TOKENS}"]
     with start_sglang(python, model, workdir, LABEL, POOL_TOKENS) as server:
-        print(f"{LABEL}: serving after {server.started_s:.0f} s (--max-total-tokens {POOL_TOKENS}, the largest "
-              f"request {largest} tokens)", flush=True)
+        print(
+            f"{LABEL}: serving after {server.started_s:.0f} s (--max-total-tokens {POOL_TOKENS}, the largest "
+            f"request {largest} tokens)",
+            flush=True,
+        )
         failures = run_bakeoff(server.base_url, LABEL, workdir, REPEATS)
     return failures + check_sglang_runs(workdir, LABEL)
 
@@ -296,16 +359,22 @@ def run_sglang_bakeoff(workdir: Path, venv: Path) -> list[str]:
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_sglang", description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", type=Path, default=Path(".e2e-sglang"))
-    p.add_argument("--venv", type=Path, default=Path(os.environ.get("FASTGEN_SGLANG_VENV", ".e2e-sglang/venv")),
-                   help="the SGLang venv (Python 3.11), installed there if missing (default: $FASTGEN_SGLANG_VENV or "
-                   ".e2e-sglang/venv)")
+    p.add_argument(
+        "--venv",
+        type=Path,
+        default=Path(os.environ.get("FASTGEN_SGLANG_VENV", ".e2e-sglang/venv")),
+        help="the SGLang venv (Python 3.11), installed there if missing (default: $FASTGEN_SGLANG_VENV or "
+        ".e2e-sglang/venv)",
+    )
     args = p.parse_args(argv)
     started = time.monotonic()
     failures = run_sglang_bakeoff(args.workdir, args.venv.resolve())
     for failure in failures:
         print(f"FAILED: {failure}")
-    print(f"SGLang bakeoff e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s; runs in "
-          f"{args.workdir / 'reports' / LABEL}")
+    print(
+        f"SGLang bakeoff e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s; runs in "
+        f"{args.workdir / 'reports' / LABEL}"
+    )
     return 1 if failures else 0
 
 

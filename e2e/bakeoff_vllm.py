@@ -62,15 +62,20 @@ TOLERANCE_POINTS = 0.5  # measured: equal to 0.01 point (vLLM counts the same us
 FIRST_TURN_TOLERANCE_POINTS = 0.5
 SIMULTANEOUS_START = {"scenario1/c10"}  # every session starts at once: first-turn sharing is vLLM's step timing
 LATER_TURNS_TOLERANCE_POINTS = {"scenario1/c10": 0.5, "scenario2/c10_sync": 0.5, "scenario3/c100_noisy": 0.5}
-SERVERS: tuple[tuple[str, dict[str, Any]], ...] = (("vllm-1gib", {"kv_cache_gib": 1}), ("vllm-small", {"kv_cache_gib": 1, "num_blocks": SMALL_BLOCKS}))
+SERVERS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("vllm-1gib", {"kv_cache_gib": 1}),
+    ("vllm-small", {"kv_cache_gib": 1, "num_blocks": SMALL_BLOCKS}),
+)
 
 
 def _first_requests_cached(run_dir: Path, name: str) -> list[Optional[int]]:
     """The cached tokens of each repeat's first request (each repeat has its own clock)."""
     runs, _ = read_runs(run_dir)
     run = runs.get(name)
-    return [min(r.requests, key=lambda x: x.start).cached_tokens if r.requests else None
-            for r in (run.repeats if run else [])]
+    return [
+        min(r.requests, key=lambda x: x.start).cached_tokens if r.requests else None
+        for r in (run.repeats if run else [])
+    ]
 
 
 def _vllm_hit_percent(metrics: Path) -> Optional[float]:
@@ -116,8 +121,10 @@ def _prompts_count_as_recorded(workdir: Path) -> list[str]:
                 want = recorded.get((r.session, r.turn))
                 compared += 1
                 if r.prompt_tokens != want:
-                    failures.append(f"{label} {name} repeat {r.repeat} {r.session} turn {r.turn}: vLLM counted "
-                                    f"{r.prompt_tokens} prompt tokens, the span records {want}")
+                    failures.append(
+                        f"{label} {name} repeat {r.repeat} {r.session} turn {r.turn}: vLLM counted "
+                        f"{r.prompt_tokens} prompt tokens, the span records {want}"
+                    )
     print(f"every request: {compared - len(failures)} of {compared} counted by vLLM exactly as recorded")
     return failures[:10] if compared else ["no requests to compare"]
 
@@ -136,8 +143,10 @@ def _predicted_requests(workdir: Path, name: str) -> dict[tuple[str, int], tuple
     (block size 32, unbounded): the library behind `fastgen analyze`, one request at a time."""
     target = next(t for t in config_targets(workdir / "configs", workdir / "traces") if t.name == name)
     corpus = Corpus(target.trace_dir, load_reading(workdir / "traces" / "tokenizer", "auto"), 32)
-    return {(corpus.session_id(o.file_index), int(o.label)): (o.prompt_tokens, o.cached_tokens)
-            for o in predict(target, corpus, BlockCache(32))}
+    return {
+        (corpus.session_id(o.file_index), int(o.label)): (o.prompt_tokens, o.cached_tokens)
+        for o in predict(target, corpus, BlockCache(32))
+    }
 
 
 def _carried_prediction(requests: list, predicted: dict[tuple[str, int], tuple[int, int]]) -> tuple[float, int]:
@@ -168,8 +177,9 @@ def _near_the_prediction(workdir: Path) -> list[str]:
         first = min(by_turn, key=int)
         requests = [r for r in repeat.requests if r.prompt_tokens is not None and r.cached_tokens is not None]
         if len(requests) != predicted[name]["requests"]:
-            failures.append(f"{name}: {len(requests)} requests reported usage, analyze replayed "
-                            f"{predicted[name]['requests']}")
+            failures.append(
+                f"{name}: {len(requests)} requests reported usage, analyze replayed {predicted[name]['requests']}"
+            )
             continue
         later = [r for r in requests if str(r.turn) != first]
         measured_first = _hit_percent([(r.prompt_tokens, r.cached_tokens) for r in requests if str(r.turn) == first])
@@ -180,21 +190,26 @@ def _near_the_prediction(workdir: Path) -> list[str]:
         if measured_first is None or measured_later is None or whole is None:  # else the lines below fail on None
             failures.append(f"{name}: the first or the later turns report no prompt tokens")
             continue
-        print(f"{SERVERS[0][0]} {name} repeat {repeat.index}: measured {whole:.2f} %, analyze predicted "
-              f"{predicted[name]['hit_percent_infinite']:.2f} % (block size 32, unbounded); first turns "
-              f"{measured_first:.2f} against {predicted_first:.2f}, later turns {measured_later:.2f} against "
-              f"{predicted_later:.2f} (carried onto the prompts sent: {carried:+d} tokens)")
+        print(
+            f"{SERVERS[0][0]} {name} repeat {repeat.index}: measured {whole:.2f} %, analyze predicted "
+            f"{predicted[name]['hit_percent_infinite']:.2f} % (block size 32, unbounded); first turns "
+            f"{measured_first:.2f} against {predicted_first:.2f}, later turns {measured_later:.2f} against "
+            f"{predicted_later:.2f} (carried onto the prompts sent: {carried:+d} tokens)"
+        )
         if name in SIMULTANEOUS_START:
             first_ok = measured_first <= predicted_first + FIRST_TURN_TOLERANCE_POINTS
         else:
             first_ok = abs(measured_first - predicted_first) <= FIRST_TURN_TOLERANCE_POINTS
         if not first_ok:
-            failures.append(f"{name}: first turns hit {measured_first:.2f} % on vLLM, analyze predicted "
-                            f"{predicted_first:.2f} %")
+            failures.append(
+                f"{name}: first turns hit {measured_first:.2f} % on vLLM, analyze predicted {predicted_first:.2f} %"
+            )
         tolerance = LATER_TURNS_TOLERANCE_POINTS[name]
         if abs(measured_later - predicted_later) > tolerance:
-            failures.append(f"{name}: later turns hit {measured_later:.2f} % on vLLM, analyze predicted "
-                            f"{predicted_later:.2f} % on the live prompts: more than {tolerance} points apart")
+            failures.append(
+                f"{name}: later turns hit {measured_later:.2f} % on vLLM, analyze predicted "
+                f"{predicted_later:.2f} % on the live prompts: more than {tolerance} points apart"
+            )
     return failures
 
 
@@ -203,10 +218,22 @@ MODES = ("--outputs", "recorded", "--tool-call-max-tokens", "recorded")
 
 
 def _analyze(workdir: Path, out: str, *extra: str) -> list[str]:
-    result = fastgen_command("analyze", str(workdir / "traces"), "--configs", str(workdir / "configs"),
-                             "--block-size", "32", "--json", str(workdir / out), *extra)
-    return [] if result.returncode == 0 else [f"fastgen analyze {' '.join(extra)} exited {result.returncode}: "
-                                              f"{result.stderr[-600:]}"]
+    result = fastgen_command(
+        "analyze",
+        str(workdir / "traces"),
+        "--configs",
+        str(workdir / "configs"),
+        "--block-size",
+        "32",
+        "--json",
+        str(workdir / out),
+        *extra,
+    )
+    return (
+        []
+        if result.returncode == 0
+        else [f"fastgen analyze {' '.join(extra)} exited {result.returncode}: {result.stderr[-600:]}"]
+    )
 
 
 def _recorded_capacity(run_dir: Path) -> Optional[int]:
@@ -224,24 +251,54 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
     generate(workdir, "http://127.0.0.1:9", Dataset())
     failures: list[str] = []
     for label, size in SERVERS:
-        server = VllmServer(python, model, served_model_name=DEFAULT_MODEL, max_model_len=MAX_MODEL_LEN,
-                            log=workdir / "logs" / f"{label}.log", **size)
+        server = VllmServer(
+            python,
+            model,
+            served_model_name=DEFAULT_MODEL,
+            max_model_len=MAX_MODEL_LEN,
+            log=workdir / "logs" / f"{label}.log",
+            **size,
+        )
         with server:
             print(f"{label}: serving after {server.started_s:.0f} s")
             begun = time.monotonic()
-            result = fastgen_command("bakeoff", "--url", server.base_url, "--label", label, "--config-dir",
-                                     str(workdir / "configs"), "--out", str(workdir / "reports"),
-                                     "--scrape-interval", "1", "--timeout", "900", "--rerun", "--repeat",
-                                     str(REPEATS), *MODES, "--configs", *CONFIGS, timeout_s=3600)
-            print(f"{label}: fastgen bakeoff --repeat {REPEATS} {' '.join(MODES)}: exit {result.returncode}, "
-                  f"{time.monotonic() - begun:.0f} s")
+            result = fastgen_command(
+                "bakeoff",
+                "--url",
+                server.base_url,
+                "--label",
+                label,
+                "--config-dir",
+                str(workdir / "configs"),
+                "--out",
+                str(workdir / "reports"),
+                "--scrape-interval",
+                "1",
+                "--timeout",
+                "900",
+                "--rerun",
+                "--repeat",
+                str(REPEATS),
+                *MODES,
+                "--configs",
+                *CONFIGS,
+                timeout_s=3600,
+            )
+            print(
+                f"{label}: fastgen bakeoff --repeat {REPEATS} {' '.join(MODES)}: exit {result.returncode}, "
+                f"{time.monotonic() - begun:.0f} s"
+            )
             if result.returncode != 0:
-                return failures + [f"{label}: fastgen bakeoff exited {result.returncode}: "
-                                   f"{result.stdout[-600:]} {result.stderr[-600:]}"]
+                return failures + [
+                    f"{label}: fastgen bakeoff exited {result.returncode}: "
+                    f"{result.stdout[-600:]} {result.stderr[-600:]}"
+                ]
     first_cached = _first_requests_cached(workdir / "reports" / SERVERS[0][0], RESET_CHECK)
     if first_cached != [0] * REPEATS:
-        failures.append(f"{RESET_CHECK}: the first request of each of its runs found {first_cached} tokens cached, "
-                        f"not {[0] * REPEATS}: the reset did not empty the cache")
+        failures.append(
+            f"{RESET_CHECK}: the first request of each of its runs found {first_cached} tokens cached, "
+            f"not {[0] * REPEATS}: the reset did not empty the cache"
+        )
     capacity = _recorded_capacity(workdir / "reports" / SERVERS[1][0])
     if capacity is None:
         return failures + [f"{SERVERS[1][0]}: its runs recorded no single KV capacity"]
@@ -249,9 +306,17 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
     failures += _analyze(workdir, "analysis-small.json", "--kv-cache-tokens", str(capacity))
     if failures:
         return failures
-    result = fastgen_command("compare", *(str(workdir / "reports" / label) for label, _ in SERVERS), "--out",
-                             str(workdir / "report"), "--analysis-a", str(workdir / "analysis.json"),
-                             "--analysis-b", str(workdir / "analysis-small.json"), "--force")
+    result = fastgen_command(
+        "compare",
+        *(str(workdir / "reports" / label) for label, _ in SERVERS),
+        "--out",
+        str(workdir / "report"),
+        "--analysis-a",
+        str(workdir / "analysis.json"),
+        "--analysis-b",
+        str(workdir / "analysis-small.json"),
+        "--force",
+    )
     if result.returncode != 0:
         return failures + [f"fastgen compare exited {result.returncode}: {result.stderr[-600:]}"]
     report = json.loads((workdir / "report" / "report.json").read_text())
@@ -268,8 +333,10 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
                 record = json.loads((repeat.folder / "run.json").read_text())
                 reset = record.get("reset") or {}
                 if (reset.get("done"), reset.get("verified")) != ("POST /reset_prefix_cache", True):
-                    failures.append(f"{label} {name} repeat {repeat.index}: reset {reset!r}, not a verified "
-                                    f"POST /reset_prefix_cache")
+                    failures.append(
+                        f"{label} {name} repeat {repeat.index}: reset {reset!r}, not a verified "
+                        f"POST /reset_prefix_cache"
+                    )
                 own.append(_vllm_hit_percent(repeat.folder / "metrics.jsonl"))
             hit = _median_of_all(own)
             print(f"{label} {name}: report hit {shown} %, vLLM's counters {hit if hit is None else round(hit, 2)} %")
@@ -287,16 +354,21 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_vllm", description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", type=Path, default=Path(".e2e-vllm"))
-    p.add_argument("--venv", type=Path, default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")),
-                   help="the vLLM venv (Python 3.11), installed there if missing (default: $FASTGEN_VLLM_VENV or "
-                   ".e2e-vllm/venv)")
+    p.add_argument(
+        "--venv",
+        type=Path,
+        default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")),
+        help="the vLLM venv (Python 3.11), installed there if missing (default: $FASTGEN_VLLM_VENV or .e2e-vllm/venv)",
+    )
     args = p.parse_args(argv)
     started = time.monotonic()
     failures = run_vllm_bakeoff(args.workdir, args.venv.resolve())
     for failure in failures:
         print(f"FAILED: {failure}")
-    print(f"vLLM bakeoff e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s; report in "
-          f"{args.workdir / 'report'}")
+    print(
+        f"vLLM bakeoff e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s; report in "
+        f"{args.workdir / 'report'}"
+    )
     return 1 if failures else 0
 
 

@@ -48,19 +48,52 @@ BLOCK_SIZE = {"vllm": "32", "sglang": "1"}  # vLLM's CPU build; SGLang's default
 
 def _bakeoff(url: str, label: str, workdir: Path, repeats: int) -> list[str]:
     begun = time.monotonic()
-    result = fastgen_command("bakeoff", "--url", url, "--label", label, "--config-dir", str(workdir / "configs"),
-                             "--out", str(workdir / "reports"), "--scrape-interval", "1", "--rerun", "--repeat",
-                             str(repeats), *MODES, "--configs", CONFIG, timeout_s=3600)
-    print(f"{label}: fastgen bakeoff --repeat {repeats}: exit {result.returncode}, {time.monotonic() - begun:.0f} s",
-          flush=True)
+    result = fastgen_command(
+        "bakeoff",
+        "--url",
+        url,
+        "--label",
+        label,
+        "--config-dir",
+        str(workdir / "configs"),
+        "--out",
+        str(workdir / "reports"),
+        "--scrape-interval",
+        "1",
+        "--rerun",
+        "--repeat",
+        str(repeats),
+        *MODES,
+        "--configs",
+        CONFIG,
+        timeout_s=3600,
+    )
+    print(
+        f"{label}: fastgen bakeoff --repeat {repeats}: exit {result.returncode}, {time.monotonic() - begun:.0f} s",
+        flush=True,
+    )
     return [] if result.returncode == 0 else [f"{label}: bakeoff exited {result.returncode}: {result.stderr[-800:]}"]
 
 
 def _predicted(workdir: Path, engine: str, capacity: int, *extra: str) -> Optional[float]:
     out = workdir / f"analysis-{engine}{'-calibrated' if extra else ''}.json"
-    result = fastgen_command("analyze", str(workdir / "traces"), "--configs", str(workdir / "configs"), "--only",
-                             CONFIG, "--engine", engine, "--block-size", BLOCK_SIZE[engine], "--kv-cache-tokens",
-                             str(capacity), "--json", str(out), *extra)
+    result = fastgen_command(
+        "analyze",
+        str(workdir / "traces"),
+        "--configs",
+        str(workdir / "configs"),
+        "--only",
+        CONFIG,
+        "--engine",
+        engine,
+        "--block-size",
+        BLOCK_SIZE[engine],
+        "--kv-cache-tokens",
+        str(capacity),
+        "--json",
+        str(out),
+        *extra,
+    )
     if result.returncode != 0:
         print(f"analyze --engine {engine} {' '.join(extra)} exited {result.returncode}: {result.stderr[-600:]}")
         return None
@@ -81,9 +114,19 @@ def measure(workdir: Path, repeats: int, venvs: dict[str, Path]) -> tuple[list[s
     for engine in ("vllm", "sglang"):
         python = (vllm if engine == "vllm" else sglang).install(venvs[engine], quiet=True)
         model = build_model(python, TOKENIZER, venvs[engine] / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
-        server = (vllm.VllmServer(python, model, served_model_name=DEFAULT_MODEL, max_model_len=MAX_MODEL_LEN,
-                                  kv_cache_gib=1, num_blocks=SMALL_BLOCKS, log=workdir / "logs" / "vllm.log")
-                  if engine == "vllm" else start_sglang(python, model, workdir, engine, SMALL_TOKENS))
+        server = (
+            vllm.VllmServer(
+                python,
+                model,
+                served_model_name=DEFAULT_MODEL,
+                max_model_len=MAX_MODEL_LEN,
+                kv_cache_gib=1,
+                num_blocks=SMALL_BLOCKS,
+                log=workdir / "logs" / "vllm.log",
+            )
+            if engine == "vllm"
+            else start_sglang(python, model, workdir, engine, SMALL_TOKENS)
+        )
         with server:
             print(f"{engine}: serving after {server.started_s:.0f} s", flush=True)
             ran = _bakeoff(server.base_url, engine, workdir, repeats)
@@ -97,16 +140,26 @@ def measure(workdir: Path, repeats: int, venvs: dict[str, Path]) -> tuple[list[s
         calibrated = _predicted(workdir, engine, capacity, "--calibrate", str(label_dir))
         unbounded = json.loads((workdir / f"analysis-{engine}.json").read_text())["configs"][0]["hit_percent_infinite"]
         own = [_own(engine, repeat.folder) for repeat in read_runs(label_dir)[0][CONFIG].repeats]
-        figures[engine] = {"capacity_tokens": capacity, "measured": own, "predicted": predicted,
-                           "calibrated": calibrated, "unbounded": unbounded}
+        figures[engine] = {
+            "capacity_tokens": capacity,
+            "measured": own,
+            "predicted": predicted,
+            "calibrated": calibrated,
+            "unbounded": unbounded,
+        }
         shown = ", ".join("-" if o is None else f"{o:.2f}" for o in own)
-        print(f"{engine} {CONFIG} at {capacity:,} tokens: measured {shown} % (the engine's counters, per repeat); "
-              f"analyze {predicted:.2f} % (default service model), {calibrated:.2f} % (calibrated); "
-              f"{unbounded:.2f} % unbounded", flush=True)
+        print(
+            f"{engine} {CONFIG} at {capacity:,} tokens: measured {shown} % (the engine's counters, per repeat); "
+            f"analyze {predicted:.2f} % (default service model), {calibrated:.2f} % (calibrated); "
+            f"{unbounded:.2f} % unbounded",
+            flush=True,
+        )
         for index, value in enumerate(own, start=1):
             if value is None or predicted is None or abs(value - predicted) > TOLERANCE_POINTS[engine]:
-                failures.append(f"{engine} repeat {index}: measured {value} %, predicted {predicted} %: more than "
-                                f"{TOLERANCE_POINTS[engine]} points apart")
+                failures.append(
+                    f"{engine} repeat {index}: measured {value} %, predicted {predicted} %: more than "
+                    f"{TOLERANCE_POINTS[engine]} points apart"
+                )
     return failures, figures
 
 
@@ -115,19 +168,21 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--workdir", type=Path, default=Path(".e2e-capacity"))
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--vllm-venv", type=Path, default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")))
-    p.add_argument("--sglang-venv", type=Path,
-                   default=Path(os.environ.get("FASTGEN_SGLANG_VENV", ".e2e-sglang/venv")))
+    p.add_argument("--sglang-venv", type=Path, default=Path(os.environ.get("FASTGEN_SGLANG_VENV", ".e2e-sglang/venv")))
     args = p.parse_args(argv)
     started = time.monotonic()
-    failures, figures = measure(args.workdir, args.repeat, {"vllm": args.vllm_venv.resolve(),
-                                                           "sglang": args.sglang_venv.resolve()})
+    failures, figures = measure(
+        args.workdir, args.repeat, {"vllm": args.vllm_venv.resolve(), "sglang": args.sglang_venv.resolve()}
+    )
     (Path(args.workdir) / "capacity.json").write_text(json.dumps(figures, indent=1) + "\n")
     for engine, f in figures.items():
         measured = [m for m in f["measured"] if m is not None]
         if measured:
-            print(f"{engine}: median measured {statistics.median(measured):.2f} %, range "
-                  f"{min(measured):.2f}-{max(measured):.2f}; predicted {f['predicted']:.2f}, calibrated "
-                  f"{f['calibrated']:.2f}")
+            print(
+                f"{engine}: median measured {statistics.median(measured):.2f} %, range "
+                f"{min(measured):.2f}-{max(measured):.2f}; predicted {f['predicted']:.2f}, calibrated "
+                f"{f['calibrated']:.2f}"
+            )
     for failure in failures:
         print(f"FAILED: {failure}")
     print(f"capacity measurement: {len(failures)} failures, {time.monotonic() - started:.0f} s")

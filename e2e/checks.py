@@ -41,7 +41,7 @@ class Outcome:
 
 
 def shape_of(trace_dir: str) -> str:
-    """"chain" or "fan": the graph kind the trace directory's scenario declares (fastgen.scenarios)."""
+    """ "chain" or "fan": the graph kind the trace directory's scenario declares (fastgen.scenarios)."""
     from fastgen.scenarios import scenario_of_layout
 
     scenario = scenario_of_layout(trace_dir)
@@ -50,8 +50,9 @@ def shape_of(trace_dir: str) -> str:
     return scenario.shape(scenario.spec_type()).kind
 
 
-def check_run(outcome: Outcome, *, exit_code: int, records: list[dict], reports: Optional[SessionReports],
-              stage: dict) -> Outcome:
+def check_run(
+    outcome: Outcome, *, exit_code: int, records: list[dict], reports: Optional[SessionReports], stage: dict
+) -> Outcome:
     """Fill `outcome` (counts, hit rates, failures) from one run; `stage` is the config's load stage.
 
     The session reports' file_path must be absolute (the runner generates with --absolute-paths).
@@ -99,8 +100,10 @@ def _check_sessions(reports: SessionReports, stage: dict) -> list[str]:
         out.append(f"{len(reports.sessions)} sessions reported, the stage has num_sessions {stage['num_sessions']}")
     for s in reports.sessions:
         if not s.get("success") or s.get("num_events_completed") != s.get("num_events"):
-            out.append(f"session {s['session_id']}: success={s.get('success')} error={s.get('error')} "
-                       f"{s.get('num_events_completed')}/{s.get('num_events')} events completed")
+            out.append(
+                f"session {s['session_id']}: success={s.get('success')} error={s.get('error')} "
+                f"{s.get('num_events_completed')}/{s.get('num_events')} events completed"
+            )
     return _cap(out)
 
 
@@ -115,8 +118,10 @@ def _match(records: list[dict], sessions: dict[str, list[Span]]) -> tuple[dict[s
     for r in records:
         span = index.get(request_key(r["body"]))
         if span is None:
-            out.append(f"a request with {len(r['body'].get('messages') or [])} messages matches no span of the "
-                       "sessions that ran")
+            out.append(
+                f"a request with {len(r['body'].get('messages') or [])} messages matches no span of the "
+                "sessions that ran"
+            )
         elif span.index in matched[span.file]:
             out.append(f"{Path(span.file).name} span {span.index} was sent twice")
         else:
@@ -124,8 +129,12 @@ def _match(records: list[dict], sessions: dict[str, list[Span]]) -> tuple[dict[s
     spans = sum(len(v) for v in sessions.values())
     if len(records) != spans:
         out.insert(0, f"the server saw {len(records)} requests, the sessions that ran have {spans} events")
-    out += [f"{Path(f).name} span {s.index} was never sent" for f, v in sessions.items() for s in v
-            if s.index not in matched[f]]
+    out += [
+        f"{Path(f).name} span {s.index} was never sent"
+        for f, v in sessions.items()
+        for s in v
+        if s.index not in matched[f]
+    ]
     return matched, _cap(out)
 
 
@@ -157,12 +166,12 @@ def _check_request(span: Span, *, spans: list[Span], sent: dict[int, dict], shap
     parent, parent_span = sent[parent_index], spans[parent_index]
     prefix = parent["body"]["messages"]
     live = parent["response"]["message"]
-    if messages[:len(prefix)] != prefix:
+    if messages[: len(prefix)] != prefix:
         first = next((i for i, (a, b) in enumerate(zip(messages, prefix)) if a != b), min(len(messages), len(prefix)))
         out.append(f"{name}: does not start with span {parent_index}'s request (first difference at message {first})")
     elif len(messages) <= len(prefix) or _wire(messages[len(prefix)]) != _wire(live):
         out.append(f"{name}: message {len(prefix)} is not span {parent_index}'s live output")
-    elif _role_content(messages[len(prefix) + 1:]) != _role_content(span.messages[len(parent_span.messages) + 1:]):
+    elif _role_content(messages[len(prefix) + 1 :]) != _role_content(span.messages[len(parent_span.messages) + 1 :]):
         out.append(f"{name}: the messages after span {parent_index}'s live output are not the recorded ones")
     return out
 
@@ -174,8 +183,10 @@ def _check_recorded_counts(sessions: dict[str, list[Span]], matched: dict[str, d
     for file, spans in sessions.items():
         usage = matched[file][0]["response"].get("usage") or {}
         if usage.get("prompt_tokens") != spans[0].input_tokens:
-            out.append(f"{Path(file).name} span 0: the server counted {usage.get('prompt_tokens')} prompt tokens, the "
-                       f"span records {spans[0].input_tokens}")
+            out.append(
+                f"{Path(file).name} span 0: the server counted {usage.get('prompt_tokens')} prompt tokens, the "
+                f"span records {spans[0].input_tokens}"
+            )
     return out
 
 
@@ -220,8 +231,10 @@ def _check_cache(reports: SessionReports, matched: dict[str, dict[int, dict]], o
         cached = sum(u["prompt_tokens_details"]["cached_tokens"] for u in usage)
         prompt = sum(u["prompt_tokens"] for u in usage)
         if (s.get("total_cached_tokens"), s.get("total_input_tokens")) != (cached, prompt):
-            out.append(f"session {s['session_id']}: report says cached/input {s.get('total_cached_tokens')}/"
-                       f"{s.get('total_input_tokens')}, the server answered {cached}/{prompt}")
+            out.append(
+                f"session {s['session_id']}: report says cached/input {s.get('total_cached_tokens')}/"
+                f"{s.get('total_input_tokens')}, the server answered {cached}/{prompt}"
+            )
     if outcome.report_hit is None or outcome.server_hit is None:
         out.append(f"cache hit: report {outcome.report_hit}, server {outcome.server_hit}")
     elif abs(outcome.report_hit - outcome.server_hit) > _HIT_TOLERANCE:

@@ -23,8 +23,20 @@ import urllib.request
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-__all__ = ["HOST", "PYTHON", "DEFAULT_MODEL", "TOKENIZER", "build_model", "free_port", "group_members",
-           "python_311_venv", "EngineServer", "add_serving_arguments", "prepare_serving", "serve_until_interrupted"]
+__all__ = [
+    "HOST",
+    "PYTHON",
+    "DEFAULT_MODEL",
+    "TOKENIZER",
+    "build_model",
+    "free_port",
+    "group_members",
+    "python_311_venv",
+    "EngineServer",
+    "add_serving_arguments",
+    "prepare_serving",
+    "serve_until_interrupted",
+]
 
 HOST = "127.0.0.1"  # loopback only: the servers check nothing and let anyone empty their caches
 PYTHON = "python3.11"  # both engines pin torch 2.13.0+cpu, which resolves only for Python 3.11 on these machines
@@ -39,8 +51,12 @@ def python_311_venv(venv: Path, requirement: str) -> Path:
     python = Path(venv) / "bin" / "python"
     if not python.exists():
         subprocess.run([PYTHON, "-m", "venv", str(venv)], check=True)
-    version = subprocess.run([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    version = subprocess.run(
+        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     if version != "3.11":
         raise RuntimeError(f"{venv} runs Python {version}; {requirement} needs a Python 3.11 venv")
     return python
@@ -90,8 +106,13 @@ def build_model(python: Path, tokenizer_dir: Path, out: Path, max_len: int, *, s
     renamed into place, so an interrupted build never leaves a half model at `out`.
     """
     tokenizer_dir, out = Path(tokenizer_dir).absolute(), Path(out).absolute()
-    wanted = {"recipe": MODEL_RECIPE, "tokenizer": str(tokenizer_dir), "max_len": int(max_len), "seed": int(seed),
-              "tokenizer_json_bytes": (tokenizer_dir / "tokenizer.json").stat().st_size}
+    wanted = {
+        "recipe": MODEL_RECIPE,
+        "tokenizer": str(tokenizer_dir),
+        "max_len": int(max_len),
+        "seed": int(seed),
+        "tokenizer_json_bytes": (tokenizer_dir / "tokenizer.json").stat().st_size,
+    }
     marker = out / MODEL_MARKER
     if marker.exists():
         with contextlib.suppress(ValueError):
@@ -101,8 +122,12 @@ def build_model(python: Path, tokenizer_dir: Path, out: Path, max_len: int, *, s
     _remove_tree(staging)
     staging.mkdir(parents=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run([str(python), "-c", _BUILD_SCRIPT, str(tokenizer_dir), str(staging), str(max_len),
-                           str(seed)], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(python), "-c", _BUILD_SCRIPT, str(tokenizer_dir), str(staging), str(max_len), str(seed)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"building the model failed ({done.returncode}):\n{done.stderr[-4000:]}")
     summary = json.loads(done.stdout.strip().splitlines()[-1])
@@ -153,8 +178,17 @@ class EngineServer:
     ENGINE = "engine"
     STOP_GRACE_S = 20.0
 
-    def __init__(self, python: Path, model_dir: Path, *, port: int, log: Path, extra_args: Sequence[str],
-                 extra_env: Optional[Mapping[str, str]], start_timeout_s: float) -> None:
+    def __init__(
+        self,
+        python: Path,
+        model_dir: Path,
+        *,
+        port: int,
+        log: Path,
+        extra_args: Sequence[str],
+        extra_env: Optional[Mapping[str, str]],
+        start_timeout_s: float,
+    ) -> None:
         self.python, self.model_dir = Path(python), Path(model_dir).absolute()
         self.port, self.log, self.extra_args = int(port), Path(log), list(extra_args)
         self.extra_env, self.start_timeout_s = dict(extra_env or {}), start_timeout_s
@@ -181,8 +215,14 @@ class EngineServer:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         launched = time.monotonic()
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(self.command(), env=self.environment(), stdin=subprocess.DEVNULL,
-                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.command(),
+                env=self.environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         try:
             self._wait_ready(launched)
         except BaseException:  # KeyboardInterrupt included: never leave an engine behind
@@ -197,15 +237,19 @@ class EngineServer:
         while True:
             code = process.poll()
             if code is not None:
-                raise RuntimeError(f"{self.ENGINE} exited with code {code} before serving: {self.root_cause()}\n"
-                                   f"{self.log}:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"{self.ENGINE} exited with code {code} before serving: {self.root_cause()}\n"
+                    f"{self.log}:\n{self.log_tail()}"
+                )
             with contextlib.suppress(OSError, ValueError):
                 status, _ = self.get("/v1/models", timeout=5)
                 if status == 200:
                     return
             if time.monotonic() - launched > self.start_timeout_s:
-                raise TimeoutError(f"{self.ENGINE} did not serve /v1/models within {self.start_timeout_s:.0f} s; "
-                                   f"{self.log}:\n{self.log_tail()}")
+                raise TimeoutError(
+                    f"{self.ENGINE} did not serve /v1/models within {self.start_timeout_s:.0f} s; "
+                    f"{self.log}:\n{self.log_tail()}"
+                )
             time.sleep(1.0)
 
     def stop(self) -> None:
@@ -252,12 +296,14 @@ class EngineServer:
     def post(self, path: str, body: Optional[dict] = None, *, timeout: float = 300) -> tuple[int, bytes]:
         return self.request("POST", path, body, timeout=timeout)
 
-    def request(self, method: str, path: str, body: Optional[dict] = None, *,
-                timeout: float = 300) -> tuple[int, bytes]:
+    def request(
+        self, method: str, path: str, body: Optional[dict] = None, *, timeout: float = 300
+    ) -> tuple[int, bytes]:
         """(status, body) of one HTTP request to the server; HTTP errors are returned, not raised."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"} if data else {})
+        req = urllib.request.Request(
+            self.base_url + path, data=data, method=method, headers={"Content-Type": "application/json"} if data else {}
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout) as response:
                 return response.status, response.read()
@@ -294,13 +340,22 @@ class EngineServer:
 def add_serving_arguments(parser: argparse.ArgumentParser, *, engine: str, slug: str, window: str) -> None:
     """The options every engine's serving command takes: --venv, --tokenizer, --model-name, --model-dir, --port,
     --log (`window` names the engine's context-length option in the help, `slug` the default log's name)."""
-    parser.add_argument("--venv", type=Path, required=True,
-                        help=f"the Python 3.11 venv for {engine} (created if missing)")
-    parser.add_argument("--tokenizer", type=Path, default=TOKENIZER,
-                        help="folder with tokenizer.json and tokenizer_config.json (default: fastgen's built-in)")
+    parser.add_argument(
+        "--venv", type=Path, required=True, help=f"the Python 3.11 venv for {engine} (created if missing)"
+    )
+    parser.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=TOKENIZER,
+        help="folder with tokenizer.json and tokenizer_config.json (default: fastgen's built-in)",
+    )
     parser.add_argument("--model-name", default=DEFAULT_MODEL, help="served model name (default: fastgen's --model)")
-    parser.add_argument("--model-dir", type=Path, default=None,
-                        help=f"where the model is built (default: VENV/fastgen-tiny-llama-{window.upper()})")
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        default=None,
+        help=f"where the model is built (default: VENV/fastgen-tiny-llama-{window.upper()})",
+    )
     parser.add_argument("--port", type=int, default=0, help="loopback port (default: a free one)")
     parser.add_argument("--log", type=Path, default=None, help=f"server log (default: VENV/{slug}-server-PORT.log)")
 
@@ -321,12 +376,17 @@ def serve_until_interrupted(server: EngineServer, model_name: str) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda number, _frame: sys.exit(128 + number))
-    print(f"starting {server.ENGINE} on port {server.port or '(free)'} (log: {server.log}) ...", file=sys.stderr,
-          flush=True)
+    print(
+        f"starting {server.ENGINE} on port {server.port or '(free)'} (log: {server.log}) ...",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         with server:
-            print(f"{server.base_url}  (model {model_name}, started in {server.started_s:.0f} s; Ctrl-C stops it)",
-                  flush=True)
+            print(
+                f"{server.base_url}  (model {model_name}, started in {server.started_s:.0f} s; Ctrl-C stops it)",
+                flush=True,
+            )
             while server.process is not None and server.process.poll() is None:
                 time.sleep(1.0)
             print(f"{server.ENGINE} exited; {server.log}:\n{server.log_tail()}", file=sys.stderr)

@@ -149,18 +149,25 @@ class EngineState:
         block = state.cache.block_size
 
         def cache_config():  # vLLM's: the values are labels, the sample 1
-            names = {"block_size": str(block), "num_gpu_blocks": str(profile.exported_capacity_tokens // block),
-                     "enable_prefix_caching": "True"}
-            family = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
-                                       labels=list(names))
+            names = {
+                "block_size": str(block),
+                "num_gpu_blocks": str(profile.exported_capacity_tokens // block),
+                "enable_prefix_caching": "True",
+            }
+            family = GaugeMetricFamily(
+                "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(names)
+            )
             family.add_metric(list(names.values()), 1.0)
             return family
 
         class Collector:
             def collect(self):
                 cache = state.cache
-                yield GaugeMetricFamily("process_start_time_seconds", "Start time of the process since unix epoch "
-                                        "in seconds.", value=state.process_start)
+                yield GaugeMetricFamily(
+                    "process_start_time_seconds",
+                    "Start time of the process since unix epoch in seconds.",
+                    value=state.process_start,
+                )
                 if profile.flavour == "vllm":
                     yield cache_config()
                     yield gauge("vllm:num_requests_running", "Running requests.", state.running)
@@ -175,14 +182,21 @@ class EngineState:
                     yield gauge("sglang:num_running_reqs", "Running requests.", state.running)
                     yield gauge("sglang:num_queue_reqs", "Queued requests.", state.waiting)
                     yield gauge("sglang:token_usage", "The token usage.", state.kv_usage())
-                    yield gauge("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache.",
-                                profile.exported_capacity_tokens)
+                    yield gauge(
+                        "sglang:max_total_num_tokens",
+                        "Maximum total number of tokens in the KV cache.",
+                        profile.exported_capacity_tokens,
+                    )
                     yield counter("sglang:prompt_tokens", "Prompt tokens.", cache.queries)
                     yield counter("sglang:cached_tokens", "Prefix-cache hit tokens.", cache.hits)
                     yield counter("sglang:generation_tokens", "Generation tokens.", state.generation_tokens)
                     yield counter("sglang:num_retracted_requests", "Retracted requests.", 0)
-                    yield counter("sglang:evicted_tokens", "Evicted tokens.", cache.evicted_blocks * cache.block_size,
-                                  {"cache_type": "device"})
+                    yield counter(
+                        "sglang:evicted_tokens",
+                        "Evicted tokens.",
+                        cache.evicted_blocks * cache.block_size,
+                        {"cache_type": "device"},
+                    )
 
         registry = CollectorRegistry()
         registry.register(Collector())

@@ -72,9 +72,16 @@ class Answer:
 
 
 class FakeModel:
-    def __init__(self, tokenizer, *, output_cap: int = OUTPUT_CAP, cache: Optional[PrefixCache] = None,
-                 recorded: Optional[dict[tuple, dict]] = None, output_scale: float = 1.0,
-                 ignore_tool_choice: bool = False) -> None:
+    def __init__(
+        self,
+        tokenizer,
+        *,
+        output_cap: int = OUTPUT_CAP,
+        cache: Optional[PrefixCache] = None,
+        recorded: Optional[dict[tuple, dict]] = None,
+        output_scale: float = 1.0,
+        ignore_tool_choice: bool = False,
+    ) -> None:
         self.tokenizer = tokenizer
         # request key (traces.request_key) -> the span's recorded output: answered as is, so the replay sends the
         # recorded prompts byte for byte (what `fastgen analyze` predicts from)
@@ -90,7 +97,11 @@ class FakeModel:
 
     def prompt_ids(self, messages: list[dict], tools: Optional[list[dict]]) -> list[int]:
         ids = self.tokenizer.apply_chat_template(
-            _arguments_as_objects(messages), tools=tools or None, add_generation_prompt=True, tokenize=True, return_dict=False
+            _arguments_as_objects(messages),
+            tools=tools or None,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
         )
         return list(ids)
 
@@ -111,11 +122,13 @@ class FakeModel:
             message = recorded
             if message.get("tool_calls"):
                 reason, pieces = "tool_calls", []
-                completion = sum(self.count(c["function"]["name"]) + self.count(c["function"]["arguments"])
-                                 for c in message["tool_calls"])
+                completion = sum(
+                    self.count(c["function"]["name"]) + self.count(c["function"]["arguments"])
+                    for c in message["tool_calls"]
+                )
             else:
                 text = message["content"]
-                pieces = [text[i:i + 16] for i in range(0, len(text), 16)]
+                pieces = [text[i : i + 16] for i in range(0, len(text), 16)]
                 completion, reason = self.count(text), "stop"
         elif tool is not None:
             message, reason, pieces = self._tool_call(tool), "tool_calls", []
@@ -148,8 +161,11 @@ class FakeModel:
     def _tool_call(self, tool: dict) -> dict:
         spec = tool.get("function", tool)  # the nested OpenAI format inference-perf sends, or the flat one
         arguments = json.dumps(_arguments(spec.get("parameters") or {}), separators=(",", ":"))
-        call = {"id": f"call_{secrets.token_hex(12)}", "type": "function",
-                "function": {"name": spec["name"], "arguments": arguments}}
+        call = {
+            "id": f"call_{secrets.token_hex(12)}",
+            "type": "function",
+            "function": {"name": spec["name"], "arguments": arguments},
+        }
         return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 

@@ -36,9 +36,12 @@ _SECTION_END = re.compile(r"^(### |Your open files:$|Workspace )", re.MULTILINE)
 _PROGRESS = re.compile(r"^(\S+\.py) ([.Fs]+) +\[ *(\d+)%\]$", re.MULTILINE)
 _SUMMARY = re.compile(r"^=+ ((?:\d+ \w+, )*\d+ \w+) in [\d.]+s =+$", re.MULTILINE)
 _COLLECTED = re.compile(r"^collected (\d+) items$", re.MULTILINE)
-_FAILURE = re.compile(r"^_+ (test_\w+) _+\n\n    def \1\((\w+)\) -> None:\n.*\n>       assert (\w+)\(\2\) == (\d+)\n"
-                      r"E       assert (\d+) == (\d+)\nE        \+  where (\d+) = (\w+)\(<.*>\)\n\n(\S+):(\d+): "
-                      r"AssertionError$", re.MULTILINE)
+_FAILURE = re.compile(
+    r"^_+ (test_\w+) _+\n\n    def \1\((\w+)\) -> None:\n.*\n>       assert (\w+)\(\2\) == (\d+)\n"
+    r"E       assert (\d+) == (\d+)\nE        \+  where (\d+) = (\w+)\(<.*>\)\n\n(\S+):(\d+): "
+    r"AssertionError$",
+    re.MULTILINE,
+)
 _FAILED = re.compile(r"^FAILED (\S+)::(test_\w+) - assert (\d+) == (\d+)$", re.MULTILINE)
 _PASSED = re.compile(r"^PASSED (\S+)::(test_\w+)$", re.MULTILINE)
 _STEP = re.compile(r"^(\d+)\. ", re.MULTILINE)
@@ -77,9 +80,9 @@ def file_sections(text: str) -> list[tuple[str, str]]:
     """(path, code) of each `### path.py` section of a prompt; a section ends at the next one or the next header."""
     out = []
     for match in _SECTION.finditer(text):
-        rest = text[match.end():]
+        rest = text[match.end() :]
         end = _SECTION_END.search(rest)
-        out.append((match.group(1), rest[:end.start()] if end else rest))
+        out.append((match.group(1), rest[: end.start()] if end else rest))
     return out
 
 
@@ -104,24 +107,30 @@ def check_pytest_log(log: str, report: Report, where: str) -> tuple[set[str], se
         collected = _COLLECTED.findall(log)
         report.check(collected == [str(len(marks))], "collected is the number of tests run", where)
         pcts = [int(p) for _, _, p in progress]
-        report.check(pcts == sorted(pcts) and pcts[-1] == 100 and pcts.count(100) == 1,
-                     "progress rises to 100% once", where)
+        report.check(
+            pcts == sorted(pcts) and pcts[-1] == 100 and pcts.count(100) == 1, "progress rises to 100% once", where
+        )
     failures = _FAILURE.findall(log)
     for _name, _fixture, call, expected, got, expected_e, got_where, call_where, _file, _line in failures:
-        report.check(expected == expected_e and got == got_where and call == call_where and got != expected,
-                     "failure's assert, E and where lines agree", where)
+        report.check(
+            expected == expected_e and got == got_where and call == call_where and got != expected,
+            "failure's assert, E and where lines agree",
+            where,
+        )
     failed = {(f, n) for f, n, _, _ in _FAILED.findall(log)}
     if "short test summary info" in log:
         report.check(len(failed) == said.get("failed", 0), "short summary names every failure", where)
-    report.check({n for _, n in failed} >= {f[0] for f in failures}, "every failure shown is in the short summary",
-                 where)
+    report.check(
+        {n for _, n in failed} >= {f[0] for f in failures}, "every failure shown is in the short summary", where
+    )
     for _f, n, got, expected in _FAILED.findall(log):
         shown = [x for x in failures if x[0] == n]
         report.check(all(x[4] == got and x[3] == expected for x in shown), "short summary repeats the values", where)
     passed = _PASSED.findall(log)
     if passed:
-        report.check(len(set(passed)) == len(passed) == said.get("passed", 0), "PASSED lines are the passed tests",
-                     where)
+        report.check(
+            len(set(passed)) == len(passed) == said.get("passed", 0), "PASSED lines are the passed tests", where
+        )
     return {f"{f}::{n}" for f, n in failed}, {f"{f}::{n}" for f, n in passed}
 
 
@@ -158,10 +167,17 @@ def check_patches(messages: list[dict], report: Report, where: str) -> None:
         report.check(_compiles(after), "the patched file compiles", where)
         files[path] = after
         lines = diff.splitlines()[2:]
-        stats = (path, sum(line.startswith("@@") for line in lines), sum(line.startswith("+") for line in lines),
-                 sum(line.startswith("-") for line in lines))
-        report.check(answer is not None and (answer.group(1), *map(int, answer.groups()[1:])) == stats,
-                     "the tool's answer reports the diff's hunks and lines", where)
+        stats = (
+            path,
+            sum(line.startswith("@@") for line in lines),
+            sum(line.startswith("+") for line in lines),
+            sum(line.startswith("-") for line in lines),
+        )
+        report.check(
+            answer is not None and (answer.group(1), *map(int, answer.groups()[1:])) == stats,
+            "the tool's answer reports the diff's hunks and lines",
+            where,
+        )
 
 
 def check_branch_diffs(messages: list[dict], outputs: list[str], report: Report, where: str) -> None:
@@ -170,15 +186,23 @@ def check_branch_diffs(messages: list[dict], outputs: list[str], report: Report,
     for output in outputs:
         for diff in _FENCED_DIFF.findall(output):
             path = diff.split("\n", 1)[0].removeprefix("--- a/")
-            report.check(path in files and git_apply(files, path, diff) is not None,
-                         "a candidate's diff applies to the module shown", where)
+            report.check(
+                path in files and git_apply(files, path, diff) is not None,
+                "a candidate's diff applies to the module shown",
+                where,
+            )
 
 
 def check_session_tests(messages: list[dict], report: Report, where: str) -> None:
     """Scenario 1: failing tests exist in the shown test file; the passing run lists every one of them."""
-    shown = {f"{p}::{name}" for m in messages if m["role"] == "user"
-             for p, code in file_sections(_text(m.get("content"))) if p.startswith("tests/")
-             for name in _TEST_DEF.findall(code)}
+    shown = {
+        f"{p}::{name}"
+        for m in messages
+        if m["role"] == "user"
+        for p, code in file_sections(_text(m.get("content")))
+        if p.startswith("tests/")
+        for name in _TEST_DEF.findall(code)
+    }
     report.check(bool(shown), "the context shows a test file", where)
     texts = [_text(m.get("content")) for m in messages]
     failing = [t for t in texts if t.startswith("I ran the full suite")]
@@ -223,8 +247,9 @@ def check_file(path: Path, report: Report, seen: set[int]) -> None:
                 seen.add(key)
                 check_text(text, report, where, assistant=message["role"] == "assistant")
     if path.parent.name.startswith("scenario2"):
-        outputs = [_text(m.get("parts")) for s in spans
-                   for m in orjson.loads(s["attributes"]["gen_ai.output.messages"])]
+        outputs = [
+            _text(m.get("parts")) for s in spans for m in orjson.loads(s["attributes"]["gen_ai.output.messages"])
+        ]
         check_branch_diffs(orjson.loads(spans[0]["attributes"]["gen_ai.input.messages"]), outputs, report, where)
     if path.parent.name == "scenario1":
         last = orjson.loads(spans[-1]["attributes"]["gen_ai.input.messages"])
@@ -247,8 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     report = check_dataset(args.traces)
     for what, n in sorted(report.counts.items()):
         print(f"{n:8d}  {what}")
-    print(f"distinct sentences in assistant prose: {report.distinct_sentences:.3f} "
-          f"({len(report.sentences)} of {sum(report.sentences.values())})")
+    print(
+        f"distinct sentences in assistant prose: {report.distinct_sentences:.3f} "
+        f"({len(report.sentences)} of {sum(report.sentences.values())})"
+    )
     for problem in report.problems[:20]:
         print("PROBLEM", problem)
     print(f"{len(report.problems)} problems")

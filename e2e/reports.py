@@ -44,8 +44,11 @@ def read_reports(config: dict, config_dir: Path) -> SessionReports:
     if not folders:
         raise FileNotFoundError(f"no report folder matches {report_glob(config, config_dir)}")
     folder = Path(folders[-1])
-    return SessionReports(folder=folder, sessions=json.loads((folder / PER_SESSION).read_text()),
-                          stage=json.loads((folder / STAGE).read_text()))
+    return SessionReports(
+        folder=folder,
+        sessions=json.loads((folder / PER_SESSION).read_text()),
+        stage=json.loads((folder / STAGE).read_text()),
+    )
 
 
 def clear_reports(config: dict, config_dir: Path) -> None:

@@ -59,11 +59,32 @@ class Dataset:
 
     def arguments(self, workdir: Path, base_url: str) -> list[str]:
         prometheus = self.prometheus_url or f"http://127.0.0.1:{free_port()}"
-        return ["--tokenizer", self.tokenizer, "--scale", str(self.scale), "--budget-scale", str(self.budget_scale),
-                "--arrival-window", str(self.arrival_window), "--max-wait-ms", str(self.max_wait_ms),
-                "--metrics", self.metrics, "--prometheus-url", prometheus, "--base-url", base_url,
-                "--output-dir", str(workdir / "traces"), "--config-dir", str(workdir / "configs"),
-                "--workers", "2", "--absolute-paths", "--quiet"]
+        return [
+            "--tokenizer",
+            self.tokenizer,
+            "--scale",
+            str(self.scale),
+            "--budget-scale",
+            str(self.budget_scale),
+            "--arrival-window",
+            str(self.arrival_window),
+            "--max-wait-ms",
+            str(self.max_wait_ms),
+            "--metrics",
+            self.metrics,
+            "--prometheus-url",
+            prometheus,
+            "--base-url",
+            base_url,
+            "--output-dir",
+            str(workdir / "traces"),
+            "--config-dir",
+            str(workdir / "configs"),
+            "--workers",
+            "2",
+            "--absolute-paths",
+            "--quiet",
+        ]
 
 
 def free_port() -> int:
@@ -110,8 +131,14 @@ def _dump(records: list[dict], path: Path) -> None:
     path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
 
 
-def run_e2e(workdir: Path, *, dataset: Dataset = Dataset(), only: Optional[list[str]] = None,
-            timeout_s: float = CONFIG_TIMEOUT_S, echo: Callable[[str], None] = print) -> list[Outcome]:
+def run_e2e(
+    workdir: Path,
+    *,
+    dataset: Dataset = Dataset(),
+    only: Optional[list[str]] = None,
+    timeout_s: float = CONFIG_TIMEOUT_S,
+    echo: Callable[[str], None] = print,
+) -> list[Outcome]:
     """Generate, serve, replay and check; one Outcome per config, in order."""
     workdir = Path(workdir).resolve()
     port = free_port()
@@ -132,18 +159,34 @@ def _pct(value: Optional[float]) -> str:
 
 def _line(o: Outcome) -> str:
     state = "ok" if o.ok else f"FAILED ({len(o.failures)})"
-    return (f"{o.config}: {state}, {o.requests} requests, {o.sessions} sessions, cache hit {_pct(o.server_hit)} % "
-            f"(report {_pct(o.report_hit)} %), {o.seconds:.1f} s")
+    return (
+        f"{o.config}: {state}, {o.requests} requests, {o.sessions} sessions, cache hit {_pct(o.server_hit)} % "
+        f"(report {_pct(o.report_hit)} %), {o.seconds:.1f} s"
+    )
 
 
 def summary_table(outcomes: list[Outcome]) -> str:
-    rows: list[tuple] = [("config", "traces", "requests", "sessions", "hit % server", "hit % report", "seconds",
-                          "result")]
-    rows += [(o.config, o.trace_dir, o.requests, o.sessions, _pct(o.server_hit), _pct(o.report_hit),
-              f"{o.seconds:.1f}", "ok" if o.ok else "FAILED") for o in outcomes]
+    rows: list[tuple] = [
+        ("config", "traces", "requests", "sessions", "hit % server", "hit % report", "seconds", "result")
+    ]
+    rows += [
+        (
+            o.config,
+            o.trace_dir,
+            o.requests,
+            o.sessions,
+            _pct(o.server_hit),
+            _pct(o.report_hit),
+            f"{o.seconds:.1f}",
+            "ok" if o.ok else "FAILED",
+        )
+        for o in outcomes
+    ]
     widths = [max(len(str(r[c])) for r in rows) for c in range(len(rows[0]))]
-    lines = ["  ".join(str(v).ljust(w) if c < 2 else str(v).rjust(w) for c, (v, w) in enumerate(zip(r, widths)))
-             for r in rows]
+    lines = [
+        "  ".join(str(v).ljust(w) if c < 2 else str(v).rjust(w) for c, (v, w) in enumerate(zip(r, widths)))
+        for r in rows
+    ]
     for o in outcomes:
         lines += [f"{o.config}: {failure}" for failure in o.failures]
     return "\n".join(lines)
@@ -156,16 +199,30 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--scale", type=float, default=Dataset.scale)
     p.add_argument("--budget-scale", type=float, default=Dataset.budget_scale)
     p.add_argument("--arrival-window", type=int, default=Dataset.arrival_window)
-    p.add_argument("--max-wait-ms", type=int, default=Dataset.max_wait_ms,
-                   help="cap on the recorded gaps between turns (15000 replays them as inference-perf would)")
-    p.add_argument("--metrics", choices=["default", "prometheus"], default="default",
-                   help="metrics.type of the generated configs (prometheus adds scrape_interval + 2 s per config)")
+    p.add_argument(
+        "--max-wait-ms",
+        type=int,
+        default=Dataset.max_wait_ms,
+        help="cap on the recorded gaps between turns (15000 replays them as inference-perf would)",
+    )
+    p.add_argument(
+        "--metrics",
+        choices=["default", "prometheus"],
+        default="default",
+        help="metrics.type of the generated configs (prometheus adds scrape_interval + 2 s per config)",
+    )
     p.add_argument("--prometheus-url", help="with --metrics prometheus: a real Prometheus (default: a closed port)")
     p.add_argument("--timeout", type=float, default=CONFIG_TIMEOUT_S, help="seconds per config before it is stopped")
     args = p.parse_args(argv)
     started = time.monotonic()
-    dataset = Dataset(scale=args.scale, budget_scale=args.budget_scale, arrival_window=args.arrival_window,
-                      max_wait_ms=args.max_wait_ms, metrics=args.metrics, prometheus_url=args.prometheus_url)
+    dataset = Dataset(
+        scale=args.scale,
+        budget_scale=args.budget_scale,
+        arrival_window=args.arrival_window,
+        max_wait_ms=args.max_wait_ms,
+        metrics=args.metrics,
+        prometheus_url=args.prometheus_url,
+    )
     outcomes = run_e2e(args.workdir, dataset=dataset, only=args.only, timeout_s=args.timeout)
     print(summary_table(outcomes))
     failed = sum(not o.ok for o in outcomes)

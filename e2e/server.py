@@ -64,8 +64,12 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
     profile = state.profile
 
     async def models(_request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [
-            {"id": model_name, "object": "model", "created": 0, "owned_by": profile.flavour}]})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": profile.flavour}],
+            }
+        )
 
     async def chat(request: web.Request) -> web.StreamResponse:
         received = time.time()
@@ -88,8 +92,13 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
         prompt, cached = answer.usage["prompt_tokens"], answer.usage["prompt_tokens_details"]["cached_tokens"]
         if (profile.null_zero_details and cached == 0) or not profile.cache_report:
             answer.usage["prompt_tokens_details"] = None
-        recorder.add({**record, "status": 200, "response": {
-            "message": answer.message, "finish_reason": answer.finish_reason, "usage": answer.usage}})
+        recorder.add(
+            {
+                **record,
+                "status": 200,
+                "response": {"message": answer.message, "finish_reason": answer.finish_reason, "usage": answer.usage},
+            }
+        )
         try:
             await state.prefill(prompt - cached)
         except BaseException:  # the client went away while it waited
@@ -131,8 +140,12 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
             status = 400 if profile.flavour == "sglang" else 200
             recorder.add({**event, "status": status, "done": False})
             if profile.flavour == "sglang":
-                return web.Response(status=400, text="Timed out waiting for idle state." if wait_s else
-                                    "Cache not flushed because there are pending requests.\n")
+                return web.Response(
+                    status=400,
+                    text="Timed out waiting for idle state."
+                    if wait_s
+                    else "Cache not flushed because there are pending requests.\n",
+                )
             return web.json_response({"success": False})
         state.cache.clear()
         recorder.add({**event, "status": 200, "done": True})
@@ -144,9 +157,14 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
         return web.json_response({"version": VERSIONS["vllm"]})
 
     async def server_info(_request: web.Request) -> web.Response:  # SGLang's: server args and scheduler state
-        return web.json_response({"model_path": model_name, "page_size": state.cache.block_size,
-                                  "max_total_num_tokens": profile.exported_capacity_tokens,
-                                  "version": VERSIONS["sglang"]})
+        return web.json_response(
+            {
+                "model_path": model_name,
+                "page_size": state.cache.block_size,
+                "max_total_num_tokens": profile.exported_capacity_tokens,
+                "version": VERSIONS["sglang"],
+            }
+        )
 
     app = web.Application(client_max_size=256 * 1024 * 1024)  # scenario 3 prompts run to ~0.5 MB unscaled
     app.router.add_get("/v1/models", models)
@@ -169,9 +187,14 @@ def _error(status: int, message: str) -> web.Response:
 
 
 def _completion(answer: Answer, model_name: str) -> dict:
-    return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-            "model": model_name, "usage": answer.usage,
-            "choices": [{"index": 0, "message": answer.message, "finish_reason": answer.finish_reason}]}
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model_name,
+        "usage": answer.usage,
+        "choices": [{"index": 0, "message": answer.message, "finish_reason": answer.finish_reason}],
+    }
 
 
 def _deltas(answer: Answer):
@@ -181,18 +204,30 @@ def _deltas(answer: Answer):
         yield {"content": piece}
     for index, call in enumerate(answer.message.get("tool_calls") or []):
         fn = call["function"]
-        yield {"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                               "function": {"name": fn["name"], "arguments": ""}}]}
+        yield {
+            "tool_calls": [
+                {
+                    "index": index,
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": fn["name"], "arguments": ""},
+                }
+            ]
+        }
         args = fn["arguments"]
         for start in range(0, len(args), _ARGUMENT_PIECE):
-            yield {"tool_calls": [{"index": index, "function": {"arguments": args[start:start + _ARGUMENT_PIECE]}}]}
+            yield {"tool_calls": [{"index": index, "function": {"arguments": args[start : start + _ARGUMENT_PIECE]}}]}
 
 
 async def _stream(request: web.Request, body: dict, answer: Answer, model_name: str) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
-    head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": model_name}
+    head = {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model_name,
+    }
 
     async def send(payload) -> None:
         text = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
@@ -212,13 +247,25 @@ async def _stream(request: web.Request, body: dict, answer: Answer, model_name: 
 class ServerThread:
     """The app on a background thread with its own event loop, for tests and the e2e runner."""
 
-    def __init__(self, tokenizer_dir: str | Path, *, model_name: str = DEFAULT_MODEL, port: int = 0,
-                 record: Optional[Path] = None, profile: EngineProfile = EngineProfile(),
-                 answers_from: Optional[Path] = None) -> None:
+    def __init__(
+        self,
+        tokenizer_dir: str | Path,
+        *,
+        model_name: str = DEFAULT_MODEL,
+        port: int = 0,
+        record: Optional[Path] = None,
+        profile: EngineProfile = EngineProfile(),
+        answers_from: Optional[Path] = None,
+    ) -> None:
         self.state = EngineState(profile, model_name)
         recorded = recorded_answers(answers_from) if answers_from else None
-        self.model = FakeModel(load_tokenizer(str(tokenizer_dir)), cache=self.state.cache, recorded=recorded,
-                               output_scale=profile.output_scale, ignore_tool_choice=profile.ignore_tool_choice)
+        self.model = FakeModel(
+            load_tokenizer(str(tokenizer_dir)),
+            cache=self.state.cache,
+            recorded=recorded,
+            output_scale=profile.output_scale,
+            ignore_tool_choice=profile.ignore_tool_choice,
+        )
         self.recorder = Recorder(record)
         self.model_name, self.port = model_name, port
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -267,9 +314,11 @@ class ServerThread:
 
     def reset(self) -> None:
         """Forget every prompt and record: call between runs, with no request in flight."""
+
         async def clear() -> None:  # on the server's loop, so no handler sees half a reset
             self.model.cache.clear()
             self.recorder.records.clear()
+
         if self._loop:
             asyncio.run_coroutine_threadsafe(clear(), self._loop).result()
 
@@ -295,36 +344,75 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--record", type=Path, help="append every chat request, and its answer, to this JSON-lines file")
     p.add_argument("--flavour", choices=FLAVOURS, default="vllm", help="the engine to imitate: /metrics, reset")
     p.add_argument("--kv-capacity", type=int, help="KV cache size in tokens, LRU past it (unset: never evicts)")
-    p.add_argument("--prefill-us-per-token", type=float, default=0.0,
-                   help="microseconds of prefill per uncached prompt token, one prefill at a time")
+    p.add_argument(
+        "--prefill-us-per-token",
+        type=float,
+        default=0.0,
+        help="microseconds of prefill per uncached prompt token, one prefill at a time",
+    )
     p.add_argument("--no-reset-endpoint", action="store_true", help="serve no reset endpoint (vLLM without dev mode)")
     p.add_argument("--die-after", type=int, help="exit after answering this many chat requests")
     p.add_argument("--no-cache-report", action="store_true", help="send no cached-token counts at all")
-    p.add_argument("--answers-from", type=Path, metavar="TRACES",
-                   help="answer each request with its span's recorded output (a dataset folder), so the replay "
-                   "sends the recorded prompts byte for byte")
-    p.add_argument("--null-zero-details", action="store_true",
-                   help="prompt_tokens_details null when nothing was cached, as vLLM and SGLang answer")
+    p.add_argument(
+        "--answers-from",
+        type=Path,
+        metavar="TRACES",
+        help="answer each request with its span's recorded output (a dataset folder), so the replay "
+        "sends the recorded prompts byte for byte",
+    )
+    p.add_argument(
+        "--null-zero-details",
+        action="store_true",
+        help="prompt_tokens_details null when nothing was cached, as vLLM and SGLang answer",
+    )
     p.add_argument("--fail-every", type=int, metavar="N", help="answer every Nth chat request with HTTP 500")
-    p.add_argument("--restart-after", type=int, metavar="N", help="after N answered chat requests, act as a "
-                   "restarted engine: a new process_start_time_seconds, an empty cache, counters from zero")
-    p.add_argument("--reset-keeps-cache", action="store_true",
-                   help="the reset endpoint answers an empty 200 and empties nothing")
-    p.add_argument("--output-scale", type=float, default=1.0, metavar="F",
-                   help="text answers of F times the usual length (at least 1 token): engines that differ in output")
-    p.add_argument("--ignore-tool-choice", action="store_true",
-                   help="answer a named tool_choice with another of the request's tools (SGLang 0.5.23 with hermes)")
+    p.add_argument(
+        "--restart-after",
+        type=int,
+        metavar="N",
+        help="after N answered chat requests, act as a "
+        "restarted engine: a new process_start_time_seconds, an empty cache, counters from zero",
+    )
+    p.add_argument(
+        "--reset-keeps-cache", action="store_true", help="the reset endpoint answers an empty 200 and empties nothing"
+    )
+    p.add_argument(
+        "--output-scale",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="text answers of F times the usual length (at least 1 token): engines that differ in output",
+    )
+    p.add_argument(
+        "--ignore-tool-choice",
+        action="store_true",
+        help="answer a named tool_choice with another of the request's tools (SGLang 0.5.23 with hermes)",
+    )
     p.add_argument("--no-metrics", action="store_true", help="serve no /metrics (SGLang without --enable-metrics)")
     args = p.parse_args(argv)
-    profile = EngineProfile(flavour=args.flavour, kv_capacity_tokens=args.kv_capacity,
-                            prefill_s_per_token=args.prefill_us_per_token / 1e6,
-                            reset_endpoint=not args.no_reset_endpoint, die_after=args.die_after,
-                            null_zero_details=args.null_zero_details, cache_report=not args.no_cache_report,
-                            fail_every=args.fail_every, restart_after=args.restart_after,
-                            reset_keeps_cache=args.reset_keeps_cache, output_scale=args.output_scale,
-                            ignore_tool_choice=args.ignore_tool_choice, metrics_endpoint=not args.no_metrics)
-    server = ServerThread(args.tokenizer, model_name=args.model, port=args.port, record=args.record, profile=profile,
-                          answers_from=args.answers_from)
+    profile = EngineProfile(
+        flavour=args.flavour,
+        kv_capacity_tokens=args.kv_capacity,
+        prefill_s_per_token=args.prefill_us_per_token / 1e6,
+        reset_endpoint=not args.no_reset_endpoint,
+        die_after=args.die_after,
+        null_zero_details=args.null_zero_details,
+        cache_report=not args.no_cache_report,
+        fail_every=args.fail_every,
+        restart_after=args.restart_after,
+        reset_keeps_cache=args.reset_keeps_cache,
+        output_scale=args.output_scale,
+        ignore_tool_choice=args.ignore_tool_choice,
+        metrics_endpoint=not args.no_metrics,
+    )
+    server = ServerThread(
+        args.tokenizer,
+        model_name=args.model,
+        port=args.port,
+        record=args.record,
+        profile=profile,
+        answers_from=args.answers_from,
+    )
     print(server.start(), flush=True)
     try:
         threading.Event().wait()

@@ -27,30 +27,88 @@ import subprocess
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from .engine_process import (DEFAULT_MODEL, HOST, EngineServer, add_serving_arguments, prepare_serving,
-                             python_311_venv, serve_until_interrupted)
+from .engine_process import (
+    DEFAULT_MODEL,
+    HOST,
+    EngineServer,
+    add_serving_arguments,
+    prepare_serving,
+    python_311_venv,
+    serve_until_interrupted,
+)
 
-__all__ = ["SGLANG_REQUIREMENT", "RUNTIME_REQUIREMENTS", "INSTALL_MARKER", "STAND_INS", "TOOL_CALL_PARSER",
-           "NAME_ENFORCING_TOOL_CALL_PARSER", "install", "SglangServer", "main"]
+__all__ = [
+    "SGLANG_REQUIREMENT",
+    "RUNTIME_REQUIREMENTS",
+    "INSTALL_MARKER",
+    "STAND_INS",
+    "TOOL_CALL_PARSER",
+    "NAME_ENFORCING_TOOL_CALL_PARSER",
+    "install",
+    "SglangServer",
+    "main",
+]
 
 SGLANG_REQUIREMENT = "sglang==0.5.23"  # installed with --no-deps: its metadata pins CUDA packages and torch 2.14.1
 # What SGLang 0.5.23 needs at run time on this path (the doc's list; pins where the doc pins). torch 2.13.0+cpu comes
 # from the local wheel folder pip searches, for Python 3.11 only.
 RUNTIME_REQUIREMENTS = (
-    "torch==2.13.0+cpu", "aiohttp", "anthropic", "blobfile==3.0.0", "compressed-tensors==0.18.0", "einops", "fastapi",
-    "gguf", "interegular", "llguidance>=1.7.6,<2", "msgspec", "ninja", "numpy", "openai==2.8.0",
-    "openai-harmony==0.0.4", "orjson", "packaging", "partial_json_parser", "pillow", "prometheus-client", "psutil",
-    "pybase64", "pydantic", "python-dateutil", "python-multipart", "pyzmq", "regex", "requests", "scipy",
-    "sentencepiece==0.2.1", "setproctitle", "tiktoken", "tokenizers==0.23.2", "tqdm", "transformers==5.19.0",
-    "uvicorn", "uvloop", "watchfiles", "xgrammar==0.2.7", "xxhash", "zstandard", "distro", "easydict", "IPython",
-    "dill", "jsonschema", "soundfile")
+    "torch==2.13.0+cpu",
+    "aiohttp",
+    "anthropic",
+    "blobfile==3.0.0",
+    "compressed-tensors==0.18.0",
+    "einops",
+    "fastapi",
+    "gguf",
+    "interegular",
+    "llguidance>=1.7.6,<2",
+    "msgspec",
+    "ninja",
+    "numpy",
+    "openai==2.8.0",
+    "openai-harmony==0.0.4",
+    "orjson",
+    "packaging",
+    "partial_json_parser",
+    "pillow",
+    "prometheus-client",
+    "psutil",
+    "pybase64",
+    "pydantic",
+    "python-dateutil",
+    "python-multipart",
+    "pyzmq",
+    "regex",
+    "requests",
+    "scipy",
+    "sentencepiece==0.2.1",
+    "setproctitle",
+    "tiktoken",
+    "tokenizers==0.23.2",
+    "tqdm",
+    "transformers==5.19.0",
+    "uvicorn",
+    "uvloop",
+    "watchfiles",
+    "xgrammar==0.2.7",
+    "xxhash",
+    "zstandard",
+    "distro",
+    "easydict",
+    "IPython",
+    "dill",
+    "jsonschema",
+    "soundfile",
+)
 # CUDA-linked builds from the registry that fail at import against CPU torch; the torchvision stand-in replaces one
 UNWANTED = ("torchvision", "torchaudio", "torchcodec")
 STAND_INS = Path(__file__).resolve().parent / "stand_ins"  # sgl_kernel/ and torchvision/, copied into site-packages
 INSTALL_MARKER = ".fastgen-sglang-installed"  # written last: the requirement and the stand-ins' digest
 # importing these pulls in everything the server imports at start (the stand-ins included)
-_PROBE = ("import sglang.srt.entrypoints.http_server, sglang.srt.managers.scheduler, transformers, sgl_kernel, "
-          "torchvision")
+_PROBE = (
+    "import sglang.srt.entrypoints.http_server, sglang.srt.managers.scheduler, transformers, sgl_kernel, torchvision"
+)
 START_TIMEOUT_S = 300.0  # 37-70 s on a quiet machine (mostly imports), over 2 minutes under load
 # hermes parses the built-in template's <tool_call>{json}</tool_call> form, but has no grammar of its own that knows
 # a named tool_choice (see SglangServer); qwen3_coder has one (xgrammar's native tag) and so enforces the forced name
@@ -71,8 +129,13 @@ def _marker_text() -> str:
 
 
 def _run_quietly(python: Path, code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"})
+    return subprocess.run(
+        [str(python), "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"},
+    )
 
 
 def _has_sglang(python: Path) -> bool:
@@ -114,8 +177,9 @@ def install(venv: Path, *, quiet: bool = True) -> Path:
     _copy_stand_ins(python)
     probe = _run_quietly(python, _PROBE)
     if probe.returncode != 0:
-        raise RuntimeError(f"SGLang's server modules do not import in {venv} after the install:\n"
-                           f"{probe.stderr[-4000:]}")
+        raise RuntimeError(
+            f"SGLang's server modules do not import in {venv} after the install:\n{probe.stderr[-4000:]}"
+        )
     marker.write_text(_marker_text())
     return python
 
@@ -147,33 +211,86 @@ class SglangServer(EngineServer):
     ENGINE = "SGLang"
     STOP_GRACE_S = 20.0  # it exits 7-10 s after SIGTERM; SIGKILL takes what is left
 
-    def __init__(self, python: Path, model_dir: Path, *, served_model_name: str = DEFAULT_MODEL,
-                 max_total_tokens: int, context_length: int, log: Path, page_size: Optional[int] = None,
-                 tool_call_parser: str = TOOL_CALL_PARSER, port: int = 0, extra_args: Sequence[str] = (),
-                 extra_env: Optional[Mapping[str, str]] = None, start_timeout_s: float = START_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        python: Path,
+        model_dir: Path,
+        *,
+        served_model_name: str = DEFAULT_MODEL,
+        max_total_tokens: int,
+        context_length: int,
+        log: Path,
+        page_size: Optional[int] = None,
+        tool_call_parser: str = TOOL_CALL_PARSER,
+        port: int = 0,
+        extra_args: Sequence[str] = (),
+        extra_env: Optional[Mapping[str, str]] = None,
+        start_timeout_s: float = START_TIMEOUT_S,
+    ) -> None:
         if not max_total_tokens > 0 or not context_length > 0:
-            raise ValueError(f"max_total_tokens and context_length must be positive, got {max_total_tokens} and "
-                             f"{context_length}")
-        super().__init__(python, model_dir, port=port, log=log, extra_args=extra_args, extra_env=extra_env,
-                         start_timeout_s=start_timeout_s)
+            raise ValueError(
+                f"max_total_tokens and context_length must be positive, got {max_total_tokens} and {context_length}"
+            )
+        super().__init__(
+            python,
+            model_dir,
+            port=port,
+            log=log,
+            extra_args=extra_args,
+            extra_env=extra_env,
+            start_timeout_s=start_timeout_s,
+        )
         self.served_model_name, self.page_size, self.tool_call_parser = served_model_name, page_size, tool_call_parser
         self.max_total_tokens, self.context_length = int(max_total_tokens), int(context_length)
 
     def command(self) -> list[str]:
         model = str(self.model_dir)
-        cmd = [str(self.python), "-m", "sglang.launch_server", "--model-path", model, "--tokenizer-path", model,
-               "--served-model-name", self.served_model_name, "--host", HOST, "--port", str(self.port),
-               "--device", "cpu", "--dtype", "float32", "--context-length", str(self.context_length),
-               "--max-total-tokens", str(self.max_total_tokens), "--enable-metrics", "--enable-cache-report",
-               "--tool-call-parser", self.tool_call_parser, "--attention-backend", "torch_native",
-               "--sampling-backend", "pytorch", "--disable-overlap-schedule", "--sleep-on-idle"]
+        cmd = [
+            str(self.python),
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            model,
+            "--tokenizer-path",
+            model,
+            "--served-model-name",
+            self.served_model_name,
+            "--host",
+            HOST,
+            "--port",
+            str(self.port),
+            "--device",
+            "cpu",
+            "--dtype",
+            "float32",
+            "--context-length",
+            str(self.context_length),
+            "--max-total-tokens",
+            str(self.max_total_tokens),
+            "--enable-metrics",
+            "--enable-cache-report",
+            "--tool-call-parser",
+            self.tool_call_parser,
+            "--attention-backend",
+            "torch_native",
+            "--sampling-backend",
+            "pytorch",
+            "--disable-overlap-schedule",
+            "--sleep-on-idle",
+        ]
         if self.page_size is not None:
             cmd += ["--page-size", str(int(self.page_size))]
         return cmd + self.extra_args
 
     def environment(self) -> dict[str, str]:
-        env = {**os.environ, "SGLANG_USE_CPU_ENGINE": "1", "SGLANG_TOOL_STRICT_LEVEL": "2", "HF_HUB_OFFLINE": "1",
-               "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        env = {
+            **os.environ,
+            "SGLANG_USE_CPU_ENGINE": "1",
+            "SGLANG_TOOL_STRICT_LEVEL": "2",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
         return {**env, **self.extra_env}
 
     def flush_cache(self, *, wait_s: float = FLUSH_WAIT_S) -> bool:
@@ -190,24 +307,43 @@ class SglangServer(EngineServer):
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m e2e.sglang", description=(
-        "Install SGLang (CPU, with its stand-ins) into a venv, build a tiny random model over a tokenizer, and serve "
-        "it until Ctrl-C."))
+    parser = argparse.ArgumentParser(
+        prog="python -m e2e.sglang",
+        description=(
+            "Install SGLang (CPU, with its stand-ins) into a venv, build a tiny random model over a tokenizer, and serve "
+            "it until Ctrl-C."
+        ),
+    )
     add_serving_arguments(parser, engine="SGLang", slug="sglang", window="context-length")
-    parser.add_argument("--max-total-tokens", type=int, default=1 << 20,
-                        help="KV pool size in tokens (default 1,048,576: 512 MiB); small to force eviction")
+    parser.add_argument(
+        "--max-total-tokens",
+        type=int,
+        default=1 << 20,
+        help="KV pool size in tokens (default 1,048,576: 512 MiB); small to force eviction",
+    )
     parser.add_argument("--context-length", type=int, default=32768, help="context window (default 32768)")
     parser.add_argument("--page-size", type=int, default=None, help="radix cache page size (SGLang's default 1)")
-    parser.add_argument("--tool-call-parser", default=TOOL_CALL_PARSER,
-                        help=f"SGLang's tool-call parser (default {TOOL_CALL_PARSER}; "
-                             f"{NAME_ENFORCING_TOOL_CALL_PARSER} holds a named tool_choice even with a random model)")
+    parser.add_argument(
+        "--tool-call-parser",
+        default=TOOL_CALL_PARSER,
+        help=f"SGLang's tool-call parser (default {TOOL_CALL_PARSER}; "
+        f"{NAME_ENFORCING_TOOL_CALL_PARSER} holds a named tool_choice even with a random model)",
+    )
     args = parser.parse_args(argv)
 
     python = install(args.venv)
     model_dir, port, log = prepare_serving(args, python, args.context_length, "sglang")
-    server = SglangServer(python, model_dir, served_model_name=args.model_name, max_total_tokens=args.max_total_tokens,
-                          context_length=args.context_length, page_size=args.page_size,
-                          tool_call_parser=args.tool_call_parser, port=port, log=log)
+    server = SglangServer(
+        python,
+        model_dir,
+        served_model_name=args.model_name,
+        max_total_tokens=args.max_total_tokens,
+        context_length=args.context_length,
+        page_size=args.page_size,
+        tool_call_parser=args.tool_call_parser,
+        port=port,
+        log=log,
+    )
     return serve_until_interrupted(server, args.model_name)
 
 

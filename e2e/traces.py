@@ -39,7 +39,8 @@ def load_session(path: Path) -> list[Span]:
 def _is_llm(span: dict) -> bool:
     attrs = span.get("attributes") or {}
     return (attrs.get("gen_ai.operation.name") == "chat" or span.get("name", "").startswith("chat ")) and bool(
-        attrs.get("gen_ai.input.messages"))
+        attrs.get("gen_ai.input.messages")
+    )
 
 
 def _parse_time(text: str) -> datetime:
@@ -54,19 +55,35 @@ def _span(file: str, index: int, attrs: dict) -> Span:
     output = (_json(attrs.get("gen_ai.output.messages")) or [{}])[0]  # OTel parts or OpenAI tool_calls
     names = tuple(p["name"] for p in output.get("parts") or [] if p.get("type") == "tool_call")
     names += tuple(c["function"]["name"] for c in output.get("tool_calls") or [])
-    return Span(file=file, index=index, messages=tuple(_json(attrs["gen_ai.input.messages"])), tool_names=names,
-                has_tools=bool(_json(attrs.get("gen_ai.tool.definitions"))), output=_answer(output),
-                input_tokens=int(attrs.get("gen_ai.usage.input_tokens") or 0))
+    return Span(
+        file=file,
+        index=index,
+        messages=tuple(_json(attrs["gen_ai.input.messages"])),
+        tool_names=names,
+        has_tools=bool(_json(attrs.get("gen_ai.tool.definitions"))),
+        output=_answer(output),
+        input_tokens=int(attrs.get("gen_ai.usage.input_tokens") or 0),
+    )
 
 
 def _answer(output: dict) -> dict:
     """An OTel output message (text parts keyed `content`, tool_call parts) as an OpenAI assistant message, with the
     tool calls' recorded ids and their arguments as compact JSON, as the next turn's history carries them."""
     parts = output.get("parts") or []
-    calls = [{"id": p["id"], "type": "function", "function": {
-        "name": p["name"], "arguments": p["arguments"] if isinstance(p["arguments"], str)
-        else json.dumps(p["arguments"], separators=(",", ":"), ensure_ascii=False)}}
-        for p in parts if p.get("type") == "tool_call"]
+    calls = [
+        {
+            "id": p["id"],
+            "type": "function",
+            "function": {
+                "name": p["name"],
+                "arguments": p["arguments"]
+                if isinstance(p["arguments"], str)
+                else json.dumps(p["arguments"], separators=(",", ":"), ensure_ascii=False),
+            },
+        }
+        for p in parts
+        if p.get("type") == "tool_call"
+    ]
     calls += output.get("tool_calls") or []
     if calls:
         return {"role": "assistant", "content": None, "tool_calls": calls}
@@ -110,7 +127,9 @@ def index_spans(sessions: dict[str, list[Span]]) -> dict[tuple, Span]:
             key = message_key(span.messages)
             other: Optional[Span] = index.get(key)
             if other is not None:
-                raise ValueError(f"{span.file} span {span.index} and {other.file} span {other.index} send the same "
-                                 "non-assistant messages: requests cannot be told apart by content")
+                raise ValueError(
+                    f"{span.file} span {span.index} and {other.file} span {other.index} send the same "
+                    "non-assistant messages: requests cannot be told apart by content"
+                )
             index[key] = span
     return index

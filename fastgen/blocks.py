@@ -46,9 +46,11 @@ def _system_prompt(composer: Composer, v: Vocab, repo: str, budget: int, rng, *,
     # one draw per seed, then a different agent per scenario: the prompts differ from their first token
     first = int(agent_rng(seed).integers(len(_AGENTS)))
     agent = _AGENTS[(first + scenario_id) % len(_AGENTS)]
-    header = (f"You are {agent}, an autonomous software engineering agent working in the {repo} repository, "
-              f"owned by the {v.team()} team. Read code before changing it, keep patches minimal, run the tests you "
-              f"touch, and explain what you changed and why. Follow these rules:\n")
+    header = (
+        f"You are {agent}, an autonomous software engineering agent working in the {repo} repository, "
+        f"owned by the {v.team()} team. Read code before changing it, keep patches minimal, run the tests you "
+        f"touch, and explain what you changed and why. Follow these rules:\n"
+    )
     return compose_block(composer, header, "guideline", budget, rng)
 
 
@@ -72,18 +74,21 @@ def catalog_stage(tokenizer, sc_spec, *, scenario_id: int, seed: int) -> Catalog
     return CatalogStage(repo, build_catalog(tokenizer, repo=repo, budget=sc_spec.tools, rng=rng), rng, v)
 
 
-def build_blocks(composer: Composer, sc_spec, *, scenario_id: int, seed: int,
-                 stage: CatalogStage | None = None) -> ScenarioBlocks:
+def build_blocks(
+    composer: Composer, sc_spec, *, scenario_id: int, seed: int, stage: CatalogStage | None = None
+) -> ScenarioBlocks:
     """The shared blocks of one scenario, from its own RNG stream (continuing `stage`, if it was built already)."""
     stage = stage or catalog_stage(composer.tokenizer, sc_spec, scenario_id=scenario_id, seed=seed)
     repo, catalog, rng, v = stage.repo, stage.catalog, stage.rng, stage.vocab
     sys_text = _system_prompt(composer, v, repo, sc_spec.system, rng, seed=seed, scenario_id=scenario_id)
-    repo_map = compose_block(composer, f"Repository map of {repo} (tree -L 3, generated files omitted):\n",
-                             "tree", sc_spec.repo_map, rng)
+    repo_map = compose_block(
+        composer, f"Repository map of {repo} (tree -L 3, generated files omitted):\n", "tree", sc_spec.repo_map, rng
+    )
     if not hasattr(sc_spec, "guidelines"):
         return ScenarioBlocks(repo, catalog, system(sys_text), user(repo_map))
-    guidelines = user(compose_block(composer, f"# {repo} engineering guidelines\n", "guideline",
-                                    sc_spec.guidelines, rng))
+    guidelines = user(
+        compose_block(composer, f"# {repo} engineering guidelines\n", "guideline", sc_spec.guidelines, rng)
+    )
     api_docs = user(compose_block(composer, f"# {repo} internal API reference\n", "api_doc", sc_spec.api_docs, rng))
     modules = tuple(_module_files(composer, sc_spec, v, rng) for _ in range(sc_spec.modules))
     return ScenarioBlocks(repo, catalog, system(sys_text), user(repo_map), guidelines, api_docs, modules)
@@ -94,6 +99,11 @@ def _module_files(composer: Composer, sc_spec, v: Vocab, rng) -> ModuleFiles:
     mid = (sc_spec.shared_workspace_percent.lo + sc_spec.shared_workspace_percent.hi) / 200
     size = int(rng.integers(int(sc_spec.workspace.lo * mid), int(sc_spec.workspace.hi * mid) + 1))
     path = f"services/{v.noun()}_{v.noun()}"
-    core = file_sections(composer, rng, header=f"Workspace {path}/ (module files first, then your open files):\n",
-                         budget=size, files=int(rng.integers(2, 5)))
+    core = file_sections(
+        composer,
+        rng,
+        header=f"Workspace {path}/ (module files first, then your open files):\n",
+        budget=size,
+        files=int(rng.integers(2, 5)),
+    )
     return ModuleFiles(path, core)

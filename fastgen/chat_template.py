@@ -27,8 +27,16 @@ from typing import Optional, Sequence
 
 from .errors import TokenizerError
 
-__all__ = ["ChatTemplate", "FrozenJSON", "read_template_file", "server_message", "server_messages",
-           "template_markers", "template_source", "template_origin"]
+__all__ = [
+    "ChatTemplate",
+    "FrozenJSON",
+    "read_template_file",
+    "server_message",
+    "server_messages",
+    "template_markers",
+    "template_source",
+    "template_origin",
+]
 
 # The file a tokenizer folder's own template lives in: servers (through transformers) and template_source pick it
 # before tokenizer_config.json's chat_template, so a template given with --chat-template is written under this name.
@@ -51,8 +59,9 @@ class FrozenJSON(dict):
         text = memo.get(options)
         if text is None:
             ensure_ascii, indent, separators, sort_keys = options
-            text = memo[options] = json.dumps(self, ensure_ascii=ensure_ascii, indent=indent,
-                                              separators=separators, sort_keys=sort_keys)
+            text = memo[options] = json.dumps(
+                self, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+            )
         return text
 
 
@@ -92,8 +101,9 @@ def _compiled(source: str):
         def _body(self, caller):
             return caller()
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[_Generation, jinja2.ext.loopcontrols])
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, jinja2.ext.loopcontrols]
+    )
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
@@ -155,8 +165,9 @@ def read_template_file(path: Path) -> str:
     try:
         _compiled(source)
     except jinja2.TemplateSyntaxError as exc:
-        raise TokenizerError(f"chat template {path} is not valid Jinja (line {exc.lineno}: {exc.message}); fix "
-                             f"the template, or {fix}") from None
+        raise TokenizerError(
+            f"chat template {path} is not valid Jinja (line {exc.lineno}: {exc.message}); fix the template, or {fix}"
+        ) from None
     return source
 
 
@@ -196,13 +207,22 @@ def server_message(message: dict) -> dict:
     """One message of server_messages."""
     content = message.get("content")
     if isinstance(content, list):
-        content = "\n".join(part.get("text", "") for part in content
-                            if isinstance(part, dict) and part.get("type") == "text")
+        content = "\n".join(
+            part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
+        )
     seen = {"role": message.get("role"), "content": content if isinstance(content, str) else ""}
     calls = message.get("tool_calls")
     if seen["role"] == "assistant" and isinstance(calls, list) and calls:
-        seen["tool_calls"] = [{**call, "function": {**(call.get("function") or {}), "arguments": _arguments_object(
-            (call.get("function") or {}).get("arguments"))}} for call in calls]
+        seen["tool_calls"] = [
+            {
+                **call,
+                "function": {
+                    **(call.get("function") or {}),
+                    "arguments": _arguments_object((call.get("function") or {}).get("arguments")),
+                },
+            }
+            for call in calls
+        ]
     if seen["role"] == "tool" and "tool_call_id" in message:
         seen["tool_call_id"] = message["tool_call_id"]
     if isinstance(message.get("name"), str):
@@ -228,17 +248,23 @@ class ChatTemplate:
         except ValueError:
             return None
 
-    def render(self, messages: Sequence[dict], tools: Optional[Sequence[dict]] = None, *,
-               add_generation_prompt: bool = True) -> str:
+    def render(
+        self, messages: Sequence[dict], tools: Optional[Sequence[dict]] = None, *, add_generation_prompt: bool = True
+    ) -> str:
         """The prompt text for wire-form messages and tools (as the request body carries them)."""
         return self.render_seen(server_messages(messages), tools, add_generation_prompt=add_generation_prompt)
 
-    def render_seen(self, messages: list[dict], tools: Optional[Sequence[dict]] = None, *,
-                    add_generation_prompt: bool = True) -> str:
+    def render_seen(
+        self, messages: list[dict], tools: Optional[Sequence[dict]] = None, *, add_generation_prompt: bool = True
+    ) -> str:
         """render, for messages already in the form the template sees (server_messages): a caller that renders
         the same messages many times converts each once."""
         source = self._sources[bool(tools)]
         if source is None:
             raise ValueError("the tokenizer has no chat template for this request")
-        return _compiled(source).render(messages=messages, tools=list(tools) if tools else None,
-                                        add_generation_prompt=add_generation_prompt, **self._special)
+        return _compiled(source).render(
+            messages=messages,
+            tools=list(tools) if tools else None,
+            add_generation_prompt=add_generation_prompt,
+            **self._special,
+        )

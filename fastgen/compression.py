@@ -11,8 +11,15 @@ from pathlib import Path
 
 from .errors import OutputError
 
-__all__ = ["ZSTD_SUFFIX", "CorruptTrace", "make_compressor", "compress_chunks", "decompress", "declared_size",
-           "read_trace_bytes"]
+__all__ = [
+    "ZSTD_SUFFIX",
+    "CorruptTrace",
+    "make_compressor",
+    "compress_chunks",
+    "decompress",
+    "declared_size",
+    "read_trace_bytes",
+]
 
 ZSTD_SUFFIX = ".zst"
 # A span repeats the previous span's whole input: a window of at least 2 MiB finds it. Levels below 3 default to
@@ -27,8 +34,9 @@ def make_compressor(level: int):
 
     params = zstandard.ZstdCompressionParameters.from_level(level, write_checksum=1, write_content_size=1)
     if params.window_log < _MIN_WINDOW_LOG:
-        params = zstandard.ZstdCompressionParameters.from_level(level, window_log=_MIN_WINDOW_LOG, write_checksum=1,
-                                                                write_content_size=1)
+        params = zstandard.ZstdCompressionParameters.from_level(
+            level, window_log=_MIN_WINDOW_LOG, write_checksum=1, write_content_size=1
+        )
     return zstandard.ZstdCompressor(compression_params=params)
 
 

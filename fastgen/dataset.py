@@ -22,8 +22,17 @@ from .spans import session_chunks
 from .spec import Spec
 from .tokenizer import Tokenizer
 
-__all__ = ["Task", "directories", "files_per_task", "tasks", "DatasetBuilder", "check_fits", "file_name", "Piece",
-           "pieces"]
+__all__ = [
+    "Task",
+    "directories",
+    "files_per_task",
+    "tasks",
+    "DatasetBuilder",
+    "check_fits",
+    "file_name",
+    "Piece",
+    "pieces",
+]
 
 # The independent pieces of DatasetBuilder.prepare(): one content pool per kind, one catalog stage per scenario.
 # Listed roughly slowest first (measured with the built-in tokenizer), so a pool of workers that takes them in order
@@ -33,9 +42,11 @@ _SLOWEST_POOLS_FIRST = ("code", "prose", "api_doc", "tree")
 
 
 def pieces(spec: Spec) -> tuple[Piece, ...]:
-    return (*(("pool", kind) for kind in _SLOWEST_POOLS_FIRST),
-            *(("catalog", s.id) for s in in_spec(spec)),
-            *(("pool", kind) for kind in KINDS if kind not in _SLOWEST_POOLS_FIRST))
+    return (
+        *(("pool", kind) for kind in _SLOWEST_POOLS_FIRST),
+        *(("catalog", s.id) for s in in_spec(spec)),
+        *(("pool", kind) for kind in KINDS if kind not in _SLOWEST_POOLS_FIRST),
+    )
 
 
 @dataclass(frozen=True, order=True)
@@ -83,8 +94,9 @@ class DatasetBuilder:
         self._blocks: dict[int, ScenarioBlocks] = {}
         self._stages: dict[int, CatalogStage] = {}  # built by prepare(), consumed by blocks()
 
-    def prepare(self, build_pieces: Callable[[list[Piece]], list] | None = None,
-                cache: PoolCache | None = None) -> "DatasetBuilder":
+    def prepare(
+        self, build_pieces: Callable[[list[Piece]], list] | None = None, cache: PoolCache | None = None
+    ) -> "DatasetBuilder":
         """Build every pool and shared block now (and escape them), so forked workers inherit them ready.
 
         Most of this time goes to pieces(spec), independent of each other: `build_pieces` may build them in other processes
@@ -139,9 +151,11 @@ class DatasetBuilder:
         spec that cannot fit then is refused here (nothing is written yet)."""
         if not isinstance(self.count, TemplateCount):
             return
-        samples = [[(len(turn.messages), self.count.input_tokens(plan, turn) - plan.input_tokens(turn))
-                    for turn in plan.turns]
-                   for scenario in in_spec(self.spec) for plan in self.plans_for(Task(scenario.id, 0))]
+        samples = [
+            [(len(turn.messages), self.count.input_tokens(plan, turn) - plan.input_tokens(turn)) for turn in plan.turns]
+            for scenario in in_spec(self.spec)
+            for plan in self.plans_for(Task(scenario.id, 0))
+        ]
         margin = measured_margin(samples, self.spec.template_margin)
         if margin != self.spec.template_margin:
             self.spec = dataclasses.replace(self.spec, template_margin=margin)
@@ -162,9 +176,13 @@ class DatasetBuilder:
 
     def blocks(self, scenario_id: int) -> ScenarioBlocks:
         if scenario_id not in self._blocks:
-            self._blocks[scenario_id] = build_blocks(self.composer, self._scenario_spec(scenario_id),
-                                                     scenario_id=scenario_id, seed=self.seed,
-                                                     stage=self._stages.pop(scenario_id, None))
+            self._blocks[scenario_id] = build_blocks(
+                self.composer,
+                self._scenario_spec(scenario_id),
+                scenario_id=scenario_id,
+                seed=self.seed,
+                stage=self._stages.pop(scenario_id, None),
+            )
         return self._blocks[scenario_id]
 
     def plans_for(self, task: Task):
@@ -174,9 +192,10 @@ class DatasetBuilder:
 
     def chunks_for(self, task: Task) -> list[tuple[str, list[bytes]]]:
         """(relative path, chunks whose concatenation is the file) of each trace file of one session index."""
-        return [(f"{plan.scenario}/{file_name(task.index)}", session_chunks(plan, model=self.model,
-                                                                                  count=self.count))
-                for plan in self.plans_for(task)]
+        return [
+            (f"{plan.scenario}/{file_name(task.index)}", session_chunks(plan, model=self.model, count=self.count))
+            for plan in self.plans_for(task)
+        ]
 
     def files_for(self, task: Task) -> list[tuple[str, bytes]]:
         """(relative path, bytes) of each trace file of one session index."""

@@ -56,13 +56,13 @@ VLLM = Engine(
     name="vllm",
     reset_path="/reset_prefix_cache",
     reset_hint="vLLM serves POST /reset_prefix_cache only with VLLM_SERVER_DEV_MODE=1 in its environment; restart it "
-               "so, or pass --no-reset to run without emptying the cache between configs",
+    "so, or pass --no-reset to run without emptying the cache between configs",
     busy_status=None,  # always 200; with blocks still held it silently resets nothing, so reset when idle
     cache_report_flag="--enable-prompt-tokens-details",
     info_path="/version",
     reset_unverified_hint="vLLM empties nothing while a request holds blocks, nor a KV connector's cache (LMCache, "
-                          "CPU offloading): stop any other client of it, restart it without a KV connector, or pass "
-                          "--no-reset (hit ratios then carry over)",
+    "CPU offloading): stop any other client of it, restart it without a KV connector, or pass "
+    "--no-reset (hit ratios then carry over)",
     metrics={
         "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),  # the second before late 2025
         "cache_queries": ("vllm:prefix_cache_queries_total",),
@@ -80,13 +80,13 @@ SGLANG = Engine(
     name="sglang",
     reset_path="/flush_cache",
     reset_hint="SGLang serves POST /flush_cache on its HTTP server; check --url points at it (not at a router), or "
-               "pass --no-reset to run without emptying the cache between configs",
+    "pass --no-reset to run without emptying the cache between configs",
     busy_status=400,  # "Cache not flushed. Please check the server log ..." while requests run
     cache_report_flag="--enable-cache-report",
     info_path="/get_server_info",
     reset_unverified_hint="SGLang flushes nothing while requests run, nor its hierarchical cache: stop any other "
-                          "client of it, restart it without --enable-hierarchical-cache, or pass --no-reset (hit "
-                          "ratios then carry over)",
+    "client of it, restart it without --enable-hierarchical-cache, or pass --no-reset (hit "
+    "ratios then carry over)",
     metrics={
         "kv_usage": ("sglang:token_usage",),
         "cache_queries": ("sglang:prompt_tokens_total",),
@@ -105,7 +105,7 @@ SGLANG = Engine(
     # SGLANG_TOOL_STRICT_LEVEL says (a trained model mostly follows the prompt, a random one names any); qwen3_coder
     # builds a grammar that holds the forced name
     tool_choice_fix="restart it with a --tool-call-parser that holds a named tool_choice (with SGLang 0.5.23, "
-                    "qwen3_coder held it; hermes did not, even with SGLANG_TOOL_STRICT_LEVEL=2)",
+    "qwen3_coder held it; hermes did not, even with SGLANG_TOOL_STRICT_LEVEL=2)",
     metrics_flag="--enable-metrics",
     tool_parser="qwen3_coder",
 )

@@ -1,19 +1,27 @@
 """fastgen's exceptions. Only the CLI turns them into exit codes and one-line messages.
 
-    FastgenError
-    ├── SpecError          a number or option out of range, a spec that cannot fit the context window
-    │   └── WorkloadError  a workload file that does not load: YAML, keys, types, ranges, format version
-    ├── TokenizerError     a tokenizer that cannot be found or loaded
-    ├── OutputError        an output folder that fastgen may not write into, or a failed write
-    ├── ValidationError    inference-perf's graph (or a config) deviates from the scenario's shape
-    ├── ServerError        a live server that cannot be reached, serves another model, or refuses a reset
-    └── MissingExtraError  a command whose optional extra (fastgen[validate], [bakeoff], [plots]) is not installed
+FastgenError
+├── SpecError          a number or option out of range, a spec that cannot fit the context window
+│   └── WorkloadError  a workload file that does not load: YAML, keys, types, ranges, format version
+├── TokenizerError     a tokenizer that cannot be found or loaded
+├── OutputError        an output folder that fastgen may not write into, or a failed write
+├── ValidationError    inference-perf's graph (or a config) deviates from the scenario's shape
+├── ServerError        a live server that cannot be reached, serves another model, or refuses a reset
+└── MissingExtraError  a command whose optional extra (fastgen[validate], [bakeoff], [plots]) is not installed
 """
 
 from __future__ import annotations
 
-__all__ = ["FastgenError", "SpecError", "WorkloadError", "TokenizerError", "OutputError", "ValidationError",
-           "ServerError", "MissingExtraError"]
+__all__ = [
+    "FastgenError",
+    "SpecError",
+    "WorkloadError",
+    "TokenizerError",
+    "OutputError",
+    "ValidationError",
+    "ServerError",
+    "MissingExtraError",
+]
 
 
 class FastgenError(Exception):

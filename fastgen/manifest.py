@@ -19,8 +19,18 @@ from .version import __version__
 from .compression import ZSTD_SUFFIX
 from .errors import OutputError
 
-__all__ = ["MANIFEST_NAME", "HASH_NAME", "FileRecord", "record", "listed_record", "manifest_bytes", "read_manifest",
-           "read_manifest_file", "rewrite_files", "human_size"]
+__all__ = [
+    "MANIFEST_NAME",
+    "HASH_NAME",
+    "FileRecord",
+    "record",
+    "listed_record",
+    "manifest_bytes",
+    "read_manifest",
+    "read_manifest_file",
+    "rewrite_files",
+    "human_size",
+]
 
 MANIFEST_NAME = "manifest.json"
 GENERATOR = "fastgen"
@@ -64,8 +74,10 @@ def record(path: str, *chunks: bytes) -> FileRecord:
 def listed_record(path: str, entry: dict, manifest: Path) -> FileRecord:
     """The record a manifest lists for path; a manifest from before XXH3 (sha256) is named as such."""
     if HASH_NAME not in entry:
-        raise OutputError(f"{manifest} lists {path} without an {HASH_NAME} hash (written by fastgen before 0.2); "
-                          f"regenerate it: the dataset with fastgen, a golden manifest with `make golden`")
+        raise OutputError(
+            f"{manifest} lists {path} without an {HASH_NAME} hash (written by fastgen before 0.2); "
+            f"regenerate it: the dataset with fastgen, a golden manifest with `make golden`"
+        )
     size = entry.get("size")
     if not isinstance(size, int):  # else verify compared a size of None and failed with a TypeError
         raise OutputError(f"{manifest} lists {path} without its size (size: {size!r}); regenerate it")
@@ -76,10 +88,13 @@ def _listed_content(path: str, entry: dict, manifest: Path) -> tuple[int, str] |
     content = entry.get(CONTENT)
     if content is None:
         return None
-    if not (isinstance(content, dict) and isinstance(content.get("size"), int)
-            and isinstance(content.get(HASH_NAME), str)):
-        raise OutputError(f"{manifest} lists {path} with a malformed {CONTENT!r} record; regenerate it: the dataset "
-                          f"with fastgen, a golden manifest with `make golden`")
+    if not (
+        isinstance(content, dict) and isinstance(content.get("size"), int) and isinstance(content.get(HASH_NAME), str)
+    ):
+        raise OutputError(
+            f"{manifest} lists {path} with a malformed {CONTENT!r} record; regenerate it: the dataset "
+            f"with fastgen, a golden manifest with `make golden`"
+        )
     return content["size"], content[HASH_NAME]
 
 
@@ -127,7 +142,7 @@ def _document(path: Path) -> dict:
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("generator") != GENERATOR or not isinstance(doc.get("files"), dict):
-        raise ValueError(f"JSON without \"generator\": \"{GENERATOR}\" and a \"files\" object")
+        raise ValueError(f'JSON without "generator": "{GENERATOR}" and a "files" object')
     return doc
 
 

@@ -15,8 +15,18 @@ import orjson
 from .content.compose import Ends, Text
 from .tools import ToolCatalog
 
-__all__ = ["ToolCall", "Message", "Output", "Turn", "SessionPlan", "system", "user", "assistant_text",
-           "assistant_calls", "tool_result"]
+__all__ = [
+    "ToolCall",
+    "Message",
+    "Output",
+    "Turn",
+    "SessionPlan",
+    "system",
+    "user",
+    "assistant_text",
+    "assistant_calls",
+    "tool_result",
+]
 
 
 @dataclass(frozen=True)
@@ -65,8 +75,12 @@ def assistant_text(text: Text) -> Message:
 
 
 def assistant_calls(calls: tuple[ToolCall, ...]) -> Message:
-    wire = {"role": "assistant", "tool_calls": [
-        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}} for c in calls]}
+    wire = {
+        "role": "assistant",
+        "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}} for c in calls
+        ],
+    }
     return Message("assistant", sum(c.tokens for c in calls), wire, None, calls)
 
 

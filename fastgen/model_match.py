@@ -31,8 +31,13 @@ FAMILIES = (
     # Qwen1.5, Qwen2, Qwen2.5, Qwen3, QwQ: one BPE of 151,643 tokens (Qwen3's checked: tests/test_tokenizer.py)
     Family("Qwen", re.compile(r"qwen/(qwen1\.5|qwen2|qwen3|qwq)", re.I), 151643, ("<|im_start|>", "<|im_end|>"), True),
     # Llama 3, 3.1, 3.2, 3.3: 128,000 tokens and 256 reserved special ones
-    Family("Llama 3", re.compile(r"meta-llama/(meta-)?llama-3", re.I), 128000,
-           ("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"), False),
+    Family(
+        "Llama 3",
+        re.compile(r"meta-llama/(meta-)?llama-3", re.I),
+        128000,
+        ("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),
+        False,
+    ),
 )
 
 
@@ -57,8 +62,10 @@ def model_mismatch(model: str, tokenizer: Tokenizer) -> Optional[str]:
     if is_builtin(tokenizer):
         why = f"--tokenizer {source} is fastgen's built-in tokenizer"
     elif tokenizer.base_vocab_size != family.base_vocab:
-        why = (f"tokenizer {source} has {tokenizer.base_vocab_size:,} tokens before its added ones, {family.name} "
-               f"models {family.base_vocab:,}")
+        why = (
+            f"tokenizer {source} has {tokenizer.base_vocab_size:,} tokens before its added ones, {family.name} "
+            f"models {family.base_vocab:,}"
+        )
     else:
         return None
     return f"counts will not match {model}'s server ({why}): pass --tokenizer <folder of {model}>"
@@ -69,17 +76,23 @@ def _needed(tokenizer: Tokenizer, *, model: str, engine: Engine) -> list[tuple[s
     sources = {s for s in (template_source(tokenizer.folder_files, with_tools=t) for t in (False, True)) if s}
     family = family_of(model)
     parser = (family is not None and family.uses_tool_call_markers) or any(
-        t in s for s in sources for t in (*engine.tool_parser_tokens, "<|im_start|>"))
+        t in s for s in sources for t in (*engine.tool_parser_tokens, "<|im_start|>")
+    )
     needed = []
     if sources:
-        markers = [m for s in sorted(sources) for m in template_markers(s)
-                   if not (parser and m in engine.tool_parser_tokens)]
+        markers = [
+            m for s in sorted(sources) for m in template_markers(s) if not (parser and m in engine.tool_parser_tokens)
+        ]
         needed.append(("its chat template renders them", tuple(dict.fromkeys(markers))))
     elif family is not None:
         needed.append((f"{family.name}'s chat template renders them", family.markers))
     if parser:
-        needed.append((f"{engine.name}'s tool-call parser {engine.tool_parser} finds tool calls by them",
-                       engine.tool_parser_tokens))
+        needed.append(
+            (
+                f"{engine.name}'s tool-call parser {engine.tool_parser} finds tool calls by them",
+                engine.tool_parser_tokens,
+            )
+        )
     return needed
 
 
@@ -101,6 +114,8 @@ def missing_tokens(tokenizer: Tokenizer, *, model: str, engine: Engine) -> Optio
     if not parts:
         return None
     tools = ", and the tool-call parser needs them to find the model's tool calls" if parser else ""
-    return (f"tokenizer {tokenizer.identity.source} lacks the special tokens {'; '.join(parts)}: here each is "
-            f"counted as several plain-text tokens where the served model's tokenizer has one{tools}; pass "
-            f"--tokenizer the served model's own folder")
+    return (
+        f"tokenizer {tokenizer.identity.source} lacks the special tokens {'; '.join(parts)}: here each is "
+        f"counted as several plain-text tokens where the served model's tokenizer has one{tools}; pass "
+        f"--tokenizer the served model's own folder"
+    )

@@ -20,8 +20,16 @@ def _dumps(value) -> str:
 
 
 def native_session_bytes(plan: SessionPlan, *, model: str, count: PromptCount = CONTENT_COUNT) -> bytes:
-    spans = [span_dict(plan, turn, model=model, input_tokens=count.input_tokens(plan, turn),
-                       input_messages=_dumps([m.wire for m in turn.messages]),
-                       output_messages=_dumps(output_parts(turn.output)),
-                       tool_definitions=_dumps(list(plan.catalog.tools))) for turn in plan.turns]
+    spans = [
+        span_dict(
+            plan,
+            turn,
+            model=model,
+            input_tokens=count.input_tokens(plan, turn),
+            input_messages=_dumps([m.wire for m in turn.messages]),
+            output_messages=_dumps(output_parts(turn.output)),
+            tool_definitions=_dumps(list(plan.catalog.tools)),
+        )
+        for turn in plan.turns
+    ]
     return _dumps(session_dict(plan, spans)).encode()

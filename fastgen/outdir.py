@@ -84,8 +84,11 @@ def _foreign(out: Path, protect_edits: bool) -> list[str]:
     """What under out fastgen did not write: unlisted files, links, and folders that hold no listed file."""
     listed = _listed(out, protect_edits)
     holders = {parent.as_posix() for rel in listed for parent in PurePosixPath(rel).parents}
-    return [rel for rel in _entries(out) if rel not in listed
-            and not (rel in holders and (out / rel).is_dir() and not (out / rel).is_symlink())]
+    return [
+        rel
+        for rel in _entries(out)
+        if rel not in listed and not (rel in holders and (out / rel).is_dir() and not (out / rel).is_symlink())
+    ]
 
 
 def _what(protect_edits: bool) -> str:
@@ -100,11 +103,16 @@ def _check(out: Path, *, force: bool, protect_edits: bool, option: str, planned:
     if not out.is_dir():
         return
     foreign = _foreign(out, protect_edits)
-    kind = "a file fastgen did not write, or one edited since fastgen wrote it" if protect_edits else \
-        "files fastgen did not write"
+    kind = (
+        "a file fastgen did not write, or one edited since fastgen wrote it"
+        if protect_edits
+        else "files fastgen did not write"
+    )
     if foreign and not force:
-        raise OutputError(f"{_what(protect_edits)} {out} holds {kind} (e.g. {foreign[0]}); move them out, choose an "
-                          f"empty {option}, or pass --force to write beside them")
+        raise OutputError(
+            f"{_what(protect_edits)} {out} holds {kind} (e.g. {foreign[0]}); move them out, choose an "
+            f"empty {option}, or pass --force to write beside them"
+        )
     # --force writes beside such files, never over them (nor where a folder of them goes): say so before generating
     folders = {parent.as_posix() for rel in planned for parent in PurePosixPath(rel).parents} - {"."}
     clash = sorted(rel for rel in foreign if rel in planned or (rel in folders and not (out / rel).is_dir()))
@@ -143,8 +151,14 @@ def _remove_stale(out: Path) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def open_staging(out: Path, *, force: bool = False, protect_edits: bool = False, option: str = "--output-dir",
-                 planned: tuple[str, ...] = ()) -> Staging:
+def open_staging(
+    out: Path,
+    *,
+    force: bool = False,
+    protect_edits: bool = False,
+    option: str = "--output-dir",
+    planned: tuple[str, ...] = (),
+) -> Staging:
     """Check that out may be written (refusing foreign files unless force, and with force a foreign file among the
     `planned` relative paths) and make its staging folder, so a run that cannot write fails before it generates
     anything. `option` names the flag in messages."""
@@ -223,11 +237,14 @@ def place_all(stagings: list[Staging]) -> None:
                 _place(staging, journal)
         except OSError as exc:
             if journal.undo():
-                raise OutputError(f"putting the new files in place failed ({_why(exc)}); every output was left as "
-                                  f"it was") from exc
+                raise OutputError(
+                    f"putting the new files in place failed ({_why(exc)}); every output was left as it was"
+                ) from exc
             kept = ", ".join(str(f) for f in journal.temporary if f.exists())
-            raise OutputError(f"putting the new files in place failed ({_why(exc)}) and could not be undone; the "
-                              f"previous files that are not back in place are in {kept}") from exc
+            raise OutputError(
+                f"putting the new files in place failed ({_why(exc)}) and could not be undone; the "
+                f"previous files that are not back in place are in {kept}"
+            ) from exc
         except BaseException:
             journal.undo()
             raise
@@ -268,14 +285,20 @@ def _merge(staging: Staging, journal: _Journal) -> None:
     """Move what the previous manifest lists out of the way, then the new files in, the manifest last."""
     out, folder = staging.out, staging.folder
     listed = _listed(out, staging.protect_edits)
-    new = sorted(rel for rel in _entries(folder) if (folder / rel).is_file() and rel not in (STAGING_MARK,
-                                                                                          MANIFEST_NAME))
-    clash = [rel for rel in [*new, MANIFEST_NAME] if (out / rel).exists() and rel not in listed
-             and not _same_bytes(out / rel, folder / rel)]
+    new = sorted(
+        rel for rel in _entries(folder) if (folder / rel).is_file() and rel not in (STAGING_MARK, MANIFEST_NAME)
+    )
+    clash = [
+        rel
+        for rel in [*new, MANIFEST_NAME]
+        if (out / rel).exists() and rel not in listed and not _same_bytes(out / rel, folder / rel)
+    ]
     if clash:
         raise OutputError(f"{out / clash[0]} is not fastgen's and would be overwritten; move it out of {out}")
-    trash = _marked_folder(out if staging.inside else out.parent,
-                           f"{_INSIDE_PREFIX}old-" if staging.inside else f".{out.name}.fastgen-old-")
+    trash = _marked_folder(
+        out if staging.inside else out.parent,
+        f"{_INSIDE_PREFIX}old-" if staging.inside else f".{out.name}.fastgen-old-",
+    )
     journal.temporary += [trash, folder]
     old = sorted(rel for rel in listed if (out / rel).is_file())
     for rel in old:

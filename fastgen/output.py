@@ -81,8 +81,10 @@ def _check_space(staging: Staging, needed: int, compressed: bool) -> None:
     free = shutil.disk_usage(staging.folder).free
     if needed > free:
         hint = "" if compressed else ", or add --compress zstd (about 20x smaller)"
-        raise OutputError(f"{staging.out} needs about {human_size(needed)} and its filesystem has {human_size(free)} free; "
-                          f"free some space, choose another --output-dir{hint}")
+        raise OutputError(
+            f"{staging.out} needs about {human_size(needed)} and its filesystem has {human_size(free)} free; "
+            f"free some space, choose another --output-dir{hint}"
+        )
 
 
 def _generate_into(staging: Staging, options: RunOptions, tokenizer: Tokenizer) -> tuple[list[FileRecord], str]:
@@ -96,12 +98,15 @@ def _generate_into(staging: Staging, options: RunOptions, tokenizer: Tokenizer) 
     cache = PoolCache(folder, tokenizer.identity.sha256, options.seed) if folder is not None else None
     builder.prepare(build_pieces(builder, options.workers), cache)
     if getattr(builder.count, "whole", False) and options.notice is not None:
-        options.notice("the chat template's prompts do not decompose into per-message pieces under this tokenizer: "
-                       "every span's input tokens are counted by rendering its prompt whole (exact, but slow)")
+        options.notice(
+            "the chat template's prompts do not decompose into per-message pieces under this tokenizer: "
+            "every span's input tokens are counted by rendering its prompt whole (exact, but slow)"
+        )
     _check_space(staging, _estimated_bytes(builder, todo, options.zstd_level), options.zstd_level is not None)
     records: list[FileRecord] = []
     written = 0  # a running total: summing all records on every update is quadratic in the number of files
     with _progress(sum(files_per_task(t) for t in todo), options.progress) as bar:
+
         def done(batch: list[FileRecord]) -> None:
             nonlocal written
             records.extend(batch)
@@ -117,8 +122,11 @@ def _generate_into(staging: Staging, options: RunOptions, tokenizer: Tokenizer) 
 def _planned_traces(options: RunOptions, tokenizer: Tokenizer) -> tuple[str, ...]:
     """Every path the run will write under the output folder: what --force must find free before generating."""
     suffix = ZSTD_SUFFIX if options.zstd_level is not None else ""
-    sessions = [f"{layout}/{file_name(task.index)}{suffix}" for task in tasks(options.spec)
-                for layout in scenario_by_id(task.scenario_id).layouts]
+    sessions = [
+        f"{layout}/{file_name(task.index)}{suffix}"
+        for task in tasks(options.spec)
+        for layout in scenario_by_id(task.scenario_id).layouts
+    ]
     return (*sessions, *(f"{TOKENIZER_FOLDER}/{name}" for name in tokenizer.folder_files), MANIFEST_NAME)
 
 
@@ -127,25 +135,40 @@ def _check_separate(output_dir: Path, config_dir: Path | None) -> None:
         return
     out, conf = Path(os.path.realpath(output_dir)), Path(os.path.realpath(config_dir))
     if out == conf or out in conf.parents or conf in out.parents:
-        raise OutputError(f"--output-dir {output_dir} and --config-dir {config_dir} overlap; give them separate "
-                          f"folders, e.g. --output-dir traces --config-dir configs")
+        raise OutputError(
+            f"--output-dir {output_dir} and --config-dir {config_dir} overlap; give them separate "
+            f"folders, e.g. --output-dir traces --config-dir configs"
+        )
 
 
 def _render(options: RunOptions) -> dict[str, str] | None:
     if options.config_dir is None:
         return None
-    return render_configs(spec=options.spec, model=options.model, base_seed=options.seed,
-                          trace_root=options.output_dir, config_root=options.config_dir,
-                          tokenizer_dir=options.output_dir / TOKENIZER_FOLDER, **dataclasses.asdict(options.configs))
+    return render_configs(
+        spec=options.spec,
+        model=options.model,
+        base_seed=options.seed,
+        trace_root=options.output_dir,
+        config_root=options.config_dir,
+        tokenizer_dir=options.output_dir / TOKENIZER_FOLDER,
+        **dataclasses.asdict(options.configs),
+    )
 
 
-def _write_manifest(folder: Path, files: list[FileRecord], tokenizer: Tokenizer, options: RunOptions,
-                    arguments: dict, count: str | None = None) -> None:
+def _write_manifest(
+    folder: Path,
+    files: list[FileRecord],
+    tokenizer: Tokenizer,
+    options: RunOptions,
+    arguments: dict,
+    count: str | None = None,
+) -> None:
     described = tokenizer.identity.to_dict()
     if count is not None:
         described["count"] = count
-    (folder / MANIFEST_NAME).write_bytes(manifest_bytes(
-        files=files, tokenizer=described, workload=options.spec.to_dict(), arguments=arguments))
+    (folder / MANIFEST_NAME).write_bytes(
+        manifest_bytes(files=files, tokenizer=described, workload=options.spec.to_dict(), arguments=arguments)
+    )
 
 
 def _write_configs(staging: Staging, rendered: dict[str, str], tokenizer: Tokenizer, options: RunOptions) -> None:
@@ -164,11 +187,19 @@ def generate(options: RunOptions, tokenizer: Tokenizer) -> list[FileRecord]:
     rendered = _render(options)  # before anything is written: it refuses unknown server or metrics types
     stagings: list[Staging] = []
     try:
-        stagings.append(open_staging(options.output_dir, force=options.force,
-                                     planned=_planned_traces(options, tokenizer)))
+        stagings.append(
+            open_staging(options.output_dir, force=options.force, planned=_planned_traces(options, tokenizer))
+        )
         if rendered is not None and options.config_dir is not None:  # rendered: there is a config_dir (_render)
-            stagings.append(open_staging(options.config_dir, force=options.force, protect_edits=True,
-                                         option="--config-dir", planned=(*rendered, MANIFEST_NAME)))
+            stagings.append(
+                open_staging(
+                    options.config_dir,
+                    force=options.force,
+                    protect_edits=True,
+                    option="--config-dir",
+                    planned=(*rendered, MANIFEST_NAME),
+                )
+            )
         traces = stagings[0]
         records, count = _generate_into(traces, options, tokenizer)
         exported = tokenizer.export(traces.folder / TOKENIZER_FOLDER)
@@ -180,7 +211,9 @@ def generate(options: RunOptions, tokenizer: Tokenizer) -> list[FileRecord]:
     except OSError as exc:
         for staging in stagings:
             discard(staging)
-        raise OutputError(f"writing {options.output_dir} failed ({exc.strerror or exc}); it was left as it was") from exc
+        raise OutputError(
+            f"writing {options.output_dir} failed ({exc.strerror or exc}); it was left as it was"
+        ) from exc
     except BaseException:
         for staging in stagings:
             discard(staging)

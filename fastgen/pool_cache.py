@@ -60,8 +60,9 @@ def code_fingerprint() -> str:
     """A hash of fastgen's version, every module of the package (path and bytes, in path order) and the versions of
     what pools are drawn and counted with."""
     package = Path(__file__).resolve().parent
-    digest = xxhash.xxh3_128("|".join((__version__, numpy.__version__, tokenizers.__version__,
-                                       platform.python_version())).encode())
+    digest = xxhash.xxh3_128(
+        "|".join((__version__, numpy.__version__, tokenizers.__version__, platform.python_version())).encode()
+    )
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
@@ -82,13 +83,21 @@ def _pool_of(kind: str, data: bytes) -> Pool | None:
         doc = orjson.loads(payload)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(doc, dict) or doc.get("kind") != kind or not all(
-            isinstance(doc.get(name), list) for name in _FIELDS):
+    if (
+        not isinstance(doc, dict)
+        or doc.get("kind") != kind
+        or not all(isinstance(doc.get(name), list) for name in _FIELDS)
+    ):
         return None
     units, counts, fillers, filler_counts = (doc[name] for name in _FIELDS)
-    if not (units and fillers and len(units) == len(counts) and len(fillers) == len(filler_counts)
-            and all(isinstance(t, str) and t for t in units + fillers)
-            and all(type(c) is int and c > 0 for c in counts + filler_counts)):
+    if not (
+        units
+        and fillers
+        and len(units) == len(counts)
+        and len(fillers) == len(filler_counts)
+        and all(isinstance(t, str) and t for t in units + fillers)
+        and all(type(c) is int and c > 0 for c in counts + filler_counts)
+    ):
         return None
     return Pool(units, counts, fillers, filler_counts)
 

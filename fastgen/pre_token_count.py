@@ -34,10 +34,12 @@ _PLAIN = re.compile("[\t\n\r\x20-\x7e\u2500-\u257f]*")
 _REMEMBERED = 1 << 20  # distinct pre-tokens kept; past that the memo starts over (arbitrary user text, say)
 # Contractions, case, digit runs, punctuation runs with and without newlines, every whitespace run the patterns
 # treat differently: where a translated pattern would part from the original, it parts here.
-_PROBE = ("I'm sure it's what they'd've SAID'S, don't it? x'LL 12345678 3.14159 1,000,000 a1b2 __init__ "
-          "foo.bar(baz)->qux  \n\n  \t\tx   y\r\n\r\nz  \n  end...!!! ?? <tag> {'k': [1, 2]} #x @y $z %w ^v &u *t "
-          "`code` ~/path/to/file.py:12:3 --- +++ @@ -1,2 +1,3 @@\n    indented()\n\tTabbed\n\n\n\nlast \n "
-          "src/\n├── a_b.py  # x\n│   └── c.py\n└──d\n ├─x")
+_PROBE = (
+    "I'm sure it's what they'd've SAID'S, don't it? x'LL 12345678 3.14159 1,000,000 a1b2 __init__ "
+    "foo.bar(baz)->qux  \n\n  \t\tx   y\r\n\r\nz  \n  end...!!! ?? <tag> {'k': [1, 2]} #x @y $z %w ^v &u *t "
+    "`code` ~/path/to/file.py:12:3 --- +++ @@ -1,2 +1,3 @@\n    indented()\n\tTabbed\n\n\n\nlast \n "
+    "src/\n├── a_b.py  # x\n│   └── c.py\n└──d\n ├─x"
+)
 
 
 def _ascii_pattern(pattern: str) -> Optional[str]:
@@ -46,7 +48,7 @@ def _ascii_pattern(pattern: str) -> Optional[str]:
     out, i, in_class = [], 0, False
     while i < len(pattern):
         c = pattern[i]
-        if c == "\\" and pattern[i + 1:i + 2] in ("p", "P"):
+        if c == "\\" and pattern[i + 1 : i + 2] in ("p", "P"):
             name = re.match(r"\\p\{([LN])\}", pattern[i:])
             if name is None:
                 return None
@@ -59,7 +61,7 @@ def _ascii_pattern(pattern: str) -> Optional[str]:
             in_class = True
         elif c == "]":
             in_class = False
-        out.append(pattern[i:i + step])
+        out.append(pattern[i : i + step])
         i += step
     try:
         return re.compile("".join(out)).pattern
@@ -69,9 +71,13 @@ def _ascii_pattern(pattern: str) -> Optional[str]:
 
 def _split_pattern(pre_tokenizer: dict) -> Optional[str]:
     """The expression a supported byte-level pre-tokenizer splits by, or None."""
+
     def byte_level(step: dict, own_regex: bool) -> bool:
-        return (step.get("type") == "ByteLevel" and not step.get("add_prefix_space", False)
-                and bool(step.get("use_regex", True)) == own_regex)
+        return (
+            step.get("type") == "ByteLevel"
+            and not step.get("add_prefix_space", False)
+            and bool(step.get("use_regex", True)) == own_regex
+        )
 
     if byte_level(pre_tokenizer, True):
         return _GPT2_PATTERN
@@ -116,8 +122,11 @@ class PreTokenCount:
         translated = _ascii_pattern(source) if source is not None else None
         if translated is None:
             return None
-        added = {token.content: not (token.lstrip or token.rstrip or token.single_word)
-                 for token in hf.get_added_tokens_decoder().values() if token.content}
+        added = {
+            token.content: not (token.lstrip or token.rstrip or token.single_word)
+            for token in hf.get_added_tokens_decoder().values()
+            if token.content
+        }
         counter = cls(re.compile(translated), added, encode_count)
         theirs = [span for _, span in hf.pre_tokenizer.pre_tokenize_str(_PROBE)]
         return counter if theirs and counter.spans(_PROBE) == theirs else None
@@ -146,7 +155,7 @@ class PreTokenCount:
             for match in self._added.finditer(text):
                 if match.group() not in self._plain_added:
                     return None
-                between = self._count_plain(text[at:match.start()]) if match.start() > at else 0
+                between = self._count_plain(text[at : match.start()]) if match.start() > at else 0
                 if between is None:
                     return None
                 total, at = total + between + 1, match.end()
@@ -178,4 +187,3 @@ class PreTokenCount:
             self._counts.clear()
         n = self._counts[piece] = self._encode_count(piece)
         return n
-

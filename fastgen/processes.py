@@ -48,7 +48,9 @@ def workers_for(items: int, items_per_worker: int, limit: Optional[int] = None) 
 
 def file_progress(what: str) -> Callable[[int, int], None]:
     """A progress callback (done, total) that rewrites one stderr line, about a hundred times over the whole."""
+
     def tick(done: int, total: int) -> None:
         if done == total or done % max(1, total // 100) == 0:
             print(f"\r{what} {done}/{total} files", end="\n" if done == total else "", file=sys.stderr, flush=True)
+
     return tick

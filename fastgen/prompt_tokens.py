@@ -61,9 +61,15 @@ class ContentCount:
 def wire_tools(catalog: ToolCatalog) -> list[dict]:
     """The tools as inference-perf's request body carries them: nested under "function" (its parameter cleaning
     changes nothing in fastgen's schemas; a test holds the two equal)."""
-    return [FrozenJSON({"type": t.get("type", "function"), "function": {
-        "name": t["name"], "description": t.get("description"), "parameters": t.get("parameters")}})
-        for t in catalog.tools]
+    return [
+        FrozenJSON(
+            {
+                "type": t.get("type", "function"),
+                "function": {"name": t["name"], "description": t.get("description"), "parameters": t.get("parameters")},
+            }
+        )
+        for t in catalog.tools
+    ]
 
 
 class _Remembered(OrderedDict):
@@ -111,8 +117,9 @@ class TemplateCount:
         text = self.template.render([m.wire for m in messages], self._wire_tools(catalog) or None)
         return self.tokenizer.count(text)
 
-    def skeleton_tokens(self, catalog: ToolCatalog, messages: Sequence[Message], *,
-                        content_tokens: Optional[Sequence[int]] = None) -> int:
+    def skeleton_tokens(
+        self, catalog: ToolCatalog, messages: Sequence[Message], *, content_tokens: Optional[Sequence[int]] = None
+    ) -> int:
         """The same count from a skeleton rendering; `content_tokens` overrides the messages' own counts."""
         forms, inner, edges_at = [], [], []
         for i, m in enumerate(messages):
@@ -135,14 +142,17 @@ class TemplateCount:
                 continue
             first, last = marks[k - 1] + 1 if k else 0, marks[k] if k < len(marks) else len(messages)
             # the messages rendered whole in this piece, whose contents are one known part each
-            whole = [(m.content, m.tokens if content_tokens is None else content_tokens[i])
-                     for i, m in enumerate(messages[first:last], start=first) if m.ends is not None and m.content]
-            total += self._glued(piece, edges_at[marks[k - 1]] if k else None,
-                                 edges_at[marks[k]] if k < len(marks) else None, whole)
+            whole = [
+                (m.content, m.tokens if content_tokens is None else content_tokens[i])
+                for i, m in enumerate(messages[first:last], start=first)
+                if m.ends is not None and m.content
+            ]
+            total += self._glued(
+                piece, edges_at[marks[k - 1]] if k else None, edges_at[marks[k]] if k < len(marks) else None, whole
+            )
         return total
 
-    def _glued(self, piece: str, before: Optional[tuple], after: Optional[tuple],
-               whole: list[tuple[str, int]]) -> int:
+    def _glued(self, piece: str, before: Optional[tuple], after: Optional[tuple], whole: list[tuple[str, int]]) -> int:
         """Tokens of the template text between two contents' markers: the previous content's tail, template text,
         contents rendered whole, template text, the next content's head. Where a tail, head or whole content is
         known (a unit and its count) and meets the template's text at a boundary that additive counts keep (a
@@ -162,8 +172,12 @@ class TemplateCount:
         for content, tokens in whole:
             found = piece.find(content, at, end)
             stop = found + len(content)
-            if found < 0 or (found and piece[found - 1] != "\n") or (found == 0 and before is not None) \
-                    or (stop < len(piece) and piece[stop].isspace()):
+            if (
+                found < 0
+                or (found and piece[found - 1] != "\n")
+                or (found == 0 and before is not None)
+                or (stop < len(piece) and piece[stop].isspace())
+            ):
                 continue
             known += tokens + (self._piece(piece[at:found]) if found > at else 0)
             at = stop
@@ -213,8 +227,9 @@ class TemplateCount:
                 cut.append(m)
                 counts.append(m.tokens)
         whole = self.template.render([m.wire for m in cut], self._wire_tools(catalog) or None)
-        return (self.skeleton_tokens(catalog, cut, content_tokens=counts)
-                == self.tokenizer.encoded_count_cut(whole, self._proven))
+        return self.skeleton_tokens(catalog, cut, content_tokens=counts) == self.tokenizer.encoded_count_cut(
+            whole, self._proven
+        )
 
 
 def _seen(message: Message) -> dict:
@@ -235,7 +250,7 @@ def _first_and_last_lines(text: str) -> str:
     if first < 0:
         return text
     last = text.rfind("\n", 0, len(text) - 1)
-    return text[:first + 1] + text[last + 1:] if last > first else text
+    return text[: first + 1] + text[last + 1 :] if last > first else text
 
 
 def _edges(tokenizer: Tokenizer, text: str) -> Optional[tuple[str, int, str, int, bool]]:

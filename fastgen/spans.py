@@ -18,8 +18,17 @@ import orjson
 from .messages import Output, SessionPlan, Turn
 from .prompt_tokens import ContentCount, PromptCount
 
-__all__ = ["EPOCH", "REPORT_LABELS", "CONTENT_COUNT", "iso_time", "output_parts", "span_dict", "session_dict",
-           "session_chunks", "session_bytes"]
+__all__ = [
+    "EPOCH",
+    "REPORT_LABELS",
+    "CONTENT_COUNT",
+    "iso_time",
+    "output_parts",
+    "span_dict",
+    "session_dict",
+    "session_chunks",
+    "session_bytes",
+]
 
 EPOCH = datetime(2026, 6, 15, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -48,8 +57,9 @@ def output_parts(output: Output) -> list[dict]:
     return [{"role": "assistant", "parts": parts}]
 
 
-def span_dict(plan: SessionPlan, turn: Turn, *, model: str, input_tokens: int, input_messages, output_messages,
-              tool_definitions) -> dict:
+def span_dict(
+    plan: SessionPlan, turn: Turn, *, model: str, input_tokens: int, input_messages, output_messages, tool_definitions
+) -> dict:
     """A span, with its three JSON-string attributes given already in the form the caller serializes."""
     attributes = {
         "gen_ai.operation.name": "chat",
@@ -91,9 +101,18 @@ CONTENT_COUNT = ContentCount()
 
 def session_chunks(plan: SessionPlan, *, model: str, count: PromptCount = CONTENT_COUNT) -> list[bytes]:
     """The trace file of a session as chunks whose concatenation is the file; `count` counts each span's input."""
-    spans = [span_dict(plan, turn, model=model, input_tokens=count.input_tokens(plan, turn), input_messages=_INPUT,
-                       output_messages=orjson.dumps(output_parts(turn.output)).decode(),
-                       tool_definitions=_TOOLS) for turn in plan.turns]
+    spans = [
+        span_dict(
+            plan,
+            turn,
+            model=model,
+            input_tokens=count.input_tokens(plan, turn),
+            input_messages=_INPUT,
+            output_messages=orjson.dumps(output_parts(turn.output)).decode(),
+            tool_definitions=_TOOLS,
+        )
+        for turn in plan.turns
+    ]
     skeleton = orjson.dumps(session_dict(plan, spans)).split(b"\x00")
     chunks: list[bytes] = [skeleton[0]]
     turns = iter(plan.turns)

@@ -129,6 +129,7 @@ class ScenarioSpec:
     def __post_init__(self) -> None:
         for name in self.answers:
             self.require(getattr(self, name).lo >= 1, name, "must be at least 1 token")
+
     not_tokens: ClassVar[frozenset[str]] = frozenset()
 
     def require(self, ok: bool, field: str, rule: str) -> None:
@@ -185,8 +186,9 @@ class Spec:
         """
         if not (sessions > 0 and budgets > 0):
             raise SpecError(f"scale factors must be > 0 (got sessions={sessions}, budgets={budgets})")
-        return self.with_scenarios({name: sc.scaled(sessions=sessions, budgets=budgets)
-                                    for name, sc in self.scenarios.items()})
+        return self.with_scenarios(
+            {name: sc.scaled(sessions=sessions, budgets=budgets) for name, sc in self.scenarios.items()}
+        )
 
     def with_scenarios(self, changed: Mapping[str, ScenarioSpec]) -> "Spec":
         """The same spec with some scenarios' specs replaced (the order stays)."""
@@ -194,22 +196,29 @@ class Spec:
 
     def to_dict(self) -> dict:
         """The workload document: what a workload file holds, and what the manifest records (fastgen/workload.py)."""
-        return {"format": WORKLOAD_FORMAT, "max_model_len": self.max_model_len, "timing": dataclasses.asdict(self.timing),
-                "scenarios": {name: dataclasses.asdict(sc) for name, sc in self.scenarios.items()}}
+        return {
+            "format": WORKLOAD_FORMAT,
+            "max_model_len": self.max_model_len,
+            "timing": dataclasses.asdict(self.timing),
+            "scenarios": {name: dataclasses.asdict(sc) for name, sc in self.scenarios.items()},
+        }
 
     def window_too_small(self, what: str, excess: int, *, lower: str) -> SpecError:
         """The error for a request (`what`) that needs `excess` tokens more than the window, naming where the window
         was set (the workload file's max_model_len, or --max-model-len) and how to make it fit."""
         if self.window_from:
-            return SpecError(f"{what} can need {excess} tokens more than max_model_len {self.max_model_len} (set in "
-                             f"{self.window_from}); raise max_model_len there (or pass --max-model-len) or lower "
-                             f"{lower}")
-        return SpecError(f"{what} can need {excess} tokens more than --max-model-len {self.max_model_len}; raise "
-                         f"--max-model-len or lower {lower}")
+            return SpecError(
+                f"{what} can need {excess} tokens more than max_model_len {self.max_model_len} (set in "
+                f"{self.window_from}); raise max_model_len there (or pass --max-model-len) or lower "
+                f"{lower}"
+            )
+        return SpecError(
+            f"{what} can need {excess} tokens more than --max-model-len {self.max_model_len}; raise "
+            f"--max-model-len or lower {lower}"
+        )
 
     def tokens_over_window(self, prompt_tokens: int, max_tokens: int, messages: int) -> int:
         """How far a request (content tokens + the max_tokens sent + the template margin) exceeds the window; <= 0
         fits."""
         overhead = self.template_margin.base + self.template_margin.per_message * messages
         return prompt_tokens + max_tokens + overhead - self.max_model_len
-

@@ -31,8 +31,35 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 # Joins the additivity probe checks: every unit boundary is a newline followed by one of these starts.
 _PROBE_ENDS = ("x\n", "x\n\n", "x)\n", "x:\n", "x.\n\n", "x  \n", "x}\n", "x`\n", "x]\n", "9\n")
-_PROBE_STARTS = ("def", "class", "_", "#", "-", "+", "@@", "1.", "`", "[", "(", "├", "└", "│", "E", "2026", ">", "*",
-                 "'", '"', "{", "|", "=", "/", "a", "Z", "é")
+_PROBE_STARTS = (
+    "def",
+    "class",
+    "_",
+    "#",
+    "-",
+    "+",
+    "@@",
+    "1.",
+    "`",
+    "[",
+    "(",
+    "├",
+    "└",
+    "│",
+    "E",
+    "2026",
+    ">",
+    "*",
+    "'",
+    '"',
+    "{",
+    "|",
+    "=",
+    "/",
+    "a",
+    "Z",
+    "é",
+)
 
 
 @dataclass(frozen=True)
@@ -56,11 +83,17 @@ class Tokenizer:
     def __init__(self, hf, *, source: str, folder_files: dict[str, bytes], commit: str | None = None):
         self._hf = hf
         self.folder_files = folder_files
-        self.identity = TokenizerIdentity(source, hashlib.sha256(folder_files["tokenizer.json"]).hexdigest(),
-                                          hf.get_vocab_size(with_added_tokens=True), commit)
+        self.identity = TokenizerIdentity(
+            source,
+            hashlib.sha256(folder_files["tokenizer.json"]).hexdigest(),
+            hf.get_vocab_size(with_added_tokens=True),
+            commit,
+        )
         self.additive = self._probe_additive()
         self._pre_tokens = PreTokenCount.of(hf, self.encoded_count)
-        self._specials: tuple[re.Pattern[str] | None, set[str]] | None = None  # (every added token, longest first; those that cut a text as they stand)
+        self._specials: tuple[re.Pattern[str] | None, set[str]] | None = (
+            None  # (every added token, longest first; those that cut a text as they stand)
+        )
 
     def encode(self, text: str) -> list[int]:
         return self._hf.encode(text, add_special_tokens=False).ids
@@ -99,16 +132,21 @@ class Tokenizer:
         repeat long stretches between the same special tokens (a tool catalog), so each is encoded once."""
         if self._specials is None:
             added = [t for t in self._hf.get_added_tokens_decoder().values() if t.content]
-            self._specials = (re.compile("|".join(re.escape(t.content) for t in sorted(
-                added, key=lambda t: len(t.content), reverse=True))) if added else None,
-                {t.content for t in added if not (t.lstrip or t.rstrip or t.single_word or t.normalized)})
+            self._specials = (
+                re.compile(
+                    "|".join(re.escape(t.content) for t in sorted(added, key=lambda t: len(t.content), reverse=True))
+                )
+                if added
+                else None,
+                {t.content for t in added if not (t.lstrip or t.rstrip or t.single_word or t.normalized)},
+            )
         pattern, plain = self._specials
         if pattern is None:
             return self.encoded_count(text)
         total, at = 0, 0
         for match in pattern.finditer(text):  # the leftmost, longest added token, as the tokenizer matches them
             if match.group() in plain:
-                total += self._remembered_count(text[at:match.start()], memo) + 1
+                total += self._remembered_count(text[at : match.start()], memo) + 1
                 at = match.end()
         return total + self._remembered_count(text[at:], memo)
 
@@ -135,8 +173,9 @@ class Tokenizer:
     def count_many(self, texts: list[str]) -> list[int]:
         """count over many texts: by their pre-tokens where the tokenizer allows (about three times faster than
         encoding on a content pool, whose words recur), the rest encoded in one batch call."""
-        counts: list[int | None] = ([self._pre_tokens.count(t) for t in texts] if self._pre_tokens is not None
-                                    else [None] * len(texts))
+        counts: list[int | None] = (
+            [self._pre_tokens.count(t) for t in texts] if self._pre_tokens is not None else [None] * len(texts)
+        )
         rest = [t for t, c in zip(texts, counts) if c is None]
         encoded = iter(self.count_batch(rest) if rest else [])
         return [next(encoded) if c is None else c for c in counts]
@@ -182,8 +221,9 @@ class Tokenizer:
 
         data = source.encode("utf-8")
         self.folder_files[TEMPLATE_FILE] = data
-        self.identity = dataclasses.replace(self.identity, chat_template={
-            "name": name, "sha256": hashlib.sha256(data).hexdigest()})
+        self.identity = dataclasses.replace(
+            self.identity, chat_template={"name": name, "sha256": hashlib.sha256(data).hexdigest()}
+        )
 
     def export(self, folder: Path) -> list[tuple[str, bytes]]:
         """Write a folder that transformers.AutoTokenizer loads (tokenizer.json plus its config files)."""
@@ -206,9 +246,11 @@ def _offline() -> bool:
 
 
 def _download_hint(repo_id: str) -> str:
-    return (f"download it where the hub is reachable (`huggingface-cli download {repo_id} tokenizer.json "
-            f"tokenizer_config.json`), pass --tokenizer PATH (a tokenizer.json or a model folder), or use "
-            f"--tokenizer builtin")
+    return (
+        f"download it where the hub is reachable (`huggingface-cli download {repo_id} tokenizer.json "
+        f"tokenizer_config.json`), pass --tokenizer PATH (a tokenizer.json or a model folder), or use "
+        f"--tokenizer builtin"
+    )
 
 
 def _from_hub(repo_id: str, revision: str | None) -> Path:
@@ -218,36 +260,52 @@ def _from_hub(repo_id: str, revision: str | None) -> Path:
     here on every call (HF_HUB_CACHE/HF_HOME, HF_ENDPOINT, HF_HUB_OFFLINE), not once at import.
     """
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
-    kwargs: dict[str, Any] = dict(repo_id=repo_id, revision=revision,
-                                  allow_patterns=list(_TOKENIZER_FILES) + ["tokenizer.model"],
-                                  cache_dir=str(hub_cache_dir()), endpoint=os.environ.get("HF_ENDPOINT") or None,
-                                  token=os.environ.get("HF_TOKEN") or None)
+    kwargs: dict[str, Any] = dict(
+        repo_id=repo_id,
+        revision=revision,
+        allow_patterns=list(_TOKENIZER_FILES) + ["tokenizer.model"],
+        cache_dir=str(hub_cache_dir()),
+        endpoint=os.environ.get("HF_ENDPOINT") or None,
+        token=os.environ.get("HF_TOKEN") or None,
+    )
     at = f" at revision {revision}" if revision else ""
     try:
         try:
             return Path(snapshot_download(**kwargs, local_files_only=True))
         except LocalEntryNotFoundError:
             if _offline():
-                raise TokenizerError(f"hub id '{repo_id}'{at} is not in the local Hugging Face cache "
-                                     f"({hub_cache_dir()}) and HF_HUB_OFFLINE is set; {_download_hint(repo_id)}") \
-                    from None
+                raise TokenizerError(
+                    f"hub id '{repo_id}'{at} is not in the local Hugging Face cache "
+                    f"({hub_cache_dir()}) and HF_HUB_OFFLINE is set; {_download_hint(repo_id)}"
+                ) from None
             return Path(snapshot_download(**kwargs))
     except GatedRepoError:
-        raise TokenizerError(f"hub repo '{repo_id}' is gated: accept its terms on the hub, then set HF_TOKEN to a token "
-                             f"that may read it") from None
+        raise TokenizerError(
+            f"hub repo '{repo_id}' is gated: accept its terms on the hub, then set HF_TOKEN to a token that may read it"
+        ) from None
     except RepositoryNotFoundError:
-        raise TokenizerError(f"no hub repo '{repo_id}' (or it is private: set HF_TOKEN), and no such path on disk; "
-                             f"check the id, or pass --tokenizer PATH or --tokenizer builtin") from None
+        raise TokenizerError(
+            f"no hub repo '{repo_id}' (or it is private: set HF_TOKEN), and no such path on disk; "
+            f"check the id, or pass --tokenizer PATH or --tokenizer builtin"
+        ) from None
     except RevisionNotFoundError:
-        raise TokenizerError(f"hub repo '{repo_id}' has no revision {revision!r}; give a branch, tag or commit it "
-                             f"has (--tokenizer-revision)") from None
+        raise TokenizerError(
+            f"hub repo '{repo_id}' has no revision {revision!r}; give a branch, tag or commit it "
+            f"has (--tokenizer-revision)"
+        ) from None
     except LocalEntryNotFoundError:  # the download failed: the hub could not be reached
-        raise TokenizerError(f"hub id '{repo_id}'{at} is not in the local Hugging Face cache ({hub_cache_dir()}) "
-                             f"and the hub ({os.environ.get('HF_ENDPOINT') or 'huggingface.co'}) could not be "
-                             f"reached; {_download_hint(repo_id)}") from None
+        raise TokenizerError(
+            f"hub id '{repo_id}'{at} is not in the local Hugging Face cache ({hub_cache_dir()}) "
+            f"and the hub ({os.environ.get('HF_ENDPOINT') or 'huggingface.co'}) could not be "
+            f"reached; {_download_hint(repo_id)}"
+        ) from None
 
 
 def _resolve_folder(name: str, revision: str | None = None) -> tuple[Path, Path, str | None]:
@@ -261,17 +319,23 @@ def _resolve_folder(name: str, revision: str | None = None) -> tuple[Path, Path,
         return path.parent, path, None
     if path.is_dir():
         if not (path / "tokenizer.json").is_file():
-            raise TokenizerError(f"folder {name} has no tokenizer.json; point --tokenizer at a tokenizer.json, "
-                                 f"a model folder that has one, or use --tokenizer builtin")
+            raise TokenizerError(
+                f"folder {name} has no tokenizer.json; point --tokenizer at a tokenizer.json, "
+                f"a model folder that has one, or use --tokenizer builtin"
+            )
         return path, path / "tokenizer.json", None
     if not _HUB_ID.fullmatch(name):
-        raise TokenizerError(f"tokenizer path {name} does not exist; point --tokenizer at a tokenizer.json or a model "
-                             f"folder that has one, or use --tokenizer builtin")
+        raise TokenizerError(
+            f"tokenizer path {name} does not exist; point --tokenizer at a tokenizer.json or a model "
+            f"folder that has one, or use --tokenizer builtin"
+        )
     snapshot = _from_hub(name, revision)
     if not (snapshot / "tokenizer.json").is_file():
         only = " (only tokenizer.model, a sentencepiece model)" if (snapshot / "tokenizer.model").is_file() else ""
-        raise TokenizerError(f"hub repo '{name}' has no tokenizer.json{only}; convert it with transformers "
-                             f"(AutoTokenizer.from_pretrained('{name}').save_pretrained(DIR)) and pass --tokenizer DIR")
+        raise TokenizerError(
+            f"hub repo '{name}' has no tokenizer.json{only}; convert it with transformers "
+            f"(AutoTokenizer.from_pretrained('{name}').save_pretrained(DIR)) and pass --tokenizer DIR"
+        )
     return snapshot, snapshot / "tokenizer.json", snapshot.name  # huggingface_hub names a snapshot by its commit
 
 
@@ -285,20 +349,28 @@ def load_tokenizer(name: str, revision: str | None = None) -> Tokenizer:
     try:
         parsed = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise TokenizerError(f"{json_path} is not valid JSON ({exc.__class__.__name__}); point --tokenizer at a real "
-                             f"tokenizer.json or use --tokenizer builtin") from exc
+        raise TokenizerError(
+            f"{json_path} is not valid JSON ({exc.__class__.__name__}); point --tokenizer at a real "
+            f"tokenizer.json or use --tokenizer builtin"
+        ) from exc
     if not isinstance(parsed, dict) or not isinstance(parsed.get("model"), dict) or not parsed["model"].get("vocab"):
-        raise TokenizerError(f"{json_path} has no vocabulary (model.vocab); point --tokenizer at a complete "
-                             f"tokenizer.json or use --tokenizer builtin")
+        raise TokenizerError(
+            f"{json_path} has no vocabulary (model.vocab); point --tokenizer at a complete "
+            f"tokenizer.json or use --tokenizer builtin"
+        )
     try:
         hf = HFTokenizer.from_str(raw.decode("utf-8"))
     except Exception as exc:  # tokenizers raises plain Exception subclasses for malformed files
-        raise TokenizerError(f"{json_path} cannot be loaded by tokenizers ({str(exc).splitlines()[0][:120]}); "
-                             f"point --tokenizer at a valid tokenizer.json or use --tokenizer builtin") from exc
+        raise TokenizerError(
+            f"{json_path} cannot be loaded by tokenizers ({str(exc).splitlines()[0][:120]}); "
+            f"point --tokenizer at a valid tokenizer.json or use --tokenizer builtin"
+        ) from exc
     files = {"tokenizer.json": raw}
     for extra in _TOKENIZER_FILES[1:]:
         if (folder / extra).is_file():
             files[extra] = (folder / extra).read_bytes()
     if "tokenizer_config.json" not in files:
-        files["tokenizer_config.json"] = json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}, indent=2).encode() + b"\n"
+        files["tokenizer_config.json"] = (
+            json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}, indent=2).encode() + b"\n"
+        )
     return Tokenizer(hf, source=name if name == BUILTIN_NAME else str(name), folder_files=files, commit=commit)

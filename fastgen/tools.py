@@ -43,35 +43,75 @@ def _prop(kind: str, description: str, **extra) -> dict:
 
 
 def _tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
-    return {"type": "function", "name": name, "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": required}}
+    return {
+        "type": "function",
+        "name": name,
+        "description": description,
+        "parameters": {"type": "object", "properties": properties, "required": required},
+    }
 
 
 def _core_tools(repo: str) -> list[dict]:
     return [
-        _tool("apply_patch", f"Apply a unified diff to one file of the {repo} repository. The patch must apply "
-              "cleanly against the current file; context lines are matched exactly.",
-              {"path": _prop("string", f"Path of the file, relative to the root of {repo}."),
-               "patch": _prop("string", "The unified diff, with ---/+++ headers and @@ hunks.")}, ["path", "patch"]),
-        _tool("read_file", f"Read a file of {repo}, optionally a range of lines. Returns the text with line numbers.",
-              {"path": _prop("string", "Path relative to the repository root."),
-               "start_line": _prop("integer", "First line to return (1-based)."),
-               "end_line": _prop("integer", "Last line to return (inclusive).")}, ["path"]),
-        _tool("run_tests", "Run pytest on a file, folder or node id and return its output.",
-              {"target": _prop("string", "A test path or node id such as tests/test_x.py::test_y."),
-               "keyword": _prop("string", "Only run tests matching this -k expression."),
-               "fail_fast": _prop("boolean", "Stop at the first failure (-x).")}, ["target"]),
-        _tool("search_code", "Search the repository with a regular expression and return matching lines.",
-              {"query": _prop("string", "A ripgrep regular expression."),
-               "path_glob": _prop("string", "Only search files matching this glob."),
-               "max_results": _prop("integer", "Maximum number of matches to return.")}, ["query"]),
-        _tool("list_dir", "List a directory of the repository, recursively up to a depth.",
-              {"path": _prop("string", "Directory relative to the repository root."),
-               "depth": _prop("integer", "How many levels to descend.")}, ["path"]),
-        _tool("run_command", "Run a shell command in the repository sandbox and return stdout and stderr.",
-              {"command": _prop("string", "The command line to run."),
-               "cwd": _prop("string", "Working directory relative to the repository root."),
-               "timeout_s": _prop("integer", "Seconds before the command is killed.")}, ["command"]),
+        _tool(
+            "apply_patch",
+            f"Apply a unified diff to one file of the {repo} repository. The patch must apply "
+            "cleanly against the current file; context lines are matched exactly.",
+            {
+                "path": _prop("string", f"Path of the file, relative to the root of {repo}."),
+                "patch": _prop("string", "The unified diff, with ---/+++ headers and @@ hunks."),
+            },
+            ["path", "patch"],
+        ),
+        _tool(
+            "read_file",
+            f"Read a file of {repo}, optionally a range of lines. Returns the text with line numbers.",
+            {
+                "path": _prop("string", "Path relative to the repository root."),
+                "start_line": _prop("integer", "First line to return (1-based)."),
+                "end_line": _prop("integer", "Last line to return (inclusive)."),
+            },
+            ["path"],
+        ),
+        _tool(
+            "run_tests",
+            "Run pytest on a file, folder or node id and return its output.",
+            {
+                "target": _prop("string", "A test path or node id such as tests/test_x.py::test_y."),
+                "keyword": _prop("string", "Only run tests matching this -k expression."),
+                "fail_fast": _prop("boolean", "Stop at the first failure (-x)."),
+            },
+            ["target"],
+        ),
+        _tool(
+            "search_code",
+            "Search the repository with a regular expression and return matching lines.",
+            {
+                "query": _prop("string", "A ripgrep regular expression."),
+                "path_glob": _prop("string", "Only search files matching this glob."),
+                "max_results": _prop("integer", "Maximum number of matches to return."),
+            },
+            ["query"],
+        ),
+        _tool(
+            "list_dir",
+            "List a directory of the repository, recursively up to a depth.",
+            {
+                "path": _prop("string", "Directory relative to the repository root."),
+                "depth": _prop("integer", "How many levels to descend."),
+            },
+            ["path"],
+        ),
+        _tool(
+            "run_command",
+            "Run a shell command in the repository sandbox and return stdout and stderr.",
+            {
+                "command": _prop("string", "The command line to run."),
+                "cwd": _prop("string", "Working directory relative to the repository root."),
+                "timeout_s": _prop("integer", "Seconds before the command is killed."),
+            },
+            ["command"],
+        ),
     ]
 
 
@@ -81,13 +121,17 @@ def _service_tool(v: Vocab) -> dict:
     name = f"{v.team()}_{v.verb()}_{noun}"
     props = {
         f"{noun}_id": _prop("string", f"Identifier of the {noun}, as shown in the {v.team()} console."),
-        other: _prop("string", f"The {v.adjective()} {other} to {v.verb()}.", enum=sorted({v.noun() for _ in range(3)})),
+        other: _prop(
+            "string", f"The {v.adjective()} {other} to {v.verb()}.", enum=sorted({v.noun() for _ in range(3)})
+        ),
         "limit": _prop("integer", f"Maximum number of {plural(other)} to return (default {v.number(5, 200)})."),
         "include_" + v.adjective(): _prop("boolean", f"Also return {v.adjective()} {plural(noun)}."),
     }
-    description = (f"{v.verb().capitalize()} the {v.adjective()} {noun} of a {other} through the {v.team()} service. "
-                   f"Use it before you {v.verb()} a {v.noun()} or when a test mentions `{v.func_name()}`. "
-                   f"Returns JSON with the {noun}, its {v.noun()} and the {v.noun()} history.")
+    description = (
+        f"{v.verb().capitalize()} the {v.adjective()} {noun} of a {other} through the {v.team()} service. "
+        f"Use it before you {v.verb()} a {v.noun()} or when a test mentions `{v.func_name()}`. "
+        f"Returns JSON with the {noun}, its {v.noun()} and the {v.noun()} history."
+    )
     return _tool(name, fix_articles(description), props, [f"{noun}_id"])
 
 

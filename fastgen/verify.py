@@ -56,10 +56,16 @@ class VerifyReport:
 
     def summary(self, limit: int = 5) -> str:
         # The first line's "N missing, N extra, N changed" prefix is what scripts and tests look for: keep it.
-        lines = [f"checked {self.checked} files: {len(self.missing)} missing, {len(self.extra)} extra, "
-                 f"{len(self.changed)} changed, {len(self.truncated)} truncated"]
-        for name, paths in (("missing", self.missing), ("extra", self.extra), ("changed", self.changed),
-                            ("truncated", self.truncated)):
+        lines = [
+            f"checked {self.checked} files: {len(self.missing)} missing, {len(self.extra)} extra, "
+            f"{len(self.changed)} changed, {len(self.truncated)} truncated"
+        ]
+        for name, paths in (
+            ("missing", self.missing),
+            ("extra", self.extra),
+            ("changed", self.changed),
+            ("truncated", self.truncated),
+        ):
             lines += [f"  {name}: {p}" for p in paths[:limit]]
             if len(paths) > limit:
                 lines.append(f"  {name}: ... and {len(paths) - limit} more")
@@ -81,8 +87,7 @@ def _dataset_folder(root: Path, usage: str) -> None:
     if root.is_dir():
         return
     if root.exists():
-        raise OutputError(f"{root} is a file, not a dataset folder; give the folder that holds {MANIFEST_NAME}"
-                          f"{usage}")
+        raise OutputError(f"{root} is a file, not a dataset folder; give the folder that holds {MANIFEST_NAME}{usage}")
     raise OutputError(f"{root} does not exist; give the dataset folder that holds {MANIFEST_NAME}")
 
 
@@ -98,7 +103,7 @@ def _holds(path: Path, expected: FileRecord) -> bool:
 
 
 def _verdict(path: Path, expected: FileRecord, packed: bool) -> str:
-    """"ok", "changed" or "truncated": path's bytes, decompressed first if packed. A file smaller than its record
+    """ "ok", "changed" or "truncated": path's bytes, decompressed first if packed. A file smaller than its record
     that stops mid-document is truncated; a `.json.zst` compared by content is truncated when its frame is cut short, and changed when it
     decompresses whole (its checksum holds) to other bytes, however many."""
     try:
@@ -177,8 +182,10 @@ def _check_space(root: Path, packed: list[FileRecord]) -> None:
             need += -(-size // _BLOCK) * _BLOCK
     free = shutil.disk_usage(root).free
     if need > free:
-        raise OutputError(f"unpack needs about {human_size(need)}, {human_size(free)} free in {root}; free space, or copy the "
-                          f"dataset to a disk with room and unpack it there ({_UNCHANGED})")
+        raise OutputError(
+            f"unpack needs about {human_size(need)}, {human_size(free)} free in {root}; free space, or copy the "
+            f"dataset to a disk with room and unpack it there ({_UNCHANGED})"
+        )
 
 
 def _packed_bytes(root: Path, rec: FileRecord) -> bytes:
@@ -190,12 +197,16 @@ def _packed_bytes(root: Path, rec: FileRecord) -> bytes:
     except FileNotFoundError:
         raise OutputError(f"{path} is missing; {fix}") from None
     except OSError as exc:
-        raise OutputError(f"cannot read {path} ({exc.strerror or exc}); {_UNCHANGED}: check its permissions, "
-                          f"then rerun") from None
+        raise OutputError(
+            f"cannot read {path} ({exc.strerror or exc}); {_UNCHANGED}: check its permissions, then rerun"
+        ) from None
     got = record(rec.path, data)
     if got != rec:
-        what = f"is truncated ({got.size} of {rec.size} bytes)" if got.size < rec.size else \
-            "does not match the manifest (other bytes)"
+        what = (
+            f"is truncated ({got.size} of {rec.size} bytes)"
+            if got.size < rec.size
+            else "does not match the manifest (other bytes)"
+        )
         raise OutputError(f"{path} {what}; {fix}")
     try:
         return decompress(data, path)
@@ -210,15 +221,18 @@ def _check_packed(root: Path, rec: FileRecord) -> _Restore:
         return _Restore(rec, known, present=True)  # restored already (by hand: `zstd -d --rm`), manifest not updated
     plain = record(rec.path[: -len(ZSTD_SUFFIX)], _packed_bytes(root, rec))
     if known is not None and known != plain:
-        raise OutputError(f"{root / rec.path} decompresses to other bytes than its manifest records; "
-                          f"{_UNCHANGED}: regenerate the dataset")
+        raise OutputError(
+            f"{root / rec.path} decompresses to other bytes than its manifest records; "
+            f"{_UNCHANGED}: regenerate the dataset"
+        )
     target = root / plain.path
     if not target.exists():
         return _Restore(rec, plain, present=False)
     if _holds(target, plain):
         return _Restore(rec, plain, present=True)
-    raise OutputError(f"{target} is in the way: it is not what {rec.path} holds; {_UNCHANGED}: move it out of "
-                      f"{root}, then rerun")
+    raise OutputError(
+        f"{target} is in the way: it is not what {rec.path} holds; {_UNCHANGED}: move it out of {root}, then rerun"
+    )
 
 
 def _leftover(root: Path, rec: FileRecord, listed: set[str]) -> Path | None:
@@ -249,15 +263,18 @@ def _write_parts(root: Path, todo: list[_Restore]) -> None:
         for item in todo:
             _, got = writer.stage(item.plain.path, [_packed_bytes(root, item.packed)])
             if got != item.plain:
-                raise OutputError(f"{root / item.plain.path} was restored with other bytes than "
-                                  f"{item.packed.path} held a moment ago; {_UNCHANGED}: rerun")
+                raise OutputError(
+                    f"{root / item.plain.path} was restored with other bytes than "
+                    f"{item.packed.path} held a moment ago; {_UNCHANGED}: rerun"
+                )
     except BaseException:
         _remove_all(part_path(root / item.plain.path) for item in todo)
         raise
 
 
-def _put_in_place(root: Path, doc: dict, listed: list[FileRecord], restores: list[_Restore],
-                  leftovers: list[Path]) -> None:
+def _put_in_place(
+    root: Path, doc: dict, listed: list[FileRecord], restores: list[_Restore], leftovers: list[Path]
+) -> None:
     """The short final phase: rename the `.json` in, rewrite the manifest, remove the `.json.zst`. A kill here
     leaves a state the next unpack finishes (kept `.json`, leftover `.json.zst`)."""
     todo = [item for item in restores if not item.present]
@@ -272,8 +289,10 @@ def _put_in_place(root: Path, doc: dict, listed: list[FileRecord], restores: lis
                 path.unlink(missing_ok=True)
         except OSError as exc:
             _remove_all(part_path(root / item.plain.path) for item in todo)
-            raise OutputError(f"unpack stopped while putting the files in place ({exc.strerror or exc}); run "
-                              f"`fastgen unpack {root}` again to finish") from None
+            raise OutputError(
+                f"unpack stopped while putting the files in place ({exc.strerror or exc}); run "
+                f"`fastgen unpack {root}` again to finish"
+            ) from None
 
 
 def unpack_tree(root: Path, *, workers: int | None = None) -> int:

@@ -84,8 +84,12 @@ def _pool(builder: DatasetBuilder, workers: int, *, root: Path | None = None, zs
     """A fork pool for the block's whole life: workers fork at the first submit, not when the pool is made, so the
     tokenizers setting must hold until it is shut down."""
     with _no_tokenizer_threads():
-        executor = ProcessPoolExecutor(workers, mp_context=context("fork-prepared"), initializer=_adopt,
-                                       initargs=(builder, None if root is None else str(root), zstd_level))
+        executor = ProcessPoolExecutor(
+            workers,
+            mp_context=context("fork-prepared"),
+            initializer=_adopt,
+            initargs=(builder, None if root is None else str(root), zstd_level),
+        )
         try:
             yield executor
         finally:
@@ -94,6 +98,7 @@ def _pool(builder: DatasetBuilder, workers: int, *, root: Path | None = None, zs
 
 def build_pieces(builder: DatasetBuilder, workers: int) -> Callable[[list[Piece]], list]:
     """DatasetBuilder.prepare's pieces built by `workers` processes forked from the unprepared builder."""
+
     def build(pieces: list[Piece]) -> list:
         # catalogs alone (their pools came from the cache) take milliseconds: less than starting processes
         if workers <= 1 or all(what != "pool" for what, _ in pieces):
@@ -102,13 +107,22 @@ def build_pieces(builder: DatasetBuilder, workers: int) -> Callable[[list[Piece]
             with _pool(builder, min(workers, len(pieces))) as executor:
                 return list(executor.map(_build_piece, pieces))
         except BrokenProcessPool:
-            raise OutputError("a worker process died while building the content pools and tool catalogs; "
-                              "nothing was written") from None
+            raise OutputError(
+                "a worker process died while building the content pools and tool catalogs; nothing was written"
+            ) from None
+
     return build
 
 
-def run_tasks(builder: DatasetBuilder, todo: list[Task], *, root: Path, zstd_level: int | None, workers: int,
-              done: Callable[[list[FileRecord]], None]) -> None:
+def run_tasks(
+    builder: DatasetBuilder,
+    todo: list[Task],
+    *,
+    root: Path,
+    zstd_level: int | None,
+    workers: int,
+    done: Callable[[list[FileRecord]], None],
+) -> None:
     """Write every task's files under root, calling done() with each task's records as it finishes."""
     if workers <= 1:
         writer = SessionWriter(root, zstd_level)

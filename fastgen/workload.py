@@ -31,8 +31,18 @@ from .errors import WorkloadError
 from .scenarios import Scenario, registered
 from .spec import DEFAULT_MAX_MODEL_LEN, WORKLOAD_FORMAT, Spec, Timing, Window
 
-__all__ = ["WORKLOADS_DIR", "SCHEMA_PATH", "load_workload", "parse_workload", "spec_from_document",
-           "workload_yaml", "workload_schema", "shipped_workload", "default_workload", "resolve_workload"]
+__all__ = [
+    "WORKLOADS_DIR",
+    "SCHEMA_PATH",
+    "load_workload",
+    "parse_workload",
+    "spec_from_document",
+    "workload_yaml",
+    "workload_schema",
+    "shipped_workload",
+    "default_workload",
+    "resolve_workload",
+]
 
 WORKLOADS_DIR = Path(__file__).parent / "data" / "workloads"
 SCHEMA_PATH = Path(__file__).parent / "data" / "workload.schema.json"
@@ -50,14 +60,23 @@ _HEADER = """\
 def _document_type(scenarios: tuple[Scenario, ...]):
     """The dataclass a workload document validates as: one optional entry per known scenario."""
     forbid = {"extra": "forbid"}
-    entries = dataclasses.make_dataclass("Scenarios", [(s.name, Optional[s.spec_type], None) for s in scenarios],
-                                         frozen=True, namespace={"__pydantic_config__": forbid})
-    return dataclasses.make_dataclass("Workload", [
-        ("scenarios", entries),
-        ("format", int, WORKLOAD_FORMAT),
-        ("max_model_len", Window, DEFAULT_MAX_MODEL_LEN),
-        ("timing", Timing, dataclasses.field(default_factory=Timing)),
-    ], frozen=True, namespace={"__pydantic_config__": forbid})
+    entries = dataclasses.make_dataclass(
+        "Scenarios",
+        [(s.name, Optional[s.spec_type], None) for s in scenarios],
+        frozen=True,
+        namespace={"__pydantic_config__": forbid},
+    )
+    return dataclasses.make_dataclass(
+        "Workload",
+        [
+            ("scenarios", entries),
+            ("format", int, WORKLOAD_FORMAT),
+            ("max_model_len", Window, DEFAULT_MAX_MODEL_LEN),
+            ("timing", Timing, dataclasses.field(default_factory=Timing)),
+        ],
+        frozen=True,
+        namespace={"__pydantic_config__": forbid},
+    )
 
 
 @lru_cache(maxsize=4)
@@ -160,8 +179,10 @@ def _check_shape(doc: Any, source: str) -> None:
         raise WorkloadError(f"{source}: a workload is a mapping with a `scenarios` key, got {type(doc).__name__}")
     fmt = doc.get("format", WORKLOAD_FORMAT)
     if isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > WORKLOAD_FORMAT:
-        raise WorkloadError(f"{source}: written by a newer fastgen (workload format {fmt}; this one reads "
-                            f"{WORKLOAD_FORMAT}); upgrade fastgen")
+        raise WorkloadError(
+            f"{source}: written by a newer fastgen (workload format {fmt}; this one reads "
+            f"{WORKLOAD_FORMAT}); upgrade fastgen"
+        )
 
 
 def spec_from_document(doc: Any, *, source: str = "workload") -> Spec:
@@ -178,11 +199,16 @@ def spec_from_document(doc: Any, *, source: str = "workload") -> Spec:
         raise WorkloadError(f"{source}: holds a value that is not a number, string, list or mapping ({exc})") from None
     chosen = {s.name: getattr(parsed.scenarios, s.name) for s in registered()}
     if all(sc is None for sc in chosen.values()):
-        raise WorkloadError(f"{source}: scenarios lists no scenario; name at least one "
-                            f"({', '.join(s.name for s in registered())})")
+        raise WorkloadError(
+            f"{source}: scenarios lists no scenario; name at least one ({', '.join(s.name for s in registered())})"
+        )
     window_from = source if "max_model_len" in doc else ""
-    return Spec({name: sc for name, sc in chosen.items() if sc is not None}, parsed.timing, parsed.max_model_len,
-                window_from=window_from)
+    return Spec(
+        {name: sc for name, sc in chosen.items() if sc is not None},
+        parsed.timing,
+        parsed.max_model_len,
+        window_from=window_from,
+    )
 
 
 def _depth(node: Any, level: int = 0) -> int:
@@ -196,15 +222,18 @@ def _depth(node: Any, level: int = 0) -> int:
 def parse_workload(text: str, *, source: str) -> Spec:
     """A workload from YAML text. Anchors and aliases are refused (a workload needs none, and they make bombs)."""
     if len(text.encode()) > _MAX_BYTES:
-        raise WorkloadError(f"{source}: {len(text.encode())} bytes is not a workload (at most {_MAX_BYTES}); "
-                            f"start from `fastgen workload show`")
+        raise WorkloadError(
+            f"{source}: {len(text.encode())} bytes is not a workload (at most {_MAX_BYTES}); "
+            f"start from `fastgen workload show`"
+        )
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 mark = event.start_mark
                 where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-                raise WorkloadError(f"{source}: {where}anchors and aliases are not allowed in a workload; write the "
-                                    f"values out")
+                raise WorkloadError(
+                    f"{source}: {where}anchors and aliases are not allowed in a workload; write the values out"
+                )
         doc = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -222,8 +251,9 @@ def load_workload(path: Path) -> Spec:
         with open(path, "rb") as f:
             raw = f.read(_MAX_BYTES + 1)
     except FileNotFoundError:
-        raise WorkloadError(f"workload {path} does not exist; `fastgen workload show > my.yaml` writes one to edit") \
-            from None
+        raise WorkloadError(
+            f"workload {path} does not exist; `fastgen workload show > my.yaml` writes one to edit"
+        ) from None
     except IsADirectoryError:
         raise WorkloadError(f"workload {path} is a folder; give a YAML file") from None
     except OSError as exc:
@@ -265,8 +295,9 @@ def resolve_workload(name: str) -> Spec:
 
 def workload_yaml(spec: Spec) -> str:
     """The workload as a YAML file (the header says the units), loadable back to the same spec."""
-    body = yaml.safe_dump(json.loads(json.dumps(spec.to_dict())), sort_keys=False, default_flow_style=None,
-                          width=118, allow_unicode=True)
+    body = yaml.safe_dump(
+        json.loads(json.dumps(spec.to_dict())), sort_keys=False, default_flow_style=None, width=118, allow_unicode=True
+    )
     return _HEADER + body
 
 

@@ -40,25 +40,73 @@ class Options:
     large_vocab: Path | None = None  # a tokenizer folder with a real 128K-150K vocabulary: one more fastgen row
 
 
-def _fastgen_argv(out: Path, workers: int, scale: float, budget_scale: float, level: int | None = None,
-                  tokenizer: str = "builtin", cache: bool = False) -> list[str]:
+def _fastgen_argv(
+    out: Path,
+    workers: int,
+    scale: float,
+    budget_scale: float,
+    level: int | None = None,
+    tokenizer: str = "builtin",
+    cache: bool = False,
+) -> list[str]:
     """fastgen's arguments; without `cache`, cold: its content pools built afresh (--no-cache)."""
-    argv = ["--tokenizer", tokenizer, "--seed", str(SEED), "--workers", str(workers), "--output-dir",
-            str(out / "traces"), "--config-dir", str(out / "configs"), "--quiet", "--scale", repr(scale),
-            "--budget-scale", repr(budget_scale)]
+    argv = [
+        "--tokenizer",
+        tokenizer,
+        "--seed",
+        str(SEED),
+        "--workers",
+        str(workers),
+        "--output-dir",
+        str(out / "traces"),
+        "--config-dir",
+        str(out / "configs"),
+        "--quiet",
+        "--scale",
+        repr(scale),
+        "--budget-scale",
+        repr(budget_scale),
+    ]
     argv += [] if cache else ["--no-cache"]
     return argv + (["--compress", "zstd", "--level", str(level)] if level is not None else [])
 
 
-def _row(name: str, kind: str, res: dict, sync_s: float, *, workers: int, scale: float, files: int, size: int,
-         disk: int, wall_s: float, level: int | None = None) -> dict:
+def _row(
+    name: str,
+    kind: str,
+    res: dict,
+    sync_s: float,
+    *,
+    workers: int,
+    scale: float,
+    files: int,
+    size: int,
+    disk: int,
+    wall_s: float,
+    level: int | None = None,
+) -> dict:
     children = res["children_rss_kib"]
-    extra = {k: res[k] for k in ("read_s", "prepare_s", "settle_s", "dontcache") if k in res}  # the floor's untimed preparation
-    return {**extra, "variant": name, "kind": kind, "workers": workers, "scale": scale, "zstd_level": level,
-            "wall_s": wall_s, "cpu_s": res["cpu_s"], "process_s": res["process_s"], "timed_s": res["timed_s"],
-            "sync_before_s": sync_s,
-            "files": files, "bytes": size, "disk_bytes": disk, "rss_mib": res["rss_kib"] / 1024,
-            "worker_rss_mib": children / 1024 if children else None}
+    extra = {
+        k: res[k] for k in ("read_s", "prepare_s", "settle_s", "dontcache") if k in res
+    }  # the floor's untimed preparation
+    return {
+        **extra,
+        "variant": name,
+        "kind": kind,
+        "workers": workers,
+        "scale": scale,
+        "zstd_level": level,
+        "wall_s": wall_s,
+        "cpu_s": res["cpu_s"],
+        "process_s": res["process_s"],
+        "timed_s": res["timed_s"],
+        "sync_before_s": sync_s,
+        "files": files,
+        "bytes": size,
+        "disk_bytes": disk,
+        "rss_mib": res["rss_kib"] / 1024,
+        "worker_rss_mib": children / 1024 if children else None,
+    }
 
 
 class _Run:
@@ -79,8 +127,9 @@ class _Run:
         self.previous = [keep] if keep else []
         return sync_s
 
-    def variant(self, name: str, kind: str, params: dict, keep: Path | None = None,
-                settle: float | None = None) -> tuple[Path, dict, float]:
+    def variant(
+        self, name: str, kind: str, params: dict, keep: Path | None = None, settle: float | None = None
+    ) -> tuple[Path, dict, float]:
         """Run one variant from a clean slate (everything earlier deleted but `keep`, then the settle time); its
         output is root/name."""
         sync_s = self.slate(keep, self.opts.settle if settle is None else settle)
@@ -113,20 +162,36 @@ class _Run:
             problems.append(f"frames declare {uncompressed} bytes, the plain output has {self.reference_bytes}")
         sampled, sample_problems = zstd_sample(traces, self.reference, self.opts.zstd_sample)
         problems += sample_problems
-        self.checks.append({"variant": name, "files": len(rels), "sampled": sampled, "equal": not problems,
-                            "problems": problems})
+        self.checks.append(
+            {"variant": name, "files": len(rels), "sampled": sampled, "equal": not problems, "problems": problems}
+        )
         return uncompressed
 
 
 def _native(run: _Run) -> None:
     o = run.opts
-    out, res, sync_s = run.variant("native", "native", {"out": str(run.out("native")), "scale": o.scale,
-                                                        "budget_scale": o.budget_scale, "seed": SEED})
+    out, res, sync_s = run.variant(
+        "native",
+        "native",
+        {"out": str(run.out("native")), "scale": o.scale, "budget_scale": o.budget_scale, "seed": SEED},
+    )
     hashed = hash_files(out, session_paths(out))
     run.check_plain("native", hashed, [])
     size = sum(s for s, _ in hashed.values())
-    run.rows.append(_row("native", "native", res, sync_s, workers=1, scale=o.scale, files=len(hashed), size=size,
-                         disk=size, wall_s=res["process_s"]))
+    run.rows.append(
+        _row(
+            "native",
+            "native",
+            res,
+            sync_s,
+            workers=1,
+            scale=o.scale,
+            files=len(hashed),
+            size=size,
+            disk=size,
+            wall_s=res["process_s"],
+        )
+    )
 
 
 def _fastgen(run: _Run, workers: int, *, warm: bool = False) -> Path:
@@ -143,8 +208,20 @@ def _fastgen(run: _Run, workers: int, *, warm: bool = False) -> Path:
     records, problems = manifest_sessions(out / "traces")
     run.check_plain(name, records, problems)
     size = sum(s for s, _ in records.values())
-    run.rows.append(_row(name, kind, res, sync_s, workers=workers, scale=o.scale, files=len(records), size=size,
-                         disk=size, wall_s=res["process_s"]))
+    run.rows.append(
+        _row(
+            name,
+            kind,
+            res,
+            sync_s,
+            workers=workers,
+            scale=o.scale,
+            files=len(records),
+            size=size,
+            disk=size,
+            wall_s=res["process_s"],
+        )
+    )
     return out
 
 
@@ -154,33 +231,71 @@ def _large_vocab(run: _Run, workers: int) -> None:
     argv = _fastgen_argv(run.out(name), workers, o.scale, o.budget_scale, tokenizer=str(o.large_vocab))
     out, res, sync_s = run.variant(name, "fastgen", {"argv": argv})
     records, problems = manifest_sessions(out / "traces")
-    run.checks.append({"variant": name, "files": len(records), "equal": not problems, "problems": problems,
-                       "against": "its own manifest (another tokenizer: other bytes)"})
+    run.checks.append(
+        {
+            "variant": name,
+            "files": len(records),
+            "equal": not problems,
+            "problems": problems,
+            "against": "its own manifest (another tokenizer: other bytes)",
+        }
+    )
     size = sum(s for s, _ in records.values())
-    run.rows.append(_row(name, "vocab", res, sync_s, workers=workers, scale=o.scale, files=len(records), size=size,
-                         disk=size, wall_s=res["process_s"]))
+    run.rows.append(
+        _row(
+            name,
+            "vocab",
+            res,
+            sync_s,
+            workers=workers,
+            scale=o.scale,
+            files=len(records),
+            size=size,
+            disk=size,
+            wall_s=res["process_s"],
+        )
+    )
 
 
 ANALYZE_CAPACITY = 420_000  # the README's example: Llama-3.3-70B in bf16 on four 80 GB GPUs
 SCALE_CHECK_DIRECTORY = "scenario3_noisy"  # the most distinct blocks: 3.2 million in the default set
 
 
-def _analyze(run: _Run, source: Path, name: str, kind: str, workers: int, scale: float,
-             every_session_of: str | None = None) -> None:
+def _analyze(
+    run: _Run, source: Path, name: str, kind: str, workers: int, scale: float, every_session_of: str | None = None
+) -> None:
     """`fastgen analyze` at one KV capacity over `source`'s traces and configs (issue 12's target: the full default
     set in under 60 s on two cores), or, with `every_session_of`, over every session of that one trace directory in
     file order (its memory against the number of sessions); `source` stays for the variants after it."""
     traces = source / "traces" / every_session_of if every_session_of else source / "traces"
     configs = [] if every_session_of else ["--configs", str(source / "configs")]
-    argv = ["--quiet", "analyze", str(traces), *configs, "--kv-cache-tokens", str(ANALYZE_CAPACITY),
-            "--workers", str(workers)]
+    argv = [
+        "--quiet",
+        "analyze",
+        str(traces),
+        *configs,
+        "--kv-cache-tokens",
+        str(ANALYZE_CAPACITY),
+        "--workers",
+        str(workers),
+    ]
     _, res, sync_s = run.variant(name, "fastgen", {"argv": argv}, keep=source)
     records, _ = manifest_sessions(source / "traces")
     if every_session_of:
         records = {path: v for path, v in records.items() if Path(path).parent.name == every_session_of}
     size = sum(s for s, _ in records.values())
-    row = _row(name, kind, res, sync_s, workers=workers, scale=scale, files=len(records), size=size, disk=size,
-               wall_s=res["process_s"])
+    row = _row(
+        name,
+        kind,
+        res,
+        sync_s,
+        workers=workers,
+        scale=scale,
+        files=len(records),
+        size=size,
+        disk=size,
+        wall_s=res["process_s"],
+    )
     run.rows.append({**row, "directory": every_session_of} if every_session_of else row)
 
 
@@ -189,8 +304,13 @@ def _floor(run: _Run, source: Path, name: str, settle: float, dontcache: bool = 
     `settle` seconds before its timed loop: 0 gives the loop memory freed moments before (warm), the run's settle time
     the same state every other variant starts in. `dontcache`: uncached buffered writes, as fastgen makes them."""
     files = session_paths(source / "traces")
-    params = {"source": str(source / "traces"), "files": files, "out": str(run.out(name) / "traces"),
-              "settle_s": settle, "dontcache": dontcache}
+    params = {
+        "source": str(source / "traces"),
+        "files": files,
+        "out": str(run.out(name) / "traces"),
+        "settle_s": settle,
+        "dontcache": dontcache,
+    }
     out, res, sync_s = run.variant(name, "floor", params, keep=source, settle=0.0)
     traces = out / "traces"
     hashed = hash_files(traces, session_paths(traces))
@@ -198,8 +318,20 @@ def _floor(run: _Run, source: Path, name: str, settle: float, dontcache: bool = 
     size = sum(s for s, _ in hashed.values())
     # The floor's time is its write loop only: reading the bytes in and deleting the source are not the floor.
     kind = "floor" if settle == run.opts.settle else "floor-warm"  # settled floors: /floor takes the faster
-    run.rows.append(_row(name, kind, res, sync_s, workers=1, scale=run.opts.scale, files=len(hashed),
-                         size=size, disk=size, wall_s=res["timed_s"]))
+    run.rows.append(
+        _row(
+            name,
+            kind,
+            res,
+            sync_s,
+            workers=1,
+            scale=run.opts.scale,
+            files=len(hashed),
+            size=size,
+            disk=size,
+            wall_s=res["timed_s"],
+        )
+    )
     return out
 
 
@@ -215,9 +347,21 @@ def _zstd(run: _Run, name: str, kind: str, workers: int, level: int, scale: floa
         uncompressed = zstd_content_sizes(traces, sorted(records))
         if problems:
             run.checks.append({"variant": name, "files": len(records), "equal": False, "problems": problems})
-    run.rows.append(_row(name, kind, res, sync_s, workers=workers, scale=scale, files=len(records),
-                         size=uncompressed, disk=sum(s for s, _ in records.values()), wall_s=res["process_s"],
-                         level=level))
+    run.rows.append(
+        _row(
+            name,
+            kind,
+            res,
+            sync_s,
+            workers=workers,
+            scale=scale,
+            files=len(records),
+            size=uncompressed,
+            disk=sum(s for s, _ in records.values()),
+            wall_s=res["process_s"],
+            level=level,
+        )
+    )
     return out
 
 
@@ -245,8 +389,19 @@ def run(opts: Options, log: Callable[[str], None]) -> dict:
             one = _zstd(r, "scale-x1", "scale", n, 3, opts.scale, check=True)
             _analyze(r, one, "analyze-x1", "analyze-scale", n, opts.scale, SCALE_CHECK_DIRECTORY)
             big = _zstd(r, f"scale-x{opts.scale_check:g}", "scale", n, 3, opts.scale * opts.scale_check, check=False)
-            _analyze(r, big, f"analyze-x{opts.scale_check:g}", "analyze-scale", n, opts.scale * opts.scale_check,
-                     SCALE_CHECK_DIRECTORY)
+            _analyze(
+                r,
+                big,
+                f"analyze-x{opts.scale_check:g}",
+                "analyze-scale",
+                n,
+                opts.scale * opts.scale_check,
+                SCALE_CHECK_DIRECTORY,
+            )
         r.slate(settle=0.0)
-    return {"rows": r.rows, "checks": r.checks, "bytes_equal": all(c["equal"] for c in r.checks),
-            "total_s": time.perf_counter() - t0}
+    return {
+        "rows": r.rows,
+        "checks": r.checks,
+        "bytes_equal": all(c["equal"] for c in r.checks),
+        "total_s": time.perf_counter() - t0,
+    }

@@ -23,8 +23,13 @@ _SHOWN = 3  # mismatches named in a report; the count says the rest
 
 def session_paths(root: Path) -> list[str]:
     """Relative paths of every trace file under root's scenario folders, sorted."""
-    return sorted(p.relative_to(root).as_posix() for name in layouts() if (root / name).is_dir()
-                  for p in (root / name).iterdir() if p.is_file())
+    return sorted(
+        p.relative_to(root).as_posix()
+        for name in layouts()
+        if (root / name).is_dir()
+        for p in (root / name).iterdir()
+        if p.is_file()
+    )
 
 
 def _hash(path: Path) -> tuple[int, str]:
@@ -43,8 +48,9 @@ def manifest_sessions(root: Path) -> tuple[dict[str, tuple[int, str]], list[str]
     files = read_manifest(root)["files"]
     records = {rel: (f["size"], f[HASH_NAME]) for rel, f in files.items() if rel.split("/", 1)[0] in layouts()}
     on_disk = session_paths(root)
-    problems = [] if sorted(records) == on_disk else [
-        f"manifest lists {len(records)} trace files, disk holds {len(on_disk)}"]
+    problems = (
+        [] if sorted(records) == on_disk else [f"manifest lists {len(records)} trace files, disk holds {len(on_disk)}"]
+    )
     return records, problems
 
 
@@ -53,8 +59,11 @@ def compare(reference: dict[str, str], got: dict[str, str]) -> list[str]:
     missing = sorted(set(reference) - set(got))
     extra = sorted(set(got) - set(reference))
     differ = sorted(rel for rel in set(reference) & set(got) if reference[rel] != got[rel])
-    return [f"{len(items)} {what} (e.g. {', '.join(items[:_SHOWN])})"
-            for what, items in (("missing", missing), ("extra", extra), ("with other bytes", differ)) if items]
+    return [
+        f"{len(items)} {what} (e.g. {', '.join(items[:_SHOWN])})"
+        for what, items in (("missing", missing), ("extra", extra), ("with other bytes", differ))
+        if items
+    ]
 
 
 def zstd_content_sizes(root: Path, rels: list[str]) -> int:

@@ -73,8 +73,13 @@ def run_variant(kind: str, params: dict, jobs: Path, name: str) -> dict:
     job, result = jobs / f"{name}.job.json", jobs / f"{name}.result.json"
     job.write_text(json.dumps({"kind": kind, "params": params, "result": str(result)}))
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "native_bench.runner", str(job)], cwd=REPO, capture_output=True,
-                          text=True, timeout=_TIMEOUT_S)
+    proc = subprocess.run(
+        [sys.executable, "-m", "native_bench.runner", str(job)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=_TIMEOUT_S,
+    )
     process_s = time.perf_counter() - t
     if proc.returncode != 0 or not result.exists():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]

@@ -56,11 +56,15 @@ def scale_summary(rows: list[dict], factor: float) -> dict | None:
     if len(scaled) != 2:
         return None
     one, big = scaled
-    return {"factor": factor, "directory": one.get("directory"), "files_ratio": big["files"] / one["files"],
-            "wall_ratio": big["wall_s"] / one["wall_s"],
-            "worker_rss_mib": [_per_worker_rss(one), _per_worker_rss(big)],
-            "parent_rss_mib": [one["rss_mib"], big["rss_mib"]],
-            "rss_ratio": _per_worker_rss(big) / _per_worker_rss(one)}
+    return {
+        "factor": factor,
+        "directory": one.get("directory"),
+        "files_ratio": big["files"] / one["files"],
+        "wall_ratio": big["wall_s"] / one["wall_s"],
+        "worker_rss_mib": [_per_worker_rss(one), _per_worker_rss(big)],
+        "parent_rss_mib": [one["rss_mib"], big["rss_mib"]],
+        "rss_ratio": _per_worker_rss(big) / _per_worker_rss(one),
+    }
 
 
 def analyze_scale_summary(rows: list[dict], factor: float) -> dict | None:
@@ -71,7 +75,11 @@ def analyze_scale_summary(rows: list[dict], factor: float) -> dict | None:
     if len(scaled) != 2:
         return None
     one, big = scaled
-    return {"factor": factor, "directory": one.get("directory"), "files_ratio": big["files"] / one["files"],
-            "wall_ratio": big["wall_s"] / one["wall_s"],
-            "parent_rss_mib": [one["rss_mib"], big["rss_mib"]],
-            "worker_rss_mib": [_per_worker_rss(one), _per_worker_rss(big)]}
+    return {
+        "factor": factor,
+        "directory": one.get("directory"),
+        "files_ratio": big["files"] / one["files"],
+        "wall_ratio": big["wall_s"] / one["wall_s"],
+        "parent_rss_mib": [one["rss_mib"], big["rss_mib"]],
+        "worker_rss_mib": [_per_worker_rss(one), _per_worker_rss(big)],
+    }

@@ -64,30 +64,40 @@ def summary_lines(doc: dict) -> list[str]:
     if scale:
         w1, wf = scale["worker_rss_mib"]
         p1, pf = scale["parent_rss_mib"]
-        out.append(f"scale check: {scale['files_ratio']:.2f}x the files took {scale['wall_ratio']:.2f}x the wall time; "
-                   f"peak RSS per worker {w1:,.0f} -> {wf:,.0f} MiB ({scale['rss_ratio']:.2f}x), "
-                   f"parent {p1:,.0f} -> {pf:,.0f} MiB")
+        out.append(
+            f"scale check: {scale['files_ratio']:.2f}x the files took {scale['wall_ratio']:.2f}x the wall time; "
+            f"peak RSS per worker {w1:,.0f} -> {wf:,.0f} MiB ({scale['rss_ratio']:.2f}x), "
+            f"parent {p1:,.0f} -> {pf:,.0f} MiB"
+        )
     for row in doc["rows"]:
         if row["kind"] == "analyze":
-            out.append(f"{row['variant']}: every config at one KV capacity in {row['wall_s']:.1f} s over "
-                       f"{row['files']:,} trace files; peak RSS main process {row['rss_mib']:,.0f} MiB, worker "
-                       f"{_cell(row, 'worker_rss_mib', '{:,.0f}')} MiB")
+            out.append(
+                f"{row['variant']}: every config at one KV capacity in {row['wall_s']:.1f} s over "
+                f"{row['files']:,} trace files; peak RSS main process {row['rss_mib']:,.0f} MiB, worker "
+                f"{_cell(row, 'worker_rss_mib', '{:,.0f}')} MiB"
+            )
     scaled = doc.get("analyze_scale_check")
     if scaled:
         (p1, pf), (w1, wf) = scaled["parent_rss_mib"], scaled["worker_rss_mib"]
-        out.append(f"analyze scale check (every session of {scaled['directory']}): {scaled['files_ratio']:.2f}x "
-                   f"the files took {scaled['wall_ratio']:.2f}x the wall time; peak RSS main process {p1:,.0f} -> "
-                   f"{pf:,.0f} MiB, worker {w1:,.0f} -> {wf:,.0f} MiB")
+        out.append(
+            f"analyze scale check (every session of {scaled['directory']}): {scaled['files_ratio']:.2f}x "
+            f"the files took {scaled['wall_ratio']:.2f}x the wall time; peak RSS main process {p1:,.0f} -> "
+            f"{pf:,.0f} MiB, worker {w1:,.0f} -> {wf:,.0f} MiB"
+        )
     warm = next((r for r in doc["rows"] if r["kind"] == "floor-warm"), None)
     fastest = min((r for r in doc["rows"] if r["kind"] == "fastgen"), key=lambda r: r["wall_s"], default=None)
     if warm and fastest:
-        out.append(f"warm floor (memory freed moments before): {warm['wall_s']:.2f} s; {fastest['variant']} is "
-                   f"{fastest['over_warm_floor']:.2f}x that, {fastest['over_floor']:.2f}x the faster settled floor")
+        out.append(
+            f"warm floor (memory freed moments before): {warm['wall_s']:.2f} s; {fastest['variant']} is "
+            f"{fastest['over_warm_floor']:.2f}x that, {fastest['over_floor']:.2f}x the faster settled floor"
+        )
     for check in doc["checks"]:
         if not check["equal"]:
             out.append(f"BYTES DIFFER in {check['variant']}: " + "; ".join(check["problems"]))
     sampled = [c["sampled"] for c in doc["checks"] if "sampled" in c]
-    what = "plain outputs hashed whole" + (f", zstd outputs: {min(sampled)}+ files decompressed each" if sampled else "")
+    what = "plain outputs hashed whole" + (
+        f", zstd outputs: {min(sampled)}+ files decompressed each" if sampled else ""
+    )
     out.append(f"bytes_equal: {str(doc['bytes_equal']).lower()} ({what})")
     out.append(f"bench total: {doc['total_s']:.1f} s")
     return out
@@ -103,13 +113,24 @@ def environment() -> dict:
         except OSError:
             return None
 
-    model = next((line.split(":", 1)[1].strip() for line in (read("/proc/cpuinfo") or "").splitlines()
-                  if line.startswith("model name")), platform.processor() or None)
-    return {"python": sys.version.split()[0], "platform": platform.platform(), "cpu_count": os.cpu_count(),
-            "cpu_model": model,
-            "fastgen": __version__, "mem_total": (read("/proc/meminfo") or "").split("\n")[0].split(":")[-1].strip(),
-            "vm_dirty_ratio": read("/proc/sys/vm/dirty_ratio"),
-            "vm_dirty_background_ratio": read("/proc/sys/vm/dirty_background_ratio")}
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in (read("/proc/cpuinfo") or "").splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or None,
+    )
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": model,
+        "fastgen": __version__,
+        "mem_total": (read("/proc/meminfo") or "").split("\n")[0].split(":")[-1].strip(),
+        "vm_dirty_ratio": read("/proc/sys/vm/dirty_ratio"),
+        "vm_dirty_background_ratio": read("/proc/sys/vm/dirty_background_ratio"),
+    }
 
 
 def write_json(path: Path, doc: dict) -> None:

@@ -97,9 +97,15 @@ def _floor(p: dict) -> dict:
     # read_s and prepare_s (read, delete, sync, settle) are untimed context: a slow read_s means the page cache had
     # already dropped the source (read back from disk).
     timed_s = time.perf_counter() - t
-    return {"timed_s": timed_s, "cpu_s": _cpu(resource.getrusage(resource.RUSAGE_SELF)) - cpu, "rc": 0,
-            "read_s": read_s, "prepare_s": prepare_s,
-            "settle_s": p["settle_s"], "dontcache": dontcache}
+    return {
+        "timed_s": timed_s,
+        "cpu_s": _cpu(resource.getrusage(resource.RUSAGE_SELF)) - cpu,
+        "rc": 0,
+        "read_s": read_s,
+        "prepare_s": prepare_s,
+        "settle_s": p["settle_s"],
+        "dontcache": dontcache,
+    }
 
 
 def _cpu(usage) -> float:

@@ -50,8 +50,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def run_fastgen(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fastgen", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "fastgen", *args], capture_output=True, text=True, cwd=cwd, timeout=600
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -69,8 +70,9 @@ def builtin():
 @pytest.fixture(scope="session")
 def small_dataset(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("small")
-    result = run_fastgen(*SMALL, "--workers", "2", "--output-dir", str(root / "traces"),
-                         "--config-dir", str(root / "configs"))
+    result = run_fastgen(
+        *SMALL, "--workers", "2", "--output-dir", str(root / "traces"), "--config-dir", str(root / "configs")
+    )
     assert result.returncode == 0, result.stderr
     # --quiet means silent: nothing from the forked worker pools either (warnings, stray output).
     assert result.stderr == "", result.stderr
@@ -103,8 +105,12 @@ class RenderedPrompt:
 
         messages = json.loads(attributes["gen_ai.input.messages"])
         tools = wire_tools(json.loads(attributes["gen_ai.tool.definitions"]))
-        text = self.hf.apply_chat_template(_arguments_as_objects(messages), tools=list(tools) if tools else None,
-                                           add_generation_prompt=True, tokenize=False)
+        text = self.hf.apply_chat_template(
+            _arguments_as_objects(messages),
+            tools=list(tools) if tools else None,
+            add_generation_prompt=True,
+            tokenize=False,
+        )
         return len(self.hf(fixed_date(text), add_special_tokens=False)["input_ids"])
 
 
@@ -128,4 +134,3 @@ def rendered_prompt():
     from fastgen.tokenizer import BUILTIN_DIR
 
     return RenderedPrompt(BUILTIN_DIR)
-

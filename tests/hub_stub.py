@@ -164,7 +164,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route(self, path: str, query: dict[str, list[str]]) -> tuple[int, dict[str, str], bytes]:
         if path.startswith("/api/models/"):
-            repo_id, repo, rest = self._repo(path[len("/api/models/"):])
+            repo_id, repo, rest = self._repo(path[len("/api/models/") :])
             if rest == "":
                 return self._model_info(repo_id, repo, "main")
             head, _, tail = rest.partition("/")
@@ -190,11 +190,11 @@ class _Handler(BaseHTTPRequestHandler):
         repos = self.server.stub.repos
         known = sorted((r for r in repos if tail == r or tail.startswith(r + "/")), key=len, reverse=True)
         for repo_id in known:
-            rest = tail[len(repo_id) + 1:]
+            rest = tail[len(repo_id) + 1 :]
             if marker is None:
                 break
             if rest.startswith(marker + "/"):
-                rest = rest[len(marker) + 1:]
+                rest = rest[len(marker) + 1 :]
                 break
         else:
             shown = tail.split(f"/{marker}/")[0] if marker else "/".join(tail.split("/")[:2])
@@ -204,11 +204,19 @@ class _Handler(BaseHTTPRequestHandler):
         if repo.gated_token is not None:
             auth = self.headers.get("Authorization")
             if auth is None:
-                raise _Reply(401, "GatedRepo", f"Access to model {repo_id} is restricted. You must have access to it "
-                             f"and be authenticated to access it. Please log in.")
+                raise _Reply(
+                    401,
+                    "GatedRepo",
+                    f"Access to model {repo_id} is restricted. You must have access to it "
+                    f"and be authenticated to access it. Please log in.",
+                )
             if auth != f"Bearer {repo.gated_token}":
-                raise _Reply(403, "GatedRepo", f"Access to model {repo_id} is restricted and you are not in the "
-                             f"authorized list. Visit {self.server.stub.endpoint}/{repo_id} to ask for access.")
+                raise _Reply(
+                    403,
+                    "GatedRepo",
+                    f"Access to model {repo_id} is restricted and you are not in the "
+                    f"authorized list. Visit {self.server.stub.endpoint}/{repo_id} to ask for access.",
+                )
         return repo_id, repo, rest
 
     @staticmethod
@@ -227,13 +235,24 @@ class _Handler(BaseHTTPRequestHandler):
     def _model_info(self, repo_id: str, repo: StubRepo, revision: str):
         sha = self._commit(repo, revision)
         files = repo.revisions[sha]
-        return self._json({
-            "_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24], "id": repo_id, "modelId": repo_id,
-            "author": repo_id.split("/")[0] if "/" in repo_id else None, "sha": sha, "lastModified": _LAST_MODIFIED,
-            "createdAt": _LAST_MODIFIED, "private": False, "disabled": False,
-            "gated": "manual" if repo.gated_token is not None else False, "tags": [], "downloads": 0, "likes": 0,
-            "siblings": [{"rfilename": name} for name in sorted(files)],
-        })
+        return self._json(
+            {
+                "_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24],
+                "id": repo_id,
+                "modelId": repo_id,
+                "author": repo_id.split("/")[0] if "/" in repo_id else None,
+                "sha": sha,
+                "lastModified": _LAST_MODIFIED,
+                "createdAt": _LAST_MODIFIED,
+                "private": False,
+                "disabled": False,
+                "gated": "manual" if repo.gated_token is not None else False,
+                "tags": [],
+                "downloads": 0,
+                "likes": 0,
+                "siblings": [{"rfilename": name} for name in sorted(files)],
+            }
+        )
 
     def _tree(self, repo_id: str, repo: StubRepo, revision: str, sub: str, recursive: bool):
         sha = self._commit(repo, revision)
@@ -243,17 +262,18 @@ class _Handler(BaseHTTPRequestHandler):
         for name in sorted(files):
             if not name.startswith(prefix):
                 continue
-            parts = name[len(prefix):].split("/")
+            parts = name[len(prefix) :].split("/")
             # The folders on the way to the file (all of them when recursive, the first level otherwise).
             for depth in range(1, len(parts) if recursive else min(len(parts), 2)):
                 folder = prefix + "/".join(parts[:depth])
-                entries.setdefault(folder, {"type": "directory", "oid": commit_sha(f"{sha}:{folder}"),
-                                            "size": 0, "path": folder})
+                entries.setdefault(
+                    folder, {"type": "directory", "oid": commit_sha(f"{sha}:{folder}"), "size": 0, "path": folder}
+                )
             if recursive or len(parts) == 1:
                 data = files[name]
                 entries[name] = {"type": "file", "oid": git_blob_sha(data), "size": len(data), "path": name}
         if sub and not entries:
-            raise _Reply(404, "EntryNotFound", f"{sub} does not exist on \"{revision}\"", {"X-Repo-Commit": sha})
+            raise _Reply(404, "EntryNotFound", f'{sub} does not exist on "{revision}"', {"X-Repo-Commit": sha})
         return self._json(list(entries.values()))
 
     def _resolve(self, repo_id: str, repo: StubRepo, revision: str, filename: str):
@@ -262,8 +282,12 @@ class _Handler(BaseHTTPRequestHandler):
         if filename not in files:
             raise _Reply(404, "EntryNotFound", "Entry not found", {"X-Repo-Commit": sha})
         data = files[filename]
-        headers = {"Content-Type": "application/octet-stream", "X-Repo-Commit": sha,
-                   "ETag": f'"{git_blob_sha(data)}"', "Accept-Ranges": "bytes"}
+        headers = {
+            "Content-Type": "application/octet-stream",
+            "X-Repo-Commit": sha,
+            "ETag": f'"{git_blob_sha(data)}"',
+            "Accept-Ranges": "bytes",
+        }
         status, body = 200, data
         byte_range = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range") or "")
         if self.command == "GET" and byte_range and any(byte_range.groups()):
@@ -272,7 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
             end = min(int(last), len(data) - 1) if first and last else len(data) - 1
             if start >= len(data) or start > end:
                 raise _Reply(416, None, "Requested range not satisfiable", {"Content-Range": f"bytes */{len(data)}"})
-            status, body = 206, data[start:end + 1]
+            status, body = 206, data[start : end + 1]
             headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
         headers["Content-Length"] = str(len(body))
         return status, headers, body
@@ -306,8 +330,9 @@ class HubStub:
         server.stub = self
         self._server = server
         self.endpoint = f"http://127.0.0.1:{server.server_address[1]}"
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="hub-stub", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="hub-stub", daemon=True
+        )
         self._thread.start()
         return self
 

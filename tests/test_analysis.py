@@ -66,8 +66,9 @@ def test_replay_slots_are_inference_perfs_shuffle():
 
 def test_fan_out_branches_run_together_and_share_the_root():
     root = request("root", [1, 2, 3, 4], label="0")
-    branches = [request(f"b{k}", [1, 2, 3, 4, 5, 10 + k], preds=("root",), wait_ms=100, label=str(k))
-                for k in range(1, 4)]
+    branches = [
+        request(f"b{k}", [1, 2, 3, 4, 5, 10 + k], preds=("root",), wait_ms=100, label=str(k)) for k in range(1, 4)
+    ]
     cache = BlockCache(BS)
     outcomes = simulate(lambda i: [root, *branches], [0], Load(1, 1), cache)
     cached = {o.event_id: o.cached_tokens for o in outcomes}
@@ -125,11 +126,19 @@ def _random_corpus(rng: random.Random, files: int) -> dict[int, list[PlannedRequ
     sessions = {}
     for f in range(files):
         own = [1000 * (f + 1) + k for k in range(30)]
-        turns, blocks = [], [1, 2, 3][:rng.randrange(1, 4)]
+        turns, blocks = [], [1, 2, 3][: rng.randrange(1, 4)]
         for t in range(rng.randrange(1, 5)):
-            blocks = blocks + own[4 * t:4 * t + rng.randrange(1, 5)]
-            turns.append(request(f"t{t}", blocks, preds=(f"t{t - 1}",) if t else (), wait_ms=rng.randrange(0, 3000),
-                                 output=rng.randrange(1, 200), label=str(t + 1)))
+            blocks = blocks + own[4 * t : 4 * t + rng.randrange(1, 5)]
+            turns.append(
+                request(
+                    f"t{t}",
+                    blocks,
+                    preds=(f"t{t - 1}",) if t else (),
+                    wait_ms=rng.randrange(0, 3000),
+                    output=rng.randrange(1, 200),
+                    label=str(t + 1),
+                )
+            )
         sessions[f] = turns
     return sessions
 
@@ -144,12 +153,22 @@ def test_replays_side_by_side_equal_each_replay_alone_and_hold_few_sessions(seed
     sessions = _random_corpus(rng, 60)
     loads = [Load(2, 60), Load(5, 40, session_rate=2.0), Load(3, 60, base_seed=other_seed)]
     capacities = [None, 12 * BS, None]
-    alone = [simulate(sessions.__getitem__, replay_slots(60, load.base_seed, load.num_sessions), load,
-                      BlockCache(BS, capacity)) for load, capacity in zip(loads, capacities)]
+    alone = [
+        simulate(
+            sessions.__getitem__, replay_slots(60, load.base_seed, load.num_sessions), load, BlockCache(BS, capacity)
+        )
+        for load, capacity in zip(loads, capacities)
+    ]
     seen = [[] for _ in loads]
-    replays = [Replay(replay_slots(60, load.base_seed, load.num_sessions), load, BlockCache(BS, capacity),
-                      lambda outcome, _request, k=k: seen[k].append(outcome))
-               for k, (load, capacity) in enumerate(zip(loads, capacities))]
+    replays = [
+        Replay(
+            replay_slots(60, load.base_seed, load.num_sessions),
+            load,
+            BlockCache(BS, capacity),
+            lambda outcome, _request, k=k: seen[k].append(outcome),
+        )
+        for k, (load, capacity) in enumerate(zip(loads, capacities))
+    ]
     read, pending = [], {}
     users = {f: sum(f in r.slots for r in replays) for f in sessions}
     most = [0]
@@ -160,7 +179,9 @@ def test_replays_side_by_side_equal_each_replay_alone_and_hold_few_sessions(seed
             pending[index] -= 1
             if not pending[index]:
                 del pending[index]
+
         return on_session
+
     for r in replays:
         r.on_session = counted()
 
@@ -171,6 +192,7 @@ def test_replays_side_by_side_equal_each_replay_alone_and_hold_few_sessions(seed
             pending[index] = users[index]
             most[0] = max(most[0], len(pending))
             yield index, sessions[index]
+
     run_side_by_side(replays, reader)
     assert seen == alone
     assert not pending
@@ -184,6 +206,7 @@ def test_read_order_takes_the_replays_slots_position_by_position():
 
 def test_aiperf_rate_is_statistics_mean_of_the_leading_run_to_the_last_bit():
     import statistics
+
     rng = random.Random(3)
     for _ in range(200):
         lists = [[rng.randrange(30) for _ in range(rng.randrange(0, 10))] for _ in range(rng.randrange(0, 40))]
@@ -213,14 +236,16 @@ def small(tmp_path_factory) -> Path:
 
 
 def analyze_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fastgen", "analyze", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "fastgen", "analyze", *args], capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
 
 
 def test_analyze_every_config_and_stable_beats_noisy(small, tmp_path):
     out = tmp_path / "analysis.json"
-    result = analyze_cli(str(small / "traces"), "--configs", str(small / "configs"), "--kv-cache-tokens", "4096",
-                         "--json", str(out))
+    result = analyze_cli(
+        str(small / "traces"), "--configs", str(small / "configs"), "--kv-cache-tokens", "4096", "--json", str(out)
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("prompts read as: template")
     doc = json.loads(out.read_text())
@@ -246,8 +271,7 @@ def test_streamed_directories_give_the_figures_of_held_ones(small):
     for definition, capacity in (("vllm", 4096), ("aiperf", None)):
         options = AnalysisOptions(capacity_tokens=capacity, definition=definition)
         _, streamed = analyze(targets, small / "traces" / "tokenizer", options, workers=1)
-        _, held = analyze(targets, small / "traces" / "tokenizer", dataclasses.replace(options, sweep=True),
-                          workers=1)
+        _, held = analyze(targets, small / "traces" / "tokenizer", dataclasses.replace(options, sweep=True), workers=1)
         for a, b in zip(streamed, held):
             assert dataclasses.replace(a, sweep=[]) == dataclasses.replace(b, sweep=[]), a.name
 
@@ -277,10 +301,12 @@ def test_analyze_bad_input_is_one_line(small, tmp_path, case):
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "tokenizer").mkdir()
-    args = {"no traces": [str(empty), "--tokenizer", str(small / "traces" / "tokenizer")],
-            "missing config dir": [str(small / "traces"), "--configs", str(tmp_path / "nope")],
-            "no tokenizer": [str(small / "traces"), "--tokenizer", str(tmp_path / "missing")],
-            "gib without model": [str(small / "traces"), "--kv-cache-gib", "1"]}[case]
+    args = {
+        "no traces": [str(empty), "--tokenizer", str(small / "traces" / "tokenizer")],
+        "missing config dir": [str(small / "traces"), "--configs", str(tmp_path / "nope")],
+        "no tokenizer": [str(small / "traces"), "--tokenizer", str(tmp_path / "missing")],
+        "gib without model": [str(small / "traces"), "--kv-cache-gib", "1"],
+    }[case]
     result = analyze_cli(*args)
     assert result.returncode in (1, 2) and result.stderr.startswith("fastgen: error: ")
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -290,8 +316,17 @@ def test_kv_bytes_per_token_of_llama_70b_is_320_kib(tmp_path):
     from fastgen.analysis import kv_bytes_per_token
 
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
-                                  "hidden_size": 8192, "torch_dtype": "bfloat16"}))
+    config.write_text(
+        json.dumps(
+            {
+                "num_hidden_layers": 80,
+                "num_attention_heads": 64,
+                "num_key_value_heads": 8,
+                "hidden_size": 8192,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
     assert kv_bytes_per_token(config) == 320 * 1024
 
 
@@ -312,12 +347,17 @@ def replayed(tmp_path_factory):
     generate(workdir, f"http://127.0.0.1:{port}", Dataset())
     runs = {}
     for capacity, configs in ((None, MEASURED), (CAPACITY, MEASURED_AT_CAPACITY)):
-        with ServerThread(workdir / "traces" / "tokenizer", port=port, answers_from=workdir / "traces",
-                          profile=EngineProfile(kv_capacity_tokens=capacity)) as server:
+        with ServerThread(
+            workdir / "traces" / "tokenizer",
+            port=port,
+            answers_from=workdir / "traces",
+            profile=EngineProfile(kv_capacity_tokens=capacity),
+        ) as server:
             for name in configs:
                 server.reset()
-                code = run_inference_perf(workdir / "configs" / f"{name}.yml", log=workdir / "logs" / f"{name}.log",
-                                          timeout_s=300)
+                code = run_inference_perf(
+                    workdir / "configs" / f"{name}.yml", log=workdir / "logs" / f"{name}.log", timeout_s=300
+                )
                 assert code == 0, (workdir / "logs" / f"{name}.log").read_text()[-2000:]
                 runs[(name, capacity)] = [r for r in server.records if r["status"] == 200]
     return workdir, runs
@@ -341,8 +381,10 @@ def _measured_and_predicted(workdir: Path, runs: dict, name: str, capacity):
 
     (target,) = [t for t in config_targets(workdir / "configs", workdir / "traces") if t.name == name]
     corpus = Corpus(target.trace_dir, load_reading(workdir / "traces" / "tokenizer"), 16)
-    predicted = {(str(corpus.files[o.file_index]), int(o.event_id.split("_")[1])): (o.prompt_tokens, o.cached_tokens)
-                 for o in predict(target, corpus, BlockCache(16, capacity))}
+    predicted = {
+        (str(corpus.files[o.file_index]), int(o.event_id.split("_")[1])): (o.prompt_tokens, o.cached_tokens)
+        for o in predict(target, corpus, BlockCache(16, capacity))
+    }
     spans = index_spans({str(f): load_session(f) for f in corpus.files})
     measured = {}
     for record in runs[(name, capacity)]:
@@ -376,8 +418,10 @@ def test_the_server_counts_every_recorded_prompt_as_the_span_records_it(replayed
     config = yaml.safe_load((workdir / "configs" / f"{name}.yml").read_text())
     trace_dir = Path(config["data"]["otel_trace_replay"]["trace_directory"]).name  # layouts share content
     spans = index_spans({str(f): load_session(f) for f in sorted((workdir / "traces" / trace_dir).glob("*.json"))})
-    pairs = [(record["response"]["usage"]["prompt_tokens"], spans[request_key(record["body"])].input_tokens)
-             for record in runs[(name, None)]]
+    pairs = [
+        (record["response"]["usage"]["prompt_tokens"], spans[request_key(record["body"])].input_tokens)
+        for record in runs[(name, None)]
+    ]
     assert pairs and all(server == recorded for server, recorded in pairs), [p for p in pairs if p[0] != p[1]][:5]
 
 
@@ -393,8 +437,17 @@ def test_analyze_at_capacity_agrees_with_the_fake_server_within_the_measured_tol
 def test_analyze_sweep_ends_at_the_unbounded_hit_ratio_and_draws_the_plots(small, tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "analysis.json"
-    result = analyze_cli(str(small / "traces"), "--only", "scenario3/c100_*", "scenario1/c10", "--sweep", "--plots",
-                         str(tmp_path / "plots"), "--json", str(out))
+    result = analyze_cli(
+        str(small / "traces"),
+        "--only",
+        "scenario3/c100_*",
+        "scenario1/c10",
+        "--sweep",
+        "--plots",
+        str(tmp_path / "plots"),
+        "--json",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     configs = {c["config"]: c for c in json.loads(out.read_text())["configs"]}
     assert sorted(configs) == ["scenario1/c10", "scenario3/c100_noisy", "scenario3/c100_stable"]
@@ -406,8 +459,13 @@ def test_analyze_sweep_ends_at_the_unbounded_hit_ratio_and_draws_the_plots(small
         assert hits[-1] == pytest.approx(c["hit_percent_infinite"])
         assert hits[0] <= hits[-1]
     names = sorted(p.name for p in (tmp_path / "plots").iterdir())
-    assert names == ["scenario1_hit_by_capacity.png", "scenario1_hit_by_turn.png", "scenario3_hit_by_capacity.png",
-                     "scenario3_hit_by_turn.png", "stable_vs_noisy.png"]
+    assert names == [
+        "scenario1_hit_by_capacity.png",
+        "scenario1_hit_by_turn.png",
+        "scenario3_hit_by_capacity.png",
+        "scenario3_hit_by_turn.png",
+        "stable_vs_noisy.png",
+    ]
 
 
 class ReferenceCache:
@@ -475,7 +533,7 @@ def test_block_cache_equals_a_block_by_block_reference(seed):
             reference.release(ref_held)
             continue
         prefix = rng.choice(prefixes)
-        blocks = prefix[:rng.randrange(1, 12)] + [rng.randrange(10_000, 10_050) for _ in range(rng.randrange(0, 4))]
+        blocks = prefix[: rng.randrange(1, 12)] + [rng.randrange(10_000, 10_050) for _ in range(rng.randrange(0, 4))]
         blocks = list(dict.fromkeys(blocks))  # a chain never repeats a block
         tokens = len(blocks) * BS + rng.choice([0, 5])
         got, held = cache.admit(np.asarray(blocks), tokens)
@@ -521,9 +579,10 @@ def test_a_forgotten_block_keeps_its_room_until_it_is_evicted():
 def test_shared_blocks_never_call_a_hash_of_two_sessions_single():
     rng = np.random.default_rng(5)
     common = rng.integers(0, 2**63, 200, dtype=np.uint64)
-    sessions = [np.unique(np.concatenate([common[:rng.integers(0, 200)], rng.integers(0, 2**63, 2000,
-                                                                                       dtype=np.uint64)]))
-                for _ in range(300)]
+    sessions = [
+        np.unique(np.concatenate([common[: rng.integers(0, 200)], rng.integers(0, 2**63, 2000, dtype=np.uint64)]))
+        for _ in range(300)
+    ]
     shared = SharedBlocks()
     for session in sessions:
         shared.add_session(session)
@@ -555,9 +614,12 @@ def test_without_configs_a_dataset_folder_is_its_trace_directories_not_its_manif
     from fastgen.analysis.analyze import directory_targets
 
     (tmp_path / "manifest.json").write_text("{}")
-    for folder, names in {"tokenizer": ["tokenizer.json", "tokenizer_config.json"],
-                          "scenario_a": ["session_0000.json", "session_0001.json.zst"],
-                          "scenario_b": ["session_0000.json"], "empty": []}.items():
+    for folder, names in {
+        "tokenizer": ["tokenizer.json", "tokenizer_config.json"],
+        "scenario_a": ["session_0000.json", "session_0001.json.zst"],
+        "scenario_b": ["session_0000.json"],
+        "empty": [],
+    }.items():
         (tmp_path / folder).mkdir()
         for name in names:
             (tmp_path / folder / name).write_text("{}")
@@ -585,8 +647,10 @@ def test_analyze_summary_says_the_speeds_and_names_the_configs_the_capacity_bind
     bound = [name for name, c in configs.items() if c["hit_percent_infinite"] - c["hit_percent_capacity"] > 1.0]
     assert "scenario1/c1" not in bound and "scenario3/c100_noisy" in bound  # one of each, for the line to be tested
     (line,) = [x for x in lines if x.startswith("the KV capacity of 4,096 tokens binds")]
-    assert line.endswith(f"binds {len(bound)} of {len(configs)} configs (at-capacity hit % more than 1 point below "
-                         f"unbounded): {', '.join(bound)}")
+    assert line.endswith(
+        f"binds {len(bound)} of {len(configs)} configs (at-capacity hit % more than 1 point below "
+        f"unbounded): {', '.join(bound)}"
+    )
     rows = {x.split()[0]: x.split() for x in lines if x.split() and x.split()[0] in configs}
     for name, c in configs.items():
         assert c["capacity_binds"] == (name in bound)
@@ -597,8 +661,9 @@ def test_analyze_summary_says_the_speeds_and_names_the_configs_the_capacity_bind
 @pytest.mark.parametrize("verbose", [False, True])
 def test_analyze_long_tables_reach_the_terminal_only_with_verbose(small, tmp_path, verbose):
     out = tmp_path / "analysis.json"
-    result = analyze_cli(str(small / "traces"), "--only", "scenario2/c10_sync", "--json", str(out),
-                         *(["--verbose"] if verbose else []))
+    result = analyze_cli(
+        str(small / "traces"), "--only", "scenario2/c10_sync", "--json", str(out), *(["--verbose"] if verbose else [])
+    )
     assert result.returncode == 0, result.stderr
     assert ("by turn (scenario 2: 0 is the root, 1-5 the branches)" in result.stdout) == verbose
     assert ("by turn: --verbose, or in --json" in result.stdout) != verbose
@@ -610,8 +675,17 @@ def test_analyze_long_tables_reach_the_terminal_only_with_verbose(small, tmp_pat
 def _result(name, prompt, cached_infinite, cached_capacity=None, sweep=(), by_label=None):
     from fastgen.analysis import TargetResult
 
-    return TargetResult(name, "t", 1, requests=1, prompt_tokens=prompt, cached_infinite=cached_infinite,
-                        cached_capacity=cached_capacity, sweep=list(sweep), by_label=by_label or {})
+    return TargetResult(
+        name,
+        "t",
+        1,
+        requests=1,
+        prompt_tokens=prompt,
+        cached_infinite=cached_infinite,
+        cached_capacity=cached_capacity,
+        sweep=list(sweep),
+        by_label=by_label or {},
+    )
 
 
 def test_knee_is_the_smallest_swept_capacity_within_one_point_of_unbounded():
@@ -631,8 +705,9 @@ def test_analyze_sweep_prints_each_configs_knee(small, tmp_path):
     result = analyze_cli(str(small / "traces"), "--only", "scenario3/c100_noisy", "--sweep", "--json", str(out))
     assert result.returncode == 0, result.stderr
     (config,) = json.loads(out.read_text())["configs"]
-    want = min(p["capacity_tokens"] for p in config["sweep"]
-               if p["hit_percent"] >= config["hit_percent_infinite"] - 1.0)
+    want = min(
+        p["capacity_tokens"] for p in config["sweep"] if p["hit_percent"] >= config["hit_percent_infinite"] - 1.0
+    )
     assert config["knee_capacity_tokens"] == want
     (row,) = [x for x in result.stdout.splitlines() if x.startswith("scenario3/c100_noisy")]
     assert row.split()[-1] == f"{want:,}"
@@ -649,8 +724,12 @@ def test_analysis_plots_mark_the_capacity_and_draw_by_turn_at_it():
     sweep = [(12_000, 30.0), (60_000, 55.0), (300_000, 70.0), (1_500_000, 80.0), (7_500_000, 80.0)]
     results = [_result("scenario3/c500_noisy", 1000, 800, 300, sweep, {"1": [500, 300, 100], "2": [500, 500, 200]})]
     plots = {p.name: p for p in analysis_plots(results, {"scenario3/c500_noisy": sweep}, capacity_tokens=420_000)}
-    assert sorted(plots) == ["scenario3_hit_by_capacity", "scenario3_hit_by_turn",
-                             "scenario3_hit_by_turn_at_capacity", "stable_vs_noisy"]
+    assert sorted(plots) == [
+        "scenario3_hit_by_capacity",
+        "scenario3_hit_by_turn",
+        "scenario3_hit_by_turn_at_capacity",
+        "stable_vs_noisy",
+    ]
     assert plots["scenario3_hit_by_turn"].series == {"scenario3/c500_noisy": [60.0, 100.0]}
     assert plots["scenario3_hit_by_turn_at_capacity"].series == {"scenario3/c500_noisy": [20.0, 40.0]}
     capacity = plots["scenario3_hit_by_capacity"]
@@ -689,6 +768,7 @@ def test_a_slower_prefill_keeps_a_request_running_and_changes_what_the_capacity_
     def run(service):
         outcomes = simulate(sessions.__getitem__, [0, 1], load, BlockCache(BS, capacity_tokens=4 * BS), service)
         return {o.event_id: (o.cached_tokens, o.start_s) for o in outcomes}
+
     fast, slow = run(ServiceModel()), run(ServiceModel(prefill_tokens_per_s=10.0))
     assert fast["a2"][0] == 1 * BS and slow["a2"][0] == 3 * BS
     a1_end = {speed: outcomes["a2"][1] - 15.0 for speed, outcomes in (("fast", fast), ("slow", slow))}
@@ -704,8 +784,12 @@ def test_analyze_speeds_change_the_at_capacity_prediction_and_not_the_unbounded_
     targets = [t for t in config_targets(small / "configs", small / "traces") if t.name == "scenario3/c100_noisy"]
     options = AnalysisOptions(capacity_tokens=4096)
     (fast,) = analyze(targets, small / "traces" / "tokenizer", options, workers=1)[1]
-    (slow,) = analyze(targets, small / "traces" / "tokenizer",
-                      dataclasses.replace(options, service=ServiceModel(300.0, 5.0)), workers=1)[1]
+    (slow,) = analyze(
+        targets,
+        small / "traces" / "tokenizer",
+        dataclasses.replace(options, service=ServiceModel(300.0, 5.0)),
+        workers=1,
+    )[1]
     assert slow.cached_infinite == fast.cached_infinite  # unbounded: every block is missed once, in any order
     assert slow.cached_capacity != fast.cached_capacity
 
@@ -720,15 +804,29 @@ def test_a_service_model_refuses_a_speed_that_is_not_positive(speeds):
 
 def _record(prompt, cached, output, ttft, latency, *, error=None, kind="text"):
     """One entry of inference-perf 0.7.0's per_request_lifecycle_metrics.json, as results.runs reads them."""
-    usage = {"prompt_tokens": prompt, "completion_tokens": output,
-             "prompt_tokens_details": {"cached_tokens": cached} if cached else None}
-    return {"start_time": 10.0, "end_time": 10.0 + latency, "error": error,
-            "info": {"labels": {"session": "s", "trace_dir": "scenario1", "turn": "1", "turn_kind": kind},
-                     "response_metrics": {"output_tokens": output, "server_usage": usage}},
-            "computed_metrics": None if error else {
-                "request_latency": latency, "time_to_first_token": None if kind == "tool_call" else ttft,
-                "normalized_time_per_output_token": latency / output, "time_per_output_token": None,
-                "output_tokens": output}}
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": output,
+        "prompt_tokens_details": {"cached_tokens": cached} if cached else None,
+    }
+    return {
+        "start_time": 10.0,
+        "end_time": 10.0 + latency,
+        "error": error,
+        "info": {
+            "labels": {"session": "s", "trace_dir": "scenario1", "turn": "1", "turn_kind": kind},
+            "response_metrics": {"output_tokens": output, "server_usage": usage},
+        },
+        "computed_metrics": None
+        if error
+        else {
+            "request_latency": latency,
+            "time_to_first_token": None if kind == "tool_call" else ttft,
+            "normalized_time_per_output_token": latency / output,
+            "time_per_output_token": None,
+            "output_tokens": output,
+        },
+    }
 
 
 def _run_folder(folder: Path, records: list[dict]) -> Path:
@@ -736,21 +834,30 @@ def _run_folder(folder: Path, records: list[dict]) -> Path:
 
     folder.mkdir(parents=True)
     (folder / "per_request_lifecycle_metrics.json").write_text(json.dumps(records))
-    write_run(folder, {"config": "scenario1/c10", "repeat": 1, "status": "completed",
-                       "identity": {"server": {"engine": "vllm", "version": "0.11.0",
-                                               "kv_capacity_tokens": 420_000}}})
+    write_run(
+        folder,
+        {
+            "config": "scenario1/c10",
+            "repeat": 1,
+            "status": "completed",
+            "identity": {"server": {"engine": "vllm", "version": "0.11.0", "kv_capacity_tokens": 420_000}},
+        },
+    )
     return folder
 
 
 def test_calibrate_measures_prefill_and_decode_speeds_from_a_run_folder(tmp_path):
     from fastgen.analysis.calibrate import calibrate
 
-    run = _run_folder(tmp_path / "label" / "scenario1" / "c10" / "repeat-1", [
-        _record(10_000, 0, 100, ttft=2.0, latency=6.0),          # 10,000 uncached in 2 s; 100 out in 4 s
-        _record(12_000, 8_000, 50, ttft=0.5, latency=1.5),       # 4,000 uncached in 0.5 s; 50 out in 1 s
-        _record(9_000, 0, 20, ttft=None, latency=3.0, kind="tool_call"),  # no TTFT: left out
-        _record(9_000, 0, 20, ttft=0.1, latency=0.2, error={"error_type": "HTTP Error 500"}),  # failed: left out
-    ])
+    run = _run_folder(
+        tmp_path / "label" / "scenario1" / "c10" / "repeat-1",
+        [
+            _record(10_000, 0, 100, ttft=2.0, latency=6.0),  # 10,000 uncached in 2 s; 100 out in 4 s
+            _record(12_000, 8_000, 50, ttft=0.5, latency=1.5),  # 4,000 uncached in 0.5 s; 50 out in 1 s
+            _record(9_000, 0, 20, ttft=None, latency=3.0, kind="tool_call"),  # no TTFT: left out
+            _record(9_000, 0, 20, ttft=0.1, latency=0.2, error={"error_type": "HTTP Error 500"}),  # failed: left out
+        ],
+    )
     calibration = calibrate(run)
     assert calibration.requests == 2
     assert calibration.service.prefill_tokens_per_s == pytest.approx(14_000 / 2.5)
@@ -762,11 +869,22 @@ def test_calibrate_measures_prefill_and_decode_speeds_from_a_run_folder(tmp_path
 def test_analyze_calibrate_prints_the_measured_speeds(small, tmp_path):
     run = _run_folder(tmp_path / "run", [_record(10_000, 2_000, 40, ttft=4.0, latency=6.0)])
     out = tmp_path / "analysis.json"
-    result = analyze_cli(str(small / "traces"), "--only", "scenario1/c1", "--calibrate", str(run),
-                         "--decode-tokens-per-s", "25", "--json", str(out))
+    result = analyze_cli(
+        str(small / "traces"),
+        "--only",
+        "scenario1/c1",
+        "--calibrate",
+        str(run),
+        "--decode-tokens-per-s",
+        "25",
+        "--json",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
-    assert (f"service model: prefill 2,000 tokens/s, decode 25.0 tokens/s (calibrated from {run}: 1 requests of "
-            f"vllm 0.11.0, KV cache 420,000 tokens; decode given)") in result.stdout
+    assert (
+        f"service model: prefill 2,000 tokens/s, decode 25.0 tokens/s (calibrated from {run}: 1 requests of "
+        f"vllm 0.11.0, KV cache 420,000 tokens; decode given)"
+    ) in result.stdout
     model = json.loads(out.read_text())["service_model"]
     assert (model["prefill_tokens_per_s"], model["decode_tokens_per_s"]) == (2000.0, 25.0)
 
@@ -779,8 +897,9 @@ def test_analyze_calibrate_from_an_unreadable_run_dir_is_one_line_naming_it(smal
     if case == "not json":
         (run / "per_request_lifecycle_metrics.json").write_text("[{")
     if case == "no timings":
-        (run / "per_request_lifecycle_metrics.json").write_text(json.dumps(
-            [_record(100, 0, 5, ttft=None, latency=1.0, kind="tool_call")]))
+        (run / "per_request_lifecycle_metrics.json").write_text(
+            json.dumps([_record(100, 0, 5, ttft=None, latency=1.0, kind="tool_call")])
+        )
     extra = ["--prefill-tokens-per-s", "0"] if case == "zero speed" else ["--calibrate", str(run)]
     result = analyze_cli(str(small / "traces"), "--only", "scenario1/c1", *extra)
     assert result.returncode == 2 and result.stderr.startswith("fastgen: error: ")

@@ -27,12 +27,19 @@ def planned(event: str, tokens: np.ndarray, block_size: int, *, preds=(), wait_m
     return PlannedRequest(event, tuple(preds), wait_ms, blocks, len(tokens), output, event)
 
 
-def cached_of(engine: str, requests: list[PlannedRequest], block_size: int, *, concurrent: int = 1,
-              service: ServiceModel = ServiceModel()) -> dict[str, int]:
+def cached_of(
+    engine: str,
+    requests: list[PlannedRequest],
+    block_size: int,
+    *,
+    concurrent: int = 1,
+    service: ServiceModel = ServiceModel(),
+) -> dict[str, int]:
     cache = AnalysisOptions(block_size=block_size, engine=engine).cache()
     sessions = [[r] for r in requests]
-    outcomes = simulate(lambda i: sessions[i], list(range(len(sessions))), Load(concurrent, len(sessions)), cache,
-                        service)
+    outcomes = simulate(
+        lambda i: sessions[i], list(range(len(sessions))), Load(concurrent, len(sessions)), cache, service
+    )
     return {o.event_id: o.cached_tokens for o in outcomes}
 
 
@@ -40,8 +47,10 @@ PREFIX = np.arange(1000, 1040)  # 40 shared tokens: two full blocks of 16 and 8 
 
 
 def two_prompts(block_size: int) -> list[PlannedRequest]:
-    return [planned("a", np.concatenate([PREFIX, np.arange(10)]), block_size),
-            planned("b", np.concatenate([PREFIX, np.arange(50, 60)]), block_size)]
+    return [
+        planned("a", np.concatenate([PREFIX, np.arange(10)]), block_size),
+        planned("b", np.concatenate([PREFIX, np.arange(50, 60)]), block_size),
+    ]
 
 
 def test_sglang_pages_of_one_token_hit_mid_block_where_vllm_stops_at_the_last_full_block():
@@ -83,9 +92,27 @@ def small(tmp_path_factory) -> Path:
 
 def test_analyze_engine_sglang_records_its_rules_and_page_size_for_compare(small, tmp_path):
     out = tmp_path / "sglang.json"
-    result = subprocess.run([sys.executable, "-m", "fastgen", "analyze", str(small / "traces"), "--configs",
-                             str(small / "configs"), "--only", "scenario2/c10_sync", "--engine", "sglang",
-                             "--json", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fastgen",
+            "analyze",
+            str(small / "traces"),
+            "--configs",
+            str(small / "configs"),
+            "--only",
+            "scenario2/c10_sync",
+            "--engine",
+            "sglang",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     doc = json.loads(out.read_text())
     assert doc["engine"] == "sglang" and doc["block_size"] == 1
@@ -97,6 +124,21 @@ def test_analyze_engine_sglang_records_its_rules_and_page_size_for_compare(small
 
 
 def test_analyze_refuses_an_engine_with_aiperfs_definition(small):
-    result = subprocess.run([sys.executable, "-m", "fastgen", "analyze", str(small / "traces"), "--engine", "sglang",
-                             "--definition", "aiperf"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fastgen",
+            "analyze",
+            str(small / "traces"),
+            "--engine",
+            "sglang",
+            "--definition",
+            "aiperf",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert result.returncode != 0 and "drop --engine" in result.stderr

@@ -62,18 +62,37 @@ def readme_dataset(tmp_path_factory) -> Path:
 
 def readme_bakeoff(folder: Path, url: str, *args: str) -> subprocess.CompletedProcess:
     """The README's command, from the dataset's folder (reports go to ./reports)."""
-    return subprocess.run([sys.executable, "-m", "fastgen", "bakeoff", "--url", url, "--label", "vllm", *args],
-                          capture_output=True, text=True, timeout=600, cwd=folder)
+    return subprocess.run(
+        [sys.executable, "-m", "fastgen", "bakeoff", "--url", url, "--label", "vllm", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=folder,
+    )
 
 
 def engine(dataset: Path, tmp_path: Path, flavour: str = "vllm", *extra: str, **kwargs) -> FakeEngineProcess:
-    return FakeEngineProcess(dataset / "traces" / "tokenizer", tmp_path / "engine.jsonl", flavour,
-                             extra=tuple(extra), **kwargs)
+    return FakeEngineProcess(
+        dataset / "traces" / "tokenizer", tmp_path / "engine.jsonl", flavour, extra=tuple(extra), **kwargs
+    )
 
 
 def bakeoff(dataset: Path, tmp_path: Path, url: str, *args: str) -> subprocess.CompletedProcess:
-    return fastgen_command("bakeoff", "--url", url, "--label", "x", "--config-dir", str(dataset / "configs"),
-                           "--out", str(tmp_path / "reports"), "--scrape-interval", "0.5", *args, timeout_s=600)
+    return fastgen_command(
+        "bakeoff",
+        "--url",
+        url,
+        "--label",
+        "x",
+        "--config-dir",
+        str(dataset / "configs"),
+        "--out",
+        str(tmp_path / "reports"),
+        "--scrape-interval",
+        "0.5",
+        *args,
+        timeout_s=600,
+    )
 
 
 def run_record(tmp_path: Path, name: str, repeat: int = 1) -> dict:
@@ -128,7 +147,8 @@ def test_bakeoff_against_another_model_names_both(dataset, tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         f"fastgen: error: {server.url} serves Qwen/Qwen3-32B, the configs ask for meta-llama/Llama-3.3-70B-Instruct; "
         f"start the server with --served-model-name meta-llama/Llama-3.3-70B-Instruct, or regenerate the configs "
-        f"with --model Qwen/Qwen3-32B")
+        f"with --model Qwen/Qwen3-32B"
+    )
     assert not (tmp_path / "reports").exists()
 
 
@@ -136,22 +156,29 @@ def test_bakeoff_without_a_reset_endpoint_says_how_to_get_one_or_go_on(dataset, 
     with engine(dataset, tmp_path, "vllm", "--no-reset-endpoint") as server:
         refused = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
         error = refused.stderr.strip().splitlines()[-1]
-        assert refused.returncode == 1 and error.startswith(f"fastgen: error: {server.url} has no POST "
-                                                            f"/reset_prefix_cache (HTTP 404): vLLM serves")
+        assert refused.returncode == 1 and error.startswith(
+            f"fastgen: error: {server.url} has no POST /reset_prefix_cache (HTTP 404): vLLM serves"
+        )
         assert "VLLM_SERVER_DEV_MODE=1" in error and "--no-reset" in error
         assert not (tmp_path / "reports" / "x" / "scenario2").exists() or not any(
-            (tmp_path / "reports" / "x" / "scenario2").iterdir())
+            (tmp_path / "reports" / "x" / "scenario2").iterdir()
+        )
         went_on = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK, "--no-reset")
     assert went_on.returncode == 0 and run_record(tmp_path, QUICK)["reset"] == {
-        "done": "none (--no-reset)", "verified": None, "how": "not reset: --no-reset"}
+        "done": "none (--no-reset)",
+        "verified": None,
+        "how": "not reset: --no-reset",
+    }
 
 
 def test_bakeoff_warns_when_the_server_hits_its_cache_but_reports_no_cached_tokens(dataset, tmp_path):
     with engine(dataset, tmp_path, "vllm", "--no-cache-report") as server:
         result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
     assert result.returncode == 0
-    warning = ("the server hit its prefix cache but reported no cached tokens; restart it with "
-               "--enable-prompt-tokens-details or every hit ratio reads 0")
+    warning = (
+        "the server hit its prefix cache but reported no cached tokens; restart it with "
+        "--enable-prompt-tokens-details or every hit ratio reads 0"
+    )
     record = run_record(tmp_path, QUICK)
     assert warning in result.stderr and record["warning"] == warning
     # no cached tokens in any answer: the reset cannot be verified, and the record says why
@@ -163,9 +190,11 @@ def test_bakeoff_says_once_before_the_first_config_that_sglang_reports_no_cached
         result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK, "--repeat", "2")
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stderr.splitlines()
-    warning = (f"fastgen: warning: a probe prompt sent twice got no cached tokens the second time: {server.url} does "
-               f"not report them (restart it with --enable-cache-report) or caches no prefixes; every hit ratio of "
-               f"these runs would read 0")
+    warning = (
+        f"fastgen: warning: a probe prompt sent twice got no cached tokens the second time: {server.url} does "
+        f"not report them (restart it with --enable-cache-report) or caches no prefixes; every hit ratio of "
+        f"these runs would read 0"
+    )
     assert lines.count(warning) == 1, result.stderr
     assert lines.index(warning) < next(i for i, line in enumerate(lines) if line.startswith("[1/2] "))
     for repeat in (1, 2):
@@ -184,7 +213,8 @@ def test_bakeoff_stops_before_the_first_config_when_a_named_tool_choice_is_not_h
         f"fastgen: error: {server.url} did not hold a named tool_choice: a request forcing 'run_tests' of two tools "
         f"was answered with a call of 'read_file'; restart it with a --tool-call-parser that holds a named "
         f"tool_choice (with SGLang 0.5.23, qwen3_coder held it; hermes did not, even with "
-        f"SGLANG_TOOL_STRICT_LEVEL=2); or pass --no-tool-check if the dataset has no tool calls")
+        f"SGLANG_TOOL_STRICT_LEVEL=2); or pass --no-tool-check if the dataset has no tool calls"
+    )
     assert len(log) == 1 and is_probe(log[0]) and log[0]["body"]["tool_choice"]["function"]["name"] == "run_tests"
     # --no-tool-check: the runs go on, the record says it was not checked
     assert went_on.returncode == 0, went_on.stdout + went_on.stderr
@@ -238,9 +268,11 @@ def test_tool_check_names_vllms_flags_when_a_named_tool_choice_is_refused():
         assert check_server(LiveServer(url, VLLM, (MODEL,)), MODEL, tool_check=False).tool_choice_held is None
     finally:
         httpd.shutdown()
-    assert str(refused.value) == (f"{url} refused a named tool_choice (HTTP 400: {said}); restart it with "
-                                  f"--enable-auto-tool-choice --tool-call-parser <your model's>; or pass "
-                                  f"--no-tool-check if the dataset has no tool calls")
+    assert str(refused.value) == (
+        f"{url} refused a named tool_choice (HTTP 400: {said}); restart it with "
+        f"--enable-auto-tool-choice --tool-call-parser <your model's>; or pass "
+        f"--no-tool-check if the dataset has no tool calls"
+    )
 
 
 def test_bakeoff_against_sglang_without_metrics_runs_on_and_says_what_is_missing(dataset, tmp_path):
@@ -252,7 +284,8 @@ def test_bakeoff_against_sglang_without_metrics_runs_on_and_says_what_is_missing
     assert warnings == [
         f"fastgen: warning: {server.url} serves no /metrics (HTTP 404): the runs go on without KV usage, the "
         f"engine's counters, a restart check or a wait until idle before each reset (resets rely on the engine's own "
-        f"wait); restart it with --enable-metrics to have them"]
+        f"wait); restart it with --enable-metrics to have them"
+    ]
     record = run_record(tmp_path, QUICK)
     assert record["status"] == "completed" and record["reset"]["verified"] is True
     assert (record["metrics_samples"], record["metrics_errors"]) == (0, 0)
@@ -266,13 +299,31 @@ def test_bakeoff_unreachable_url_is_one_line(dataset, tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
     result = bakeoff(dataset, tmp_path, url)
     assert result.returncode == 1
-    assert result.stderr.strip() == f"fastgen: error: cannot reach {url}: Connection refused; start the server, or fix --url"
+    assert (
+        result.stderr.strip()
+        == f"fastgen: error: cannot reach {url}: Connection refused; start the server, or fix --url"
+    )
 
 
 def test_bakeoff_ctrl_c_keeps_finished_runs_and_leaves_no_partial_run(dataset, tmp_path):
     with engine(dataset, tmp_path) as server:
-        command = [sys.executable, "-m", "fastgen", "bakeoff", "--url", server.url, "--label", "x", "--config-dir",
-                   str(dataset / "configs"), "--out", str(tmp_path / "reports"), "--configs", QUICK, "scenario1/c10"]
+        command = [
+            sys.executable,
+            "-m",
+            "fastgen",
+            "bakeoff",
+            "--url",
+            server.url,
+            "--label",
+            "x",
+            "--config-dir",
+            str(dataset / "configs"),
+            "--out",
+            str(tmp_path / "reports"),
+            "--configs",
+            QUICK,
+            "scenario1/c10",
+        ]
         proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         partial = tmp_path / "reports" / "x" / "scenario2" / "c10_sync" / "repeat-1.partial"  # after scenario1/c10
         deadline = time.monotonic() + 120
@@ -284,7 +335,8 @@ def test_bakeoff_ctrl_c_keeps_finished_runs_and_leaves_no_partial_run(dataset, t
     assert proc.returncode == 130, stderr
     assert stderr.strip().splitlines()[-1] == (
         f"fastgen: interrupted; 1 finished run kept in {tmp_path / 'reports' / 'x'}, the unfinished one removed; run "
-        f"the same command again to go on")
+        f"the same command again to go on"
+    )
     assert run_record(tmp_path, "scenario1/c10")["status"] == "completed"
     assert not partial.exists() and not (tmp_path / "reports" / "x" / "scenario2" / "c10_sync" / "repeat-1").exists()
 
@@ -346,8 +398,9 @@ def test_parse_metrics_keeps_the_engines_counters_and_gauges_summed_over_labels(
     assert sample["vllm:prefix_cache_queries_total"] == 80 and sample["vllm:prefix_cache_hits_total"] == 32
     assert sample["vllm:num_requests_running"] == 2 and sample["vllm:kv_cache_usage_perc"] == pytest.approx(0.032)
     assert not any(name.endswith("_created") for name in sample)
-    assert not any(name.startswith("python_") for name in parse_metrics("python_gc_objects_collected_total 3\n",
-                                                                          "vllm:"))
+    assert not any(
+        name.startswith("python_") for name in parse_metrics("python_gc_objects_collected_total 3\n", "vllm:")
+    )
 
 
 def test_select_configs_orders_by_scenario_and_load_and_takes_patterns(dataset):
@@ -355,9 +408,17 @@ def test_select_configs_orders_by_scenario_and_load_and_takes_patterns(dataset):
     assert names[:5] == ["scenario1/c1", "scenario1/c10", "scenario1/c25", "scenario1/c50", "scenario1/c100"]
     assert len(names) == 17
     picked = [c.name for c in select_configs(dataset / "configs", ["scenario3/*_noisy", "scenario2"])]
-    assert picked == ["scenario2/c10_stagger", "scenario2/c10_sync", "scenario2/c25_stagger", "scenario2/c25_sync",
-                      "scenario2/c50_stagger", "scenario2/c50_sync", "scenario3/c100_noisy", "scenario3/c250_noisy",
-                      "scenario3/c500_noisy"]
+    assert picked == [
+        "scenario2/c10_stagger",
+        "scenario2/c10_sync",
+        "scenario2/c25_stagger",
+        "scenario2/c25_sync",
+        "scenario2/c50_stagger",
+        "scenario2/c50_sync",
+        "scenario3/c100_noisy",
+        "scenario3/c250_noisy",
+        "scenario3/c500_noisy",
+    ]
     with pytest.raises(OutputError, match="no config in .* matches 'scenario4'"):
         select_configs(dataset / "configs", ["scenario4"])
 
@@ -366,8 +427,14 @@ def test_run_config_loads_with_inference_perf_pointed_at_the_run(dataset, tmp_pa
     from inference_perf.config import read_config
 
     config = dataset / "configs" / "scenario1" / "c10.yml"
-    text = run_config_text(config.read_text(), config_dir=config.parent, url="http://h:1", engine="sglang",
-                           report_dir=tmp_path / "run", outputs="recorded")
+    text = run_config_text(
+        config.read_text(),
+        config_dir=config.parent,
+        url="http://h:1",
+        engine="sglang",
+        report_dir=tmp_path / "run",
+        outputs="recorded",
+    )
     path = tmp_path / "run.yml"
     path.write_text(text)
     loaded = read_config(str(path))
@@ -382,8 +449,14 @@ def test_run_config_loads_with_inference_perf_pointed_at_the_run(dataset, tmp_pa
 
 
 def test_segments_split_the_engine_log_at_successful_resets():
-    log = [{"t": 1, "body": {}}, {"event": "reset", "done": True}, {"t": 2}, {"event": "reset", "done": False},
-           {"t": 3}, {"event": "reset", "done": True}]
+    log = [
+        {"t": 1, "body": {}},
+        {"event": "reset", "done": True},
+        {"t": 2},
+        {"event": "reset", "done": False},
+        {"t": 3},
+        {"event": "reset", "done": True},
+    ]
     assert segments(log) == [[{"t": 1, "body": {}}], [{"t": 2}, {"t": 3}], []]
 
 
@@ -401,9 +474,24 @@ def test_bakeoff_readme_command_from_the_dataset_folder_completes(readme_dataset
     # the bug: --out reports (relative) handed to inference-perf, which runs from the config's folder
     folder = shutil.copytree(readme_dataset, tmp_path / "data")
     with engine(readme_dataset, tmp_path) as server:
-        result = subprocess.run([sys.executable, "-m", "fastgen", "bakeoff", "--url", server.url, "--label", "vllm",
-                                 "--configs", "scenario2/c10_sync"], capture_output=True, text=True, timeout=600,
-                                cwd=folder)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fastgen",
+                "bakeoff",
+                "--url",
+                server.url,
+                "--label",
+                "vllm",
+                "--configs",
+                "scenario2/c10_sync",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=folder,
+        )
     assert result.returncode == 0, result.stdout + result.stderr
     run = folder / "reports" / "vllm" / "scenario2" / "c10_sync" / "repeat-1"
     record = json.loads((run / "run.json").read_text())
@@ -428,14 +516,29 @@ def test_bakeoff_resume_runs_again_when_the_dataset_changed(readme_dataset, tmp_
 
 def test_identity_change_names_what_makes_a_run_not_the_same(dataset, tmp_path):
     config = dataset / "configs" / "scenario2" / "c10_sync.yml"
-    server = {"url": "http://a:1", "engine": "vllm", "version": "1", "model": MODEL, "kv_capacity_tokens": 1600,
-              "block_size": 16, "gpus": None, "process_start": 1.0}
+    server = {
+        "url": "http://a:1",
+        "engine": "vllm",
+        "version": "1",
+        "model": MODEL,
+        "kv_capacity_tokens": 1600,
+        "block_size": 16,
+        "gpus": None,
+        "process_start": 1.0,
+    }
 
     def identity(path: Path = config, outputs=None, reset=True, tool_choice=None, **changes) -> dict:
         import yaml
 
-        text = run_config_text(path.read_text(), config_dir=config.parent, url="http://a:1", engine="vllm",
-                               report_dir=tmp_path / "run", outputs=outputs, tool_choice=tool_choice)
+        text = run_config_text(
+            path.read_text(),
+            config_dir=config.parent,
+            url="http://a:1",
+            engine="vllm",
+            report_dir=tmp_path / "run",
+            outputs=outputs,
+            tool_choice=tool_choice,
+        )
         return run_identity({**server, **changes}, config_path=path, run_config=yaml.safe_load(text), reset=reset)
 
     edited = tmp_path / "c10_sync.yml"
@@ -485,8 +588,10 @@ def test_bakeoff_reset_that_keeps_the_cache_stops_with_one_line(dataset, tmp_pat
         chats = [e for e in server.log() if "event" not in e]
     assert result.returncode == 1
     error = result.stderr.strip().splitlines()[-1]
-    assert error.startswith(f"fastgen: error: POST /reset_prefix_cache at {server.url} answered but did not empty "
-                            f"the prefix cache: a probe prompt of ")
+    assert error.startswith(
+        f"fastgen: error: POST /reset_prefix_cache at {server.url} answered but did not empty "
+        f"the prefix cache: a probe prompt of "
+    )
     assert "KV connector" in error and "--no-reset" in error
     # the check before the first config (three), the reset's probes (three): nothing replayed on a warm cache
     assert len(chats) == 6 and all(is_probe(e) for e in chats)
@@ -497,8 +602,14 @@ def test_bakeoff_refuses_a_label_whose_runs_came_from_another_server_unless_reru
     other = "http://127.0.0.1:9"
     old = tmp_path / "reports" / "x" / "scenario1" / "c1" / "repeat-1"
     old.mkdir(parents=True)
-    write_run(old, {"config": "scenario1/c1", "status": "completed", "identity": {"server": {
-        "url": other, "engine": "vllm", "model": MODEL}}})
+    write_run(
+        old,
+        {
+            "config": "scenario1/c1",
+            "status": "completed",
+            "identity": {"server": {"url": other, "engine": "vllm", "model": MODEL}},
+        },
+    )
     with engine(dataset, tmp_path) as server:
         refused = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
         assert refused.returncode == 1
@@ -512,8 +623,21 @@ def test_bakeoff_refuses_a_label_whose_runs_came_from_another_server_unless_reru
 
 def test_bakeoff_repeats_each_config_after_a_verified_reset_with_the_asked_modes(dataset, tmp_path):
     with engine(dataset, tmp_path, "sglang") as server:
-        result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK, "--repeat", "2", "--gpus", "8",
-                         "--outputs", "recorded", "--tool-call-max-tokens", "recorded")
+        result = bakeoff(
+            dataset,
+            tmp_path,
+            server.url,
+            "--configs",
+            QUICK,
+            "--repeat",
+            "2",
+            "--gpus",
+            "8",
+            "--outputs",
+            "recorded",
+            "--tool-call-max-tokens",
+            "recorded",
+        )
         log = server.log()
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 configs x 2 repeats: 2 completed" in result.stdout
@@ -535,8 +659,11 @@ def test_bakeoff_repeats_each_config_after_a_verified_reset_with_the_asked_modes
         identity = record["identity"]
         assert (identity["outputs"], identity["tool_call_max_tokens"]) == ("recorded", "recorded")
         assert identity["server"]["gpus"] == 8 and identity["server"]["engine"] == "sglang"
-        assert {k: identity["server"][k] for k in ("tool_choice_held", "cached_tokens_reported", "metrics_served")} \
-            == {"tool_choice_held": True, "cached_tokens_reported": True, "metrics_served": True}
+        assert {k: identity["server"][k] for k in ("tool_choice_held", "cached_tokens_reported", "metrics_served")} == {
+            "tool_choice_held": True,
+            "cached_tokens_reported": True,
+            "metrics_served": True,
+        }
         run_config = (tmp_path / "reports" / "x" / QUICK / f"repeat-{repeat}" / "run-config.yml").read_text()
         assert "disable_output_substitution: true" in run_config
         assert "override_tool_call_max_tokens: false" in run_config
@@ -550,9 +677,16 @@ def test_server_identity_reads_version_capacity_and_process_start(dataset, flavo
     with ServerThread(dataset / "traces" / "tokenizer", profile=profile) as thread:
         server = probe_server(thread.base_url, MODEL)
         identity = server_identity(server, MODEL, gpus=2)
-    assert identity == {"url": thread.base_url, "engine": flavour, "version": VERSIONS[flavour], "model": MODEL,
-                        "kv_capacity_tokens": 4096, "block_size": 16, "gpus": 2,
-                        "process_start": thread.state.process_start}
+    assert identity == {
+        "url": thread.base_url,
+        "engine": flavour,
+        "version": VERSIONS[flavour],
+        "model": MODEL,
+        "kv_capacity_tokens": 4096,
+        "block_size": 16,
+        "gpus": 2,
+        "process_start": thread.state.process_start,
+    }
 
 
 def test_wait_idle_raises_when_metrics_cannot_be_read():
@@ -585,12 +719,17 @@ def test_failure_reason_is_the_exceptions_last_line_not_the_traceback_header(tmp
         '  File "/venv/bin/inference-perf", line 6, in <module>\n'
         "    sys.exit(main_cli())\n"
         "             ^^^^^^^^^^\n"
-        "FileNotFoundError: [Errno 2] No such file or directory: 'reports/x/c1.partial/run-config.yml'\n")
-    expected = ("FileNotFoundError: [Errno 2] No such file or directory: 'reports/x/c1.partial/run-config.yml' "
-                "(see inference-perf.log)")
+        "FileNotFoundError: [Errno 2] No such file or directory: 'reports/x/c1.partial/run-config.yml'\n"
+    )
+    expected = (
+        "FileNotFoundError: [Errno 2] No such file or directory: 'reports/x/c1.partial/run-config.yml' "
+        "(see inference-perf.log)"
+    )
     assert last_error(log) == expected
     assert judge_run(exit_code=1, counts=None, timeout_s=None, log=log) == (
-        "failed", f"inference-perf exited with 1: {expected}")
+        "failed",
+        f"inference-perf exited with 1: {expected}",
+    )
     log.write_text("x - ERROR - first\nx - ERROR - the last error\nshutting down\n")
     assert last_error(log) == "the last error (see inference-perf.log)"
 

@@ -23,13 +23,28 @@ CONVERSATION = [
     {"role": "assistant", "content": "The function returns 1; the test expects 2.\n"},
     {"role": "user", "content": "Then change it.\n"},
 ]
-TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.", "parameters": {
-    "type": "object", "properties": {"path": {"type": "string", "description": "The path."}}, "required": ["path"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string", "description": "The path."}},
+                "required": ["path"],
+            },
+        },
+    }
+]
 
 
 def _folders(tmp_path: Path) -> dict[str, Path]:
-    folders = {"builtin": BUILTIN_DIR, "llama3-style": with_template(tmp_path / "llama3", LLAMA3_STYLE),
-               "mistral-style": with_template(tmp_path / "mistral", MISTRAL_STYLE)}
+    folders = {
+        "builtin": BUILTIN_DIR,
+        "llama3-style": with_template(tmp_path / "llama3", LLAMA3_STYLE),
+        "mistral-style": with_template(tmp_path / "mistral", MISTRAL_STYLE),
+    }
     if qwen3_tokenizer() is not None:
         folders["qwen3"] = qwen3_tokenizer()
     return folders
@@ -45,33 +60,47 @@ def test_rendering_equals_transformers_on_every_template(tmp_path, tools):
     for name, folder in folders.items():
         hf = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
         ours = ChatTemplate(load_tokenizer(str(folder)).folder_files).render(CONVERSATION, tools)
-        theirs = hf.apply_chat_template(_arguments_as_objects(CONVERSATION), tools=tools, add_generation_prompt=True,
-                                        tokenize=False)
+        theirs = hf.apply_chat_template(
+            _arguments_as_objects(CONVERSATION), tools=tools, add_generation_prompt=True, tokenize=False
+        )
         assert ours == fixed_date(theirs), name  # transformers prints today's date; fastgen a fixed one
 
 
 def test_tool_call_arguments_reach_the_template_as_objects_and_every_message_has_content():
-    seen = server_messages([{"role": "assistant", "tool_calls": [CALL]},
-                            {"role": "assistant", "tool_calls": [{**CALL, "function": {"name": "f",
-                                                                                       "arguments": "not json"}}]},
-                            {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "a"},
-                                                                                    {"type": "text", "text": "b"}]}])
-    assert seen[0] == {"role": "assistant", "content": "", "tool_calls": [
-        {**CALL, "function": {"name": "read_file", "arguments": {"path": "src/app.py"}}}]}
+    seen = server_messages(
+        [
+            {"role": "assistant", "tool_calls": [CALL]},
+            {"role": "assistant", "tool_calls": [{**CALL, "function": {"name": "f", "arguments": "not json"}}]},
+            {
+                "role": "tool",
+                "tool_call_id": "call_1",
+                "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+            },
+        ]
+    )
+    assert seen[0] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{**CALL, "function": {"name": "read_file", "arguments": {"path": "src/app.py"}}}],
+    }
     assert seen[1]["tool_calls"][0]["function"]["arguments"] == {}
     assert seen[2] == {"role": "tool", "content": "a\nb", "tool_call_id": "call_1"}
 
 
 def test_a_named_template_list_gives_tool_use_to_requests_with_tools():
-    files = {"tokenizer_config.json": json.dumps({"chat_template": [
-        {"name": "default", "template": "plain"}, {"name": "tool_use", "template": "tools"}]}).encode()}
+    files = {
+        "tokenizer_config.json": json.dumps(
+            {"chat_template": [{"name": "default", "template": "plain"}, {"name": "tool_use", "template": "tools"}]}
+        ).encode()
+    }
     assert template_source(files, with_tools=False) == "plain"
     assert template_source(files, with_tools=True) == "tools"
     assert ChatTemplate.of({"tokenizer_config.json": b"{}"}) is None
 
 
-@pytest.mark.parametrize("names, renders", [(("default", "tool_use"), True), (("default",), True),
-                                             (("tool_use",), False)])
+@pytest.mark.parametrize(
+    "names, renders", [(("default", "tool_use"), True), (("default",), True), (("tool_use",), False)]
+)
 def test_a_tokenizer_has_a_chat_template_when_every_request_gets_one(tmp_path, names, renders):
     folder = with_template(tmp_path / "named", "x")
     config = json.loads((folder / "tokenizer_config.json").read_text())
@@ -86,12 +115,15 @@ def test_strftime_now_is_a_fixed_day_so_the_bytes_do_not_depend_on_the_date(tmp_
     assert ChatTemplate(load_tokenizer(str(folder)).folder_files).render([]) == "2026-06-15"
 
 
-@pytest.mark.parametrize("name, content, says", [
-    ("missing.jinja", None, "does not exist"),
-    ("broken.jinja", "{% for m in messages %}{{ m.content }", "is not valid Jinja (line 1"),
-    ("latin1.jinja", b"{{ '\xe9' }}", "is not UTF-8 text"),
-    ("empty.jinja", "  \n", "is empty"),
-])
+@pytest.mark.parametrize(
+    "name, content, says",
+    [
+        ("missing.jinja", None, "does not exist"),
+        ("broken.jinja", "{% for m in messages %}{{ m.content }", "is not valid Jinja (line 1"),
+        ("latin1.jinja", b"{{ '\xe9' }}", "is not UTF-8 text"),
+        ("empty.jinja", "  \n", "is empty"),
+    ],
+)
 def test_read_template_file_bad_file_is_one_line_naming_it_and_the_fix(tmp_path, name, content, says):
     from fastgen.chat_template import read_template_file
     from fastgen.errors import TokenizerError

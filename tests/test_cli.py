@@ -20,8 +20,14 @@ from fastgen.tokenizer import BUILTIN_DIR
 
 def _fastgen_env(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     # conftest's run_fastgen inherits the environment; the default-tokenizer case needs its own HF cache.
-    return subprocess.run([sys.executable, "-m", "fastgen", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, **env}, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "fastgen", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **env},
+        timeout=600,
+    )
 
 
 def _paths(tmp_path: Path) -> list[str]:
@@ -41,14 +47,17 @@ def _assert_nothing_written(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if ".fastgen-" in p.name]
 
 
-@pytest.mark.parametrize("option, value", [
-    ("--seed", "-1"),
-    ("--seed", "abc"),
-    ("--workers", "0"),
-    ("--scale", "0"),
-    ("--budget-scale", "-1"),
-    ("--max-model-len", "10"),
-])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("--seed", "-1"),
+        ("--seed", "abc"),
+        ("--workers", "0"),
+        ("--scale", "0"),
+        ("--budget-scale", "-1"),
+        ("--max-model-len", "10"),
+    ],
+)
 def test_cli_bad_number_exits_2_with_one_line_naming_the_option(tmp_path, option, value):
     result = run_fastgen(*SMALL, option, value, *_paths(tmp_path))
 
@@ -97,8 +106,9 @@ def test_cli_default_tokenizer_not_in_cache_exits_1_pointing_at_builtin(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty-hub"]
 
 
-@pytest.mark.parametrize("content", [b"{ this is not json", json.dumps({"model": {"type": "BPE"}}).encode()],
-                         ids=["not_json", "no_vocab"])
+@pytest.mark.parametrize(
+    "content", [b"{ this is not json", json.dumps({"model": {"type": "BPE"}}).encode()], ids=["not_json", "no_vocab"]
+)
 def test_cli_broken_tokenizer_json_exits_1_with_one_line(tmp_path, content):
     broken = tmp_path / "tokenizer.json"
     broken.write_bytes(content)
@@ -185,8 +195,9 @@ def test_cli_start_up_line_names_the_model_and_warns_of_a_tokenizer_with_the_def
 
     default_model = run_fastgen(*args, "--tokenizer", str(folder), "--workers", "1", *_paths(tmp_path))
     # a model of no known family: a Qwen/ one would be told that the built-in tokenizer does not count as its server
-    own_model = run_fastgen(*args, "--tokenizer", str(folder), "--model", "my-org/my-model", "--workers", "1",
-                            "--force", *_paths(tmp_path))
+    own_model = run_fastgen(
+        *args, "--tokenizer", str(folder), "--model", "my-org/my-model", "--workers", "1", "--force", *_paths(tmp_path)
+    )
 
     assert default_model.returncode == 0 and own_model.returncode == 0, default_model.stderr + own_model.stderr
     assert "model meta-llama/Llama-3.3-70B-Instruct" in default_model.stderr
@@ -201,25 +212,28 @@ def test_cli_tokenizer_without_chat_template_warns_even_when_quiet(tmp_path):
     shutil.copy(BUILTIN_DIR / "tokenizer.json", folder / "tokenizer.json")
     args = [a for a in SMALL if a not in ("--tokenizer", "builtin")]
 
-    result = run_fastgen(*args, "--tokenizer", str(folder), "--model", "local/plain", "--workers", "1",
-                         *_paths(tmp_path))
+    result = run_fastgen(
+        *args, "--tokenizer", str(folder), "--model", "local/plain", "--workers", "1", *_paths(tmp_path)
+    )
 
     assert result.returncode == 0, result.stderr
     (line,) = result.stderr.splitlines()
     assert line.startswith("fastgen: warning: ") and "no chat template" in line
 
 
-@pytest.mark.parametrize("name, says", [
-    ("./qwen", "tokenizer path ./qwen does not exist"),
-    ("Qwen/Qwen3-32B", "hub id 'Qwen/Qwen3-32B' is not in the local Hugging Face cache"),
-])
+@pytest.mark.parametrize(
+    "name, says",
+    [
+        ("./qwen", "tokenizer path ./qwen does not exist"),
+        ("Qwen/Qwen3-32B", "hub id 'Qwen/Qwen3-32B' is not in the local Hugging Face cache"),
+    ],
+)
 def test_cli_missing_tokenizer_tells_a_mistyped_path_from_an_uncached_hub_id(tmp_path, name, says):
     hub = tmp_path / "empty-hub"
     hub.mkdir()
     args = [a for a in SMALL if a not in ("--tokenizer", "builtin")]
 
-    result = _fastgen_env(*args, "--tokenizer", name, *_paths(tmp_path), env={"HF_HUB_CACHE": str(hub)},
-                          cwd=tmp_path)
+    result = _fastgen_env(*args, "--tokenizer", name, *_paths(tmp_path), env={"HF_HUB_CACHE": str(hub)}, cwd=tmp_path)
 
     assert result.returncode == 1
     line = _one_error_line(result)
@@ -235,13 +249,16 @@ def _metrics(config_dir: Path) -> dict:
 
 def test_cli_metrics_are_default_unless_a_prometheus_url_is_given(tmp_path):
     plain = run_fastgen(*SMALL, "--workers", "1", *_paths(tmp_path / "a"))
-    with_prometheus = run_fastgen(*SMALL, "--workers", "1", "--prometheus-url", "http://prom:9090",
-                                  *_paths(tmp_path / "b"))
+    with_prometheus = run_fastgen(
+        *SMALL, "--workers", "1", "--prometheus-url", "http://prom:9090", *_paths(tmp_path / "b")
+    )
 
     assert plain.returncode == 0 and with_prometheus.returncode == 0, plain.stderr + with_prometheus.stderr
     assert _metrics(tmp_path / "a" / "configs") == {"type": "default"}
-    assert _metrics(tmp_path / "b" / "configs") == {"type": "prometheus",
-                                                    "prometheus": {"url": "http://prom:9090", "scrape_interval": 15}}
+    assert _metrics(tmp_path / "b" / "configs") == {
+        "type": "prometheus",
+        "prometheus": {"url": "http://prom:9090", "scrape_interval": 15},
+    }
 
 
 def test_cli_start_up_line_says_which_metrics_the_configs_collect(tmp_path):
@@ -288,8 +305,10 @@ def _help_entries(text: str) -> list[str]:
     return entries
 
 
-@pytest.mark.parametrize("command", [[], ["workload"], ["validate"], ["verify"], ["unpack"], ["bakeoff"],
-                                     ["compare"], ["analyze"], ["export"]])
+@pytest.mark.parametrize(
+    "command",
+    [[], ["workload"], ["validate"], ["verify"], ["unpack"], ["bakeoff"], ["compare"], ["analyze"], ["export"]],
+)
 def test_cli_help_states_each_default_once_and_never_none(command):
     result = run_fastgen(*command, "--help")
 
@@ -307,8 +326,9 @@ def _without(modules: str, tmp_path: Path, *args: str) -> subprocess.CompletedPr
     sys.modules, in the command and in every process it spawns."""
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(f"import sys\nfor name in {modules.split(',')!r}:\n"
-                                           f"    sys.modules[name] = None\n")
+    (site / "sitecustomize.py").write_text(
+        f"import sys\nfor name in {modules.split(',')!r}:\n    sys.modules[name] = None\n"
+    )
     path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
     return _fastgen_env(*args, env={"PYTHONPATH": path}, cwd=tmp_path)
 
@@ -316,22 +336,62 @@ def _without(modules: str, tmp_path: Path, *args: str) -> subprocess.CompletedPr
 _VALIDATE = "extra: pip install 'fastgen[validate]' (Python 3.12)"
 
 
-@pytest.mark.parametrize("hidden, args, says", [
-    ("inference_perf", ["validate", "{traces}"], f"fastgen validate needs the validate {_VALIDATE}"),
-    ("inference_perf", ["validate", "--trace", "{traces}/scenario1/session_0000.json"],
-     f"fastgen validate needs the validate {_VALIDATE}"),
-    ("inference_perf", ["analyze", "{traces}", "--workers", "1"], f"fastgen analyze needs the validate {_VALIDATE}"),
-    ("inference_perf", ["export", "mooncake", "{traces}/scenario1", "--out", "{tmp}/out.jsonl"],
-     f"fastgen export needs the validate {_VALIDATE}"),
-    ("inference_perf", ["bakeoff", "--url", "http://127.0.0.1:9", "--label", "x", "--config-dir", "{configs}",
-                        "--out", "{tmp}/reports"],
-     "fastgen bakeoff needs the bakeoff extra: pip install 'fastgen[bakeoff]' (Python 3.12)"),
-    ("prometheus_client", ["bakeoff", "--url", "http://127.0.0.1:9", "--label", "x", "--config-dir", "{configs}",
-                           "--out", "{tmp}/reports"],
-     "fastgen bakeoff needs the bakeoff extra: pip install 'fastgen[bakeoff]' (Python 3.12)"),
-    ("matplotlib", ["analyze", "{traces}", "--workers", "1", "--plots", "{tmp}/plots"],
-     "fastgen analyze --plots needs the plots extra: pip install 'fastgen[plots]'"),
-])
+@pytest.mark.parametrize(
+    "hidden, args, says",
+    [
+        ("inference_perf", ["validate", "{traces}"], f"fastgen validate needs the validate {_VALIDATE}"),
+        (
+            "inference_perf",
+            ["validate", "--trace", "{traces}/scenario1/session_0000.json"],
+            f"fastgen validate needs the validate {_VALIDATE}",
+        ),
+        (
+            "inference_perf",
+            ["analyze", "{traces}", "--workers", "1"],
+            f"fastgen analyze needs the validate {_VALIDATE}",
+        ),
+        (
+            "inference_perf",
+            ["export", "mooncake", "{traces}/scenario1", "--out", "{tmp}/out.jsonl"],
+            f"fastgen export needs the validate {_VALIDATE}",
+        ),
+        (
+            "inference_perf",
+            [
+                "bakeoff",
+                "--url",
+                "http://127.0.0.1:9",
+                "--label",
+                "x",
+                "--config-dir",
+                "{configs}",
+                "--out",
+                "{tmp}/reports",
+            ],
+            "fastgen bakeoff needs the bakeoff extra: pip install 'fastgen[bakeoff]' (Python 3.12)",
+        ),
+        (
+            "prometheus_client",
+            [
+                "bakeoff",
+                "--url",
+                "http://127.0.0.1:9",
+                "--label",
+                "x",
+                "--config-dir",
+                "{configs}",
+                "--out",
+                "{tmp}/reports",
+            ],
+            "fastgen bakeoff needs the bakeoff extra: pip install 'fastgen[bakeoff]' (Python 3.12)",
+        ),
+        (
+            "matplotlib",
+            ["analyze", "{traces}", "--workers", "1", "--plots", "{tmp}/plots"],
+            "fastgen analyze --plots needs the plots extra: pip install 'fastgen[plots]'",
+        ),
+    ],
+)
 def test_cli_missing_extra_is_named_before_any_file_is_read(small_dataset, tmp_path, hidden, args, says):
     paths = {"traces": small_dataset / "traces", "configs": small_dataset / "configs", "tmp": tmp_path}
     result = _without(hidden, tmp_path, *[a.format(**paths) for a in args])
@@ -341,12 +401,15 @@ def test_cli_missing_extra_is_named_before_any_file_is_read(small_dataset, tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]  # no report, plot, export or run folder
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--worker", "2"], "unrecognized arguments: --worker"),
-    (["--base-url", "notaurl"], "--base-url must be an http(s) URL"),
-    (["--prometheus-url", "localhost:9090"], "--prometheus-url must be an http(s) URL"),
-    (["--level", "19"], "--level needs --compress zstd"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--worker", "2"], "unrecognized arguments: --worker"),
+        (["--base-url", "notaurl"], "--base-url must be an http(s) URL"),
+        (["--prometheus-url", "localhost:9090"], "--prometheus-url must be an http(s) URL"),
+        (["--level", "19"], "--level needs --compress zstd"),
+    ],
+)
 def test_cli_abbreviations_bad_urls_and_a_lone_level_exit_2(tmp_path, args, says):
     result = run_fastgen(*SMALL, *args, *_paths(tmp_path))
 
@@ -381,22 +444,35 @@ def test_compare_refuses_a_report_it_did_not_write_in_one_line_and_force_keeps_i
         folder = tmp_path / side / "scenario1" / "c2" / "repeat-1"
         folder.mkdir(parents=True)
         usage = {"prompt_tokens": 1000, "prompt_tokens_details": {"cached_tokens": cached}}
-        (folder / "per_request_lifecycle_metrics.json").write_text(json.dumps([
-            {"start_time": float(i), "end_time": i + 0.5, "error": None,
-             "info": {"labels": {"session": f"s{i}", "turn": "1", "turn_kind": "text"},
-                      "response_metrics": {"server_usage": usage}},
-             "computed_metrics": {"time_to_first_token": 0.1, "request_latency": 0.5, "output_tokens": 10}}
-            for i in range(3)]))
+        (folder / "per_request_lifecycle_metrics.json").write_text(
+            json.dumps(
+                [
+                    {
+                        "start_time": float(i),
+                        "end_time": i + 0.5,
+                        "error": None,
+                        "info": {
+                            "labels": {"session": f"s{i}", "turn": "1", "turn_kind": "text"},
+                            "response_metrics": {"server_usage": usage},
+                        },
+                        "computed_metrics": {"time_to_first_token": 0.1, "request_latency": 0.5, "output_tokens": 10},
+                    }
+                    for i in range(3)
+                ]
+            )
+        )
     out = tmp_path / "report"
     out.mkdir()
     (out / "report.md").write_text("my edits\n")
     refused = run_fastgen("compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out), "--no-plots")
     assert refused.returncode == 1 and _one_error_line(refused) == (
         f"fastgen: error: {out / 'report.md'} was not written by fastgen compare (or was edited since); move it "
-        f"away, choose another --out, or pass --force to keep it as report.md.edited and write the new one")
+        f"away, choose another --out, or pass --force to keep it as report.md.edited and write the new one"
+    )
     assert (out / "report.md").read_text() == "my edits\n" and not (out / "report.json").exists()
-    forced = run_fastgen("compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out), "--no-plots",
-                         "--force")
+    forced = run_fastgen(
+        "compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out), "--no-plots", "--force"
+    )
     assert forced.returncode == 0, forced.stderr
     assert (out / "report.md.edited").read_text() == "my edits\n"
     assert "# Bakeoff report" in (out / "report.md").read_text()
@@ -413,8 +489,11 @@ def _warnings(stderr: str) -> list[str]:
 
 
 def _input_tokens(traces: Path) -> list[int]:
-    return [span["attributes"]["gen_ai.usage.input_tokens"] for path in trace_files(traces)
-            for span in json.loads(path.read_bytes())["spans"]]
+    return [
+        span["attributes"]["gen_ai.usage.input_tokens"]
+        for path in trace_files(traces)
+        for span in json.loads(path.read_bytes())["spans"]
+    ]
 
 
 def test_cli_tokenizer_without_template_says_content_counts_margin_and_what_it_lacks(tmp_path):
@@ -423,20 +502,26 @@ def test_cli_tokenizer_without_template_says_content_counts_margin_and_what_it_l
     folder = without_template(tmp_path / "my-qwen")
     args = [a for a in SMALL if a not in ("--tokenizer", "builtin", "--quiet")]
 
-    result = run_fastgen(*args, "--tokenizer", str(folder), "--model", "Qwen/Qwen3-32B", "--workers", "1",
-                         *_paths(tmp_path))
+    result = run_fastgen(
+        *args, "--tokenizer", str(folder), "--model", "Qwen/Qwen3-32B", "--workers", "1", *_paths(tmp_path)
+    )
 
     assert result.returncode == 0, result.stderr
     assert _start_up_line(result.stderr).endswith(
         f"; content tokens only: {folder} has no chat template (pass --chat-template FILE); the window check assumes "
-        f"the template adds 512 tokens + 8 per message")
+        f"the template adds 512 tokens + 8 per message"
+    )
     no_template, mismatch, lacking = _warnings(result.stderr)
     assert "no chat template" in no_template and "--chat-template FILE" in no_template
-    assert mismatch.endswith("counts will not match Qwen/Qwen3-32B's server (tokenizer "
-                             f"{folder} has 32,768 tokens before its added ones, Qwen models 151,643): pass "
-                             "--tokenizer <folder of Qwen/Qwen3-32B>")
-    assert ("lacks the special tokens <|im_start|>, <|im_end|> (Qwen's chat template renders them); <tool_call>, "
-            "</tool_call> (vllm's tool-call parser hermes finds tool calls by them)") in lacking
+    assert mismatch.endswith(
+        "counts will not match Qwen/Qwen3-32B's server (tokenizer "
+        f"{folder} has 32,768 tokens before its added ones, Qwen models 151,643): pass "
+        "--tokenizer <folder of Qwen/Qwen3-32B>"
+    )
+    assert (
+        "lacks the special tokens <|im_start|>, <|im_end|> (Qwen's chat template renders them); <tool_call>, "
+        "</tool_call> (vllm's tool-call parser hermes finds tool calls by them)"
+    ) in lacking
 
 
 def test_cli_chat_template_counts_prompts_with_it_and_records_and_ships_it(tmp_path):
@@ -454,7 +539,8 @@ def test_cli_chat_template_counts_prompts_with_it_and_records_and_ships_it(tmp_p
     assert content.returncode == 0 and templated.returncode == 0, content.stderr + templated.stderr
     sha = hashlib.sha256(template.read_bytes()).hexdigest()
     assert _start_up_line(templated.stderr).endswith(
-        f"; prompts counted as --chat-template chatml.jinja (sha256 {sha[:12]}) renders them")
+        f"; prompts counted as --chat-template chatml.jinja (sha256 {sha[:12]}) renders them"
+    )
     assert "no chat template" not in templated.stderr
     (lacking,) = _warnings(templated.stderr)
     assert "<|im_start|>, <|im_end|> (its chat template renders them)" in lacking
@@ -464,14 +550,18 @@ def test_cli_chat_template_counts_prompts_with_it_and_records_and_ships_it(tmp_p
     assert manifest["tokenizer"]["count"] == "template" and manifest["arguments"]["chat_template"] == str(template)
     assert (traces / "tokenizer" / "chat_template.jinja").read_bytes() == template.read_bytes()
     # the prompts as the template renders them: every span counts more than its content alone
-    assert all(t > c for t, c in zip(_input_tokens(traces), _input_tokens(tmp_path / "content" / "traces"),
-                                     strict=True))
+    assert all(
+        t > c for t, c in zip(_input_tokens(traces), _input_tokens(tmp_path / "content" / "traces"), strict=True)
+    )
 
 
-@pytest.mark.parametrize("name, content, says", [
-    ("missing.jinja", None, "does not exist"),
-    ("broken.jinja", "{% if tools %}<|im_start|>", "is not valid Jinja (line 1"),
-])
+@pytest.mark.parametrize(
+    "name, content, says",
+    [
+        ("missing.jinja", None, "does not exist"),
+        ("broken.jinja", "{% if tools %}<|im_start|>", "is not valid Jinja (line 1"),
+    ],
+)
 def test_cli_bad_chat_template_file_is_one_line_naming_it(tmp_path, name, content, says):
     path = tmp_path / name
     if content is not None:

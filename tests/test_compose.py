@@ -30,8 +30,13 @@ def test_pool_units_obey_the_boundary_rule(composer, kind):
 
 def test_join_of_units_counts_as_the_sum_of_parts(composer, builtin):
     rng = np.random.default_rng(5)
-    parts = [composer.line("### src/app/models.py\n"), composer.fill("code", 300, rng),
-             composer.line("```text\n"), composer.fill("tree", 120, rng), composer.fill("prose", 77, rng)]
+    parts = [
+        composer.line("### src/app/models.py\n"),
+        composer.fill("code", 300, rng),
+        composer.line("```text\n"),
+        composer.fill("tree", 120, rng),
+        composer.fill("prose", 77, rng),
+    ]
     joined = composer.join(parts)
     assert joined.tokens == sum(p.tokens for p in parts) == builtin.count(joined.text)
 
@@ -64,6 +69,7 @@ def test_composed_text_is_not_word_salad(composer):
 
 def test_an_opened_block_is_exactly_its_budget_and_drops_an_opening_too_long_for_it(composer, builtin):
     from fastgen.content.budget import opened_block
+
     opening = "The stale cursor comes from `load_cart` in `src/shop/cart.py`, which reads before the writer.\n\n"
     rng = np.random.default_rng(5)
     for budget in (5, 30, 400):

@@ -17,7 +17,9 @@ from conftest import load_spans, trace_files
 
 def _message_tokens(tok, message: dict) -> int:
     if "tool_calls" in message:
-        return sum(tok.count(c["function"]["name"]) + tok.count(c["function"]["arguments"]) for c in message["tool_calls"])
+        return sum(
+            tok.count(c["function"]["name"]) + tok.count(c["function"]["arguments"]) for c in message["tool_calls"]
+        )
     return tok.count(message["content"])
 
 
@@ -28,7 +30,9 @@ def _output_tokens(tok, output: list[dict]) -> int:
         if part["type"] == "text":
             total += tok.count(part["content"])
         else:
-            total += tok.count(part["name"]) + tok.count(json.dumps(part["arguments"], separators=(",", ":"), ensure_ascii=False))
+            total += tok.count(part["name"]) + tok.count(
+                json.dumps(part["arguments"], separators=(",", ":"), ensure_ascii=False)
+            )
     return total
 
 
@@ -37,9 +41,13 @@ def test_dataset_has_every_directory_with_the_scaled_session_counts(small_datase
     counts = defaultdict(int)
     for path in trace_files(small_dataset / "traces"):
         counts[path.parent.name] += 1
-    assert dict(counts) == {"scenario1": spec.scenario1.sessions, "scenario2_sync": spec.scenario2.sets,
-                            "scenario2_stagger": spec.scenario2.sets, "scenario3_stable": spec.scenario3.sessions,
-                            "scenario3_noisy": spec.scenario3.sessions}
+    assert dict(counts) == {
+        "scenario1": spec.scenario1.sessions,
+        "scenario2_sync": spec.scenario2.sets,
+        "scenario2_stagger": spec.scenario2.sets,
+        "scenario3_stable": spec.scenario3.sessions,
+        "scenario3_noisy": spec.scenario3.sessions,
+    }
     assert set(counts) == set(directories(spec))
 
 
@@ -58,7 +66,8 @@ def test_every_span_of_every_file_has_the_same_keys_and_json_types(small_dataset
 def content_tokens(tok, attributes: dict) -> int:
     """--count content: the tool catalog's JSON plus every message's content, each tokenized alone."""
     return tok.count(attributes["gen_ai.tool.definitions"]) + sum(
-        _message_tokens(tok, m) for m in json.loads(attributes["gen_ai.input.messages"]))
+        _message_tokens(tok, m) for m in json.loads(attributes["gen_ai.input.messages"])
+    )
 
 
 def test_recorded_token_counts_are_the_servers_rendered_prompt_exactly(small_dataset, builtin, rendered_prompt):
@@ -101,8 +110,11 @@ def test_tool_call_turns_reappear_with_their_ids_and_a_tool_result(small_dataset
 def full_size(builtin):
     """One session index of every scenario at the design's full budgets, counted by content (what budgets are in)."""
     builder = DatasetBuilder(builtin, default_spec(), seed=42, model="m", count="content")
-    return {rel: json.loads(data) for task in (Task(1, 0), Task(2, 0), Task(2, 49), Task(3, 0), Task(3, 7))
-            for rel, data in builder.files_for(task)}
+    return {
+        rel: json.loads(data)
+        for task in (Task(1, 0), Task(2, 0), Task(2, 49), Task(3, 0), Task(3, 7))
+        for rel, data in builder.files_for(task)
+    }
 
 
 def _inputs(doc) -> list[int]:
@@ -116,7 +128,12 @@ def test_full_size_scenario1_budgets(full_size, builtin):
     assert sizes[:3] == [2000, 40000, 15000] and 900 <= sizes[3] <= 1100
     assert builtin.count(doc["spans"][0]["attributes"]["gen_ai.tool.definitions"]) <= 8000
     outputs = [s["attributes"]["gen_ai.usage.output_tokens"] for s in doc["spans"]]
-    assert 800 <= outputs[0] <= 1200 and 500 <= outputs[1] <= 800 and 500 <= outputs[3] <= 1000 and 500 <= outputs[5] <= 1000
+    assert (
+        800 <= outputs[0] <= 1200
+        and 500 <= outputs[1] <= 800
+        and 500 <= outputs[3] <= 1000
+        and 500 <= outputs[5] <= 1000
+    )
     assert _inputs(doc) == sorted(_inputs(doc))
 
 
@@ -137,9 +154,14 @@ def test_full_size_scenario3_layouts_have_the_same_messages_in_another_order(ful
     for a, b in zip(stable["spans"], noisy["spans"]):
         ma, mb = (json.loads(s["attributes"]["gen_ai.input.messages"]) for s in (a, b))
         assert ma != mb and sorted(map(json.dumps, ma)) == sorted(map(json.dumps, mb))
-        assert a["start_time"] == b["start_time"] and a["attributes"]["gen_ai.usage.input_tokens"] == b["attributes"]["gen_ai.usage.input_tokens"]
+        assert (
+            a["start_time"] == b["start_time"]
+            and a["attributes"]["gen_ai.usage.input_tokens"] == b["attributes"]["gen_ai.usage.input_tokens"]
+        )
     head = json.loads(stable["spans"][0]["attributes"]["gen_ai.input.messages"])
-    prefix = builtin.count(stable["spans"][0]["attributes"]["gen_ai.tool.definitions"]) + sum(builtin.count(m["content"]) for m in head[:4])
+    prefix = builtin.count(stable["spans"][0]["attributes"]["gen_ai.tool.definitions"]) + sum(
+        builtin.count(m["content"]) for m in head[:4]
+    )
     assert 89000 <= prefix <= 90000
     assert 4000 <= builtin.count(head[4]["content"]) <= 20000
 
@@ -162,8 +184,12 @@ def test_scenario3_sessions_on_one_module_share_20_to_40_percent_of_their_worksp
 
 
 def _last_inputs(builder, spec) -> list[int]:
-    return [json.loads(dict(builder.files_for(Task(3, i)))[f"scenario3_stable/session_{i:04d}.json"])["spans"][-1]
-            ["attributes"]["gen_ai.usage.input_tokens"] for i in range(spec.scenario3.sessions)]
+    return [
+        json.loads(dict(builder.files_for(Task(3, i)))[f"scenario3_stable/session_{i:04d}.json"])["spans"][-1][
+            "attributes"
+        ]["gen_ai.usage.input_tokens"]
+        for i in range(spec.scenario3.sessions)
+    ]
 
 
 def test_every_request_fits_the_window_with_inference_perfs_max_tokens(builtin):
@@ -214,7 +240,9 @@ def test_same_seed_same_bytes_other_seed_same_structure(builtin):
     c = DatasetBuilder(builtin, spec, seed=43, model="m").files_for(Task(1, 1))
     assert a == b
     assert a[0][1] != c[0][1]
-    assert [len(s["attributes"]) for s in json.loads(a[0][1])["spans"]] == [len(s["attributes"]) for s in json.loads(c[0][1])["spans"]]
+    assert [len(s["attributes"]) for s in json.loads(a[0][1])["spans"]] == [
+        len(s["attributes"]) for s in json.loads(c[0][1])["spans"]
+    ]
 
 
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # the test process's own
@@ -235,5 +263,6 @@ def test_prepare_pieces_are_every_pool_and_catalog_once():
     from fastgen.content.kinds import KINDS
     from fastgen.dataset import pieces
 
-    assert sorted(pieces(default_spec()), key=repr) == sorted([("pool", k) for k in KINDS] + [("catalog", s) for s in (1, 2, 3)],
-                                              key=repr)
+    assert sorted(pieces(default_spec()), key=repr) == sorted(
+        [("pool", k) for k in KINDS] + [("catalog", s) for s in (1, 2, 3)], key=repr
+    )

@@ -6,8 +6,12 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "e2e" / "README.md",
-        ROOT / "native_bench" / "README.md"]
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "e2e" / "README.md",
+    ROOT / "native_bench" / "README.md",
+]
 
 
 def test_no_doc_refers_to_a_folder_outside_the_repository():
@@ -176,8 +180,11 @@ def test_every_engine_command_in_the_docs_parses(monkeypatch, capsys):
 def test_every_make_target_in_the_docs_exists():
     makefile = (ROOT / "Makefile").read_text()
     targets = set(re.findall(r"^([a-z][a-z0-9-]*):", makefile, re.MULTILINE))
-    named = {(where, words[1]) for where, command in _docs_commands() if (words := _words(command))[:1] == ["make"]
-             and len(words) > 1}
+    named = {
+        (where, words[1])
+        for where, command in _docs_commands()
+        if (words := _words(command))[:1] == ["make"] and len(words) > 1
+    }
     for doc in COMMAND_DOCS:  # and `make X` in the prose
         named |= {(doc.name, target) for target in re.findall(r"`make ([a-z][a-z0-9-]*)", doc.read_text())}
     assert sorted((where, target) for where, target in named if target not in targets) == []
@@ -189,7 +196,11 @@ def test_the_reference_names_every_option_of_every_command():
     from fastgen.cli import _COMMANDS
 
     reference = (ROOT / "docs" / "reference.md").read_text()
-    missing = [f"fastgen {name} {option}" for name, (parser, _) in _COMMANDS.items()
-               for action in parser()._actions for option in action.option_strings
-               if option not in ("-h", "--help") and f"`{option}" not in reference and f", {option}" not in reference]
+    missing = [
+        f"fastgen {name} {option}"
+        for name, (parser, _) in _COMMANDS.items()
+        for action in parser()._actions
+        for option in action.option_strings
+        if option not in ("-h", "--help") and f"`{option}" not in reference and f", {option}" not in reference
+    ]
     assert missing == [], "add these options to docs/reference.md: .venv/bin/python scripts/docs_reference.py"

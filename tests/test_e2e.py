@@ -38,8 +38,9 @@ def rerun_checks(workdir: Path, name: str, tamper=None, *, exit_code: int = 0) -
         tamper(records, reports)
     trace_dir = Path(config["data"]["otel_trace_replay"]["trace_directory"]).name
     outcome = Outcome(config=name, trace_dir=trace_dir, seconds=0.0)
-    return check_run(outcome, exit_code=exit_code, records=records, reports=reports,
-                     stage=config["load"]["stages"][0]).failures
+    return check_run(
+        outcome, exit_code=exit_code, records=records, reports=reports, stage=config["load"]["stages"][0]
+    ).failures
 
 
 def with_messages(records: list[dict], count: int) -> list[dict]:
@@ -74,8 +75,10 @@ def test_check_run_nonzero_exit_code_fails(slice_run):
 
 def test_check_run_failed_session_in_the_report_fails(slice_run):
     workdir, _ = slice_run
+
     def tamper(records, reports):
         reports.sessions[0].update(success=False, error="request_failed")
+
     assert any("success=False error=request_failed" in f for f in rerun_checks(workdir, "scenario1/c10", tamper))
 
 
@@ -88,49 +91,61 @@ def test_check_run_missing_request_fails_the_count(slice_run):
 
 def test_check_run_wrong_live_output_fails_the_extension(slice_run):
     workdir, _ = slice_run
+
     def tamper(records, reports):  # as if the next turn had carried another answer than the server gave
         with_messages(records, 4)[0]["response"]["message"]["content"] += " extra"
+
     assert any("message 4 is not span 0's live output" in f for f in rerun_checks(workdir, "scenario1/c10", tamper))
 
 
 def test_check_run_branch_not_carrying_the_roots_live_output_fails(slice_run):
     workdir, _ = slice_run
+
     def tamper(records, reports):  # the assistant message is outside the match key: only the extension check sees it
         branch = max(records, key=lambda r: len(r["body"]["messages"]))
         next(m for m in branch["body"]["messages"] if m["role"] == "assistant")["content"] = "recorded text"
+
     failures = rerun_checks(workdir, "scenario2/c10_stagger", tamper)
     assert any(f.endswith("is not span 0's live output") for f in failures)
 
 
 def test_check_run_tool_result_without_its_call_fails_the_pairing(slice_run):
     workdir, _ = slice_run
+
     def tamper(records, reports):
         tool = next(m for r in records for m in r["body"]["messages"] if m["role"] == "tool")
         tool["tool_call_id"] = "call_recorded"
+
     failures = rerun_checks(workdir, "scenario1/c10", tamper)
     assert any("answers tool call 'call_recorded', which no earlier message made" in f for f in failures)
 
 
 def test_check_run_unnamed_tool_choice_on_a_tool_turn_fails(slice_run):
     workdir, _ = slice_run
+
     def tamper(records, reports):
         next(r for r in records if isinstance(r["body"].get("tool_choice"), dict))["body"]["tool_choice"] = "required"
+
     assert any("tool_choice 'required', expected" in f for f in rerun_checks(workdir, "scenario1/c10", tamper))
 
 
 def test_check_run_report_cache_numbers_not_the_servers_fail(slice_run):
     workdir, _ = slice_run
+
     def tamper(records, reports):
         records[-1]["response"]["usage"]["prompt_tokens_details"]["cached_tokens"] += 16
+
     failures = rerun_checks(workdir, "scenario1/c10", tamper)
     assert any("the server answered" in f for f in failures) and any(f.startswith("cache hit:") for f in failures)
 
 
 def test_check_run_sessions_arriving_together_fail_the_session_rate(slice_run):
     workdir, _ = slice_run
+
     def tamper(records, reports):
         for r in records:
             r["t"] = 1000.0
+
     failures = rerun_checks(workdir, "scenario3/c100_noisy", tamper)
     assert any("median 0.000 s apart, session_rate says 0.500 s" in f for f in failures)
 

@@ -16,9 +16,16 @@ from e2e.prefix_cache import PrefixCache
 from e2e.server import DEFAULT_MODEL, ServerThread
 
 TOKENIZER = Path(__file__).resolve().parents[1] / "fastgen" / "data" / "builtin-tokenizer"
-TOOL = {"type": "function", "name": "apply_patch", "description": "Apply a patch.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "hunks": {"type": "integer"}},
-                       "required": ["path", "hunks"]}}
+TOOL = {
+    "type": "function",
+    "name": "apply_patch",
+    "description": "Apply a patch.",
+    "parameters": {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "hunks": {"type": "integer"}},
+        "required": ["path", "hunks"],
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +35,11 @@ def server():
 
 
 def post(server: ServerThread, body: dict) -> tuple[int, bytes]:
-    request = urllib.request.Request(f"{server.base_url}/v1/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{server.base_url}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, response.read()
@@ -119,8 +129,13 @@ def test_server_text_tool_choice_none_answers_with_text(server):
 
 def test_server_repeated_prompt_reports_cached_tokens_from_the_prefix_cache(server):
     server.reset()
-    body = chat(max_tokens=2, messages=[{"role": "system", "content": "You are terse. " * 60},
-                                        {"role": "user", "content": "Summarize the diff."}])
+    body = chat(
+        max_tokens=2,
+        messages=[
+            {"role": "system", "content": "You are terse. " * 60},
+            {"role": "user", "content": "Summarize the diff."},
+        ],
+    )
     first, second = (json.loads(post(server, body)[1])["usage"] for _ in range(2))
     prompt = len(server.model.prompt_ids(body["messages"], None))
     assert first["prompt_tokens"] == second["prompt_tokens"] == prompt
@@ -142,13 +157,17 @@ def test_server_reset_empties_records_and_cache(server):
 
 def test_server_cli_prints_the_port_and_records_requests_to_the_file(tmp_path):
     record = tmp_path / "requests.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "e2e.server", "--port", "0", "--tokenizer", str(TOKENIZER),
-                             "--record", str(record)], stdout=subprocess.PIPE, text=True,
-                            cwd=Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "e2e.server", "--port", "0", "--tokenizer", str(TOKENIZER), "--record", str(record)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     try:
         port = int(proc.stdout.readline())
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
-                                         data=json.dumps(chat(max_tokens=3)).encode())
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/chat/completions", data=json.dumps(chat(max_tokens=3)).encode()
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             assert response.status == 200
     finally:

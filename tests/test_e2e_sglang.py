@@ -23,14 +23,32 @@ from e2e.engine_process import DEFAULT_MODEL, TOKENIZER, build_model, group_memb
 from e2e.sglang import INSTALL_MARKER, NAME_ENFORCING_TOOL_CALL_PARSER, SglangServer, install
 
 VENV = os.environ.get("FASTGEN_SGLANG_VENV")
-pytestmark = pytest.mark.skipif(not VENV or not (Path(VENV) / INSTALL_MARKER).exists(),
-                                reason="FASTGEN_SGLANG_VENV does not point at a venv installed by e2e.sglang.install()")
+pytestmark = pytest.mark.skipif(
+    not VENV or not (Path(VENV) / INSTALL_MARKER).exists(),
+    reason="FASTGEN_SGLANG_VENV does not point at a venv installed by e2e.sglang.install()",
+)
 CONTEXT = 4096
 POOL = 16384  # --max-total-tokens: 8 MiB of KV at 512 bytes per token
-TOOLS = [{"type": "function", "function": {"name": name, "description": f"The {name} tool.", "parameters": {
-    "type": "object", "properties": {key: {"type": "string"} for key in keys}, "required": list(keys)}}}
-    for name, keys in (("read_file", ("path",)), ("run_tests", ("target",)), ("edit_file", ("path", "patch")),
-                       ("search", ("query",)))]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"The {name} tool.",
+            "parameters": {
+                "type": "object",
+                "properties": {key: {"type": "string"} for key in keys},
+                "required": list(keys),
+            },
+        },
+    }
+    for name, keys in (
+        ("read_file", ("path",)),
+        ("run_tests", ("target",)),
+        ("edit_file", ("path", "patch")),
+        ("search", ("query",)),
+    )
+]
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +73,15 @@ def streamed(server: SglangServer, body: dict) -> list[dict]:
 
 
 def streamed_usage(server: SglangServer, content: str, **extra) -> dict:
-    chunks = streamed(server, {"messages": [{"role": "user", "content": content}], "max_tokens": 4,
-                               "stream_options": {"include_usage": True}, **extra})
+    chunks = streamed(
+        server,
+        {
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": 4,
+            "stream_options": {"include_usage": True},
+            **extra,
+        },
+    )
     usage = [chunk["usage"] for chunk in chunks if chunk.get("usage")]
     assert usage, "no usage chunk"
     return usage[-1]
@@ -68,15 +93,28 @@ def cached(usage: dict) -> int:
 
 def metric_sum(text: str, name: str) -> float:
     """The sum of a family's samples over all label sets (prompt_tokens_total is split by is_streaming)."""
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if re.match(rf"{re.escape(name)}(\{{| )", line))
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if re.match(rf"{re.escape(name)}(\{{| )", line)
+    )
 
 
 def forced_names(server: SglangServer, forced: str, turn: int) -> list[str]:
-    chunks = streamed(server, {"messages": [{"role": "user", "content": f"Task {turn}: go on."}], "tools": TOOLS,
-                               "tool_choice": {"type": "function", "function": {"name": forced}}, "max_tokens": 32})
-    return [call["function"]["name"] for chunk in chunks for choice in chunk["choices"]
-            for call in (choice.get("delta") or {}).get("tool_calls") or [] if call.get("function", {}).get("name")]
+    chunks = streamed(
+        server,
+        {
+            "messages": [{"role": "user", "content": f"Task {turn}: go on."}],
+            "tools": TOOLS,
+            "tool_choice": {"type": "function", "function": {"name": forced}},
+            "max_tokens": 32,
+        },
+    )
+    return [
+        call["function"]["name"]
+        for chunk in chunks
+        for choice in chunk["choices"]
+        for call in (choice.get("delta") or {}).get("tool_calls") or []
+        if call.get("function", {}).get("name")
+    ]
 
 
 def group_cpu_seconds(group: int) -> float:
@@ -112,22 +150,33 @@ def test_metrics_count_what_usage_reports_and_the_pool_size(server):
     before = server.metrics()
     usages = [streamed_usage(server, content), streamed_usage(server, content)]
     after = server.metrics()
-    for family in ("sglang:cached_tokens_total", "sglang:prompt_tokens_total", "sglang:max_total_num_tokens",
-                   "sglang:token_usage", "sglang:num_running_reqs", "sglang:num_queue_reqs"):
+    for family in (
+        "sglang:cached_tokens_total",
+        "sglang:prompt_tokens_total",
+        "sglang:max_total_num_tokens",
+        "sglang:token_usage",
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+    ):
         assert f"# TYPE {family} " in after, family
     assert metric_sum(after, "sglang:max_total_num_tokens") == POOL  # exactly --max-total-tokens
     # the counters survive a flush, and grow by what the usage chunks say: the bakeoff's own check
-    grown = {name: metric_sum(after, name) - metric_sum(before, name)
-             for name in ("sglang:cached_tokens_total", "sglang:prompt_tokens_total")}
-    assert grown == {"sglang:cached_tokens_total": sum(cached(u) for u in usages),
-                     "sglang:prompt_tokens_total": sum(u["prompt_tokens"] for u in usages)}
+    grown = {
+        name: metric_sum(after, name) - metric_sum(before, name)
+        for name in ("sglang:cached_tokens_total", "sglang:prompt_tokens_total")
+    }
+    assert grown == {
+        "sglang:cached_tokens_total": sum(cached(u) for u in usages),
+        "sglang:prompt_tokens_total": sum(u["prompt_tokens"] for u in usages),
+    }
     assert 0 <= metric_sum(after, "sglang:token_usage") <= 1  # a fraction of the pool, rounded to 0.01
 
 
 def test_a_flush_is_refused_while_a_request_runs(server):
     answers = []
-    slow = threading.Thread(target=lambda: answers.append(streamed_usage(
-        server, "Write a long story.", max_tokens=600, ignore_eos=True)))
+    slow = threading.Thread(
+        target=lambda: answers.append(streamed_usage(server, "Write a long story.", max_tokens=600, ignore_eos=True))
+    )
     slow.start()
     try:
         deadline = time.monotonic() + 60
@@ -144,8 +193,9 @@ def test_a_flush_is_refused_while_a_request_runs(server):
 def test_hermes_does_not_hold_a_named_tool_choice_even_at_strict_level_2(server):
     # SGLang renders only the forced tool into the prompt but constrains the output with one tag over all tools:
     # a random model then names any of the four (by chance all eight right: 1 in 65,536)
-    names = [forced_names(server, forced, turn)[:1] for turn, forced in enumerate([t["function"]["name"]
-                                                                                   for t in TOOLS] * 2)]
+    names = [
+        forced_names(server, forced, turn)[:1] for turn, forced in enumerate([t["function"]["name"] for t in TOOLS] * 2)
+    ]
     assert all(len(name) == 1 and name[0] in {t["function"]["name"] for t in TOOLS} for name in names)
     assert names != [[t["function"]["name"]] for t in TOOLS] * 2
 
@@ -166,14 +216,24 @@ def test_an_idle_server_sleeps_and_stop_ends_the_whole_process_group(server):
 
 def test_qwen3_coder_holds_a_named_tool_choice(server, tmp_path):
     # after the stop test: one server at a time (the module's is stopped by now; its python and model serve again)
-    with SglangServer(server.python, server.model_dir, max_total_tokens=POOL, context_length=CONTEXT,
-                      log=tmp_path / "server.log", tool_call_parser=NAME_ENFORCING_TOOL_CALL_PARSER) as enforcing:
+    with SglangServer(
+        server.python,
+        server.model_dir,
+        max_total_tokens=POOL,
+        context_length=CONTEXT,
+        log=tmp_path / "server.log",
+        tool_call_parser=NAME_ENFORCING_TOOL_CALL_PARSER,
+    ) as enforcing:
         for turn, forced in enumerate([t["function"]["name"] for t in TOOLS] * 2):
             assert forced_names(enforcing, forced, turn)[:1] == [forced]
 
 
 def test_the_kernel_stand_in_fills_request_rows_and_names_what_it_lacks(python):
-    probe = subprocess.run([str(python), "-c", """
+    probe = subprocess.run(
+        [
+            str(python),
+            "-c",
+            """
 import torch, sgl_kernel
 rows = torch.zeros((5, 32), dtype=torch.int32)
 slots = torch.randperm(4096)[:13]
@@ -185,7 +245,12 @@ try:
     sgl_kernel.decode_attention_cpu()
 except NotImplementedError as error:
     print(error)
-"""], capture_output=True, text=True, timeout=120)
+""",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert probe.returncode == 0, probe.stderr[-2000:]
     assert "sgl_kernel.decode_attention_cpu is not implemented" in probe.stdout
 

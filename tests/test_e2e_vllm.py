@@ -18,8 +18,10 @@ import pytest
 from e2e.vllm import DEFAULT_MODEL, INSTALL_MARKER, TOKENIZER, VllmServer, build_model, group_members, install
 
 VENV = os.environ.get("FASTGEN_VLLM_VENV")
-pytestmark = pytest.mark.skipif(not VENV or not (Path(VENV) / INSTALL_MARKER).exists(),
-                                reason="FASTGEN_VLLM_VENV does not point at a venv installed by e2e.vllm.install()")
+pytestmark = pytest.mark.skipif(
+    not VENV or not (Path(VENV) / INSTALL_MARKER).exists(),
+    reason="FASTGEN_VLLM_VENV does not point at a venv installed by e2e.vllm.install()",
+)
 MAX_LEN = 4096
 
 
@@ -37,15 +39,29 @@ def model(python):
 def server(python, model, tmp_path_factory):
     # 0.004 GiB: --kv-cache-memory-bytes 4294967, 262 blocks (8,384 tokens), small enough to evict in a few requests
     log = tmp_path_factory.mktemp("vllm") / "server.log"
-    with VllmServer(python, model, served_model_name=DEFAULT_MODEL, kv_cache_gib=0.004, max_model_len=MAX_LEN,
-                    kv_cache_metrics=True, log=log) as running:
+    with VllmServer(
+        python,
+        model,
+        served_model_name=DEFAULT_MODEL,
+        kv_cache_gib=0.004,
+        max_model_len=MAX_LEN,
+        kv_cache_metrics=True,
+        log=log,
+    ) as running:
         yield running
 
 
 def streamed_usage(server: VllmServer, content: str) -> dict:
-    status, raw = server.post("/v1/chat/completions", {
-        "model": DEFAULT_MODEL, "messages": [{"role": "user", "content": content}], "max_tokens": 4,
-        "stream": True, "stream_options": {"include_usage": True}})
+    status, raw = server.post(
+        "/v1/chat/completions",
+        {
+            "model": DEFAULT_MODEL,
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": 4,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    )
     assert status == 200, raw[:500]
     events = [line.removeprefix("data: ") for line in raw.decode().split("\n\n") if line.strip()]
     assert events[-1] == "[DONE]"
@@ -79,20 +95,38 @@ def test_vllm_counts_a_tool_call_history_as_fastgens_chat_template_renders_it(se
     from fastgen.chat_template import ChatTemplate
     from fastgen.tokenizer import load_tokenizer
 
-    call = {"id": "call_1", "type": "function", "function": {"name": "read_file",
-                                                            "arguments": '{"path":"src/app.py","start":1}'}}
-    messages = [{"role": "system", "content": "You are a coding agent.\n"},
-                {"role": "user", "content": "Fix the failing test.\n"},
-                {"role": "assistant", "tool_calls": [call]},
-                {"role": "tool", "tool_call_id": "call_1", "content": "def main():\n    return 1\n"},
-                {"role": "user", "content": "Go on.\n"}]
-    tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.", "parameters": {
-        "type": "object", "properties": {"path": {"type": "string"}, "start": {"type": "integer"}},
-        "required": ["path"]}}}]
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path":"src/app.py","start":1}'},
+    }
+    messages = [
+        {"role": "system", "content": "You are a coding agent.\n"},
+        {"role": "user", "content": "Fix the failing test.\n"},
+        {"role": "assistant", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "def main():\n    return 1\n"},
+        {"role": "user", "content": "Go on.\n"},
+    ]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "read_file",
+                "description": "Read a file.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}, "start": {"type": "integer"}},
+                    "required": ["path"],
+                },
+            },
+        }
+    ]
     tokenizer = load_tokenizer(str(TOKENIZER))
     ours = tokenizer.count(ChatTemplate(tokenizer.folder_files).render(messages, tools))
-    status, raw = server.post("/v1/chat/completions", {"model": DEFAULT_MODEL, "messages": messages, "tools": tools,
-                                                       "tool_choice": "none", "max_tokens": 1})
+    status, raw = server.post(
+        "/v1/chat/completions",
+        {"model": DEFAULT_MODEL, "messages": messages, "tools": tools, "tool_choice": "none", "max_tokens": 1},
+    )
     assert status == 200, raw[:500]
     assert json.loads(raw)["usage"]["prompt_tokens"] == ours
 
@@ -105,15 +139,24 @@ def test_a_small_cache_evicts_and_says_so_in_metrics(server):
     for i in range(12):  # 12 x ~900 tokens of other prompts: more than the 8,384-token cache
         streamed_usage(server, f"Unrelated prompt number {i} about a different repository layout. " * 60)
     assert streamed_usage(server, content)["prompt_tokens_details"]["cached_tokens"] == 0
-    evicted = [line for line in server.metrics().splitlines()
-               if line.startswith("vllm:kv_block_idle_before_evict_seconds_count")]
+    evicted = [
+        line
+        for line in server.metrics().splitlines()
+        if line.startswith("vllm:kv_block_idle_before_evict_seconds_count")
+    ]
     assert evicted and float(evicted[0].split()[-1]) > 0
 
 
 def test_metrics_expose_the_prefix_cache_and_kv_usage(server):
     text = server.metrics()
-    for family in ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:kv_cache_usage_perc",
-                   "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_preemptions_total"):
+    for family in (
+        "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total",
+        "vllm:kv_cache_usage_perc",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:num_preemptions_total",
+    ):
         assert f"# TYPE {family} " in text, family
 
 

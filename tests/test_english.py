@@ -11,18 +11,69 @@ from fastgen.content.vocab import ADJECTIVES, NOUNS, VERBS
 from conftest import trace_files
 
 # Written out by hand (a dictionary's forms), not derived from the rules under test.
-PLURALS = {"retry": "retries", "index": "indexes", "process": "processes", "status": "statuses", "key": "keys",
-           "policy": "policies", "registry": "registries", "mutex": "mutexes", "patch": "patches", "cache": "caches",
-           "address": "addresses", "inventory": "inventories", "directory": "directories", "identity": "identities",
-           "entry": "entries", "replica": "replicas", "alias": "aliases", "hash": "hashes", "gateway": "gateways"}
-THIRD = {"verify": "verifies", "retry": "retries", "apply": "applies", "patch": "patches", "flush": "flushes",
-         "fetch": "fetches", "replay": "replays", "queue": "queues", "index": "indexes", "process": "processes",
-         "lookup": "looks up", "shutdown": "shuts down", "sync": "syncs", "match": "matches"}
-PARTICIPLES = {"resolve": "resolved", "capture": "captured", "retry": "retried", "verify": "verified",
-               "stop": "stopped", "commit": "committed", "emit": "emitted", "map": "mapped", "tag": "tagged",
-               "format": "formatted", "build": "built", "rebuild": "rebuilt", "write": "written", "read": "read",
-               "freeze": "frozen", "split": "split", "reset": "reset", "queue": "queued", "replay": "replayed",
-               "open": "opened", "cancel": "canceled", "index": "indexed", "upsert": "upserted", "copy": "copied"}
+PLURALS = {
+    "retry": "retries",
+    "index": "indexes",
+    "process": "processes",
+    "status": "statuses",
+    "key": "keys",
+    "policy": "policies",
+    "registry": "registries",
+    "mutex": "mutexes",
+    "patch": "patches",
+    "cache": "caches",
+    "address": "addresses",
+    "inventory": "inventories",
+    "directory": "directories",
+    "identity": "identities",
+    "entry": "entries",
+    "replica": "replicas",
+    "alias": "aliases",
+    "hash": "hashes",
+    "gateway": "gateways",
+}
+THIRD = {
+    "verify": "verifies",
+    "retry": "retries",
+    "apply": "applies",
+    "patch": "patches",
+    "flush": "flushes",
+    "fetch": "fetches",
+    "replay": "replays",
+    "queue": "queues",
+    "index": "indexes",
+    "process": "processes",
+    "lookup": "looks up",
+    "shutdown": "shuts down",
+    "sync": "syncs",
+    "match": "matches",
+}
+PARTICIPLES = {
+    "resolve": "resolved",
+    "capture": "captured",
+    "retry": "retried",
+    "verify": "verified",
+    "stop": "stopped",
+    "commit": "committed",
+    "emit": "emitted",
+    "map": "mapped",
+    "tag": "tagged",
+    "format": "formatted",
+    "build": "built",
+    "rebuild": "rebuilt",
+    "write": "written",
+    "read": "read",
+    "freeze": "frozen",
+    "split": "split",
+    "reset": "reset",
+    "queue": "queued",
+    "replay": "replayed",
+    "open": "opened",
+    "cancel": "canceled",
+    "index": "indexed",
+    "upsert": "upserted",
+    "copy": "copied",
+}
 
 
 def test_the_rules_give_the_forms_a_dictionary_has():
@@ -31,13 +82,16 @@ def test_the_rules_give_the_forms_a_dictionary_has():
     assert {w: participle(w) for w in PARTICIPLES} == PARTICIPLES
 
 
-@pytest.mark.parametrize("text,fixed", [
-    ("a encrypted key and a index", "an encrypted key and an index"),
-    ("A optional field, an stale value", "An optional field, a stale value"),
-    ("a unique id, a user, an upload, a upstream", "a unique id, a user, an upload, an upstream"),
-    ("enqueue a `AsyncWorker` job", "enqueue an `AsyncWorker` job"),
-    ("data a.b = 1; pass", "data a.b = 1; pass"),  # not an article
-])
+@pytest.mark.parametrize(
+    "text,fixed",
+    [
+        ("a encrypted key and a index", "an encrypted key and an index"),
+        ("A optional field, an stale value", "An optional field, a stale value"),
+        ("a unique id, a user, an upload, a upstream", "a unique id, a user, an upload, an upstream"),
+        ("enqueue a `AsyncWorker` job", "enqueue an `AsyncWorker` job"),
+        ("data a.b = 1; pass", "data a.b = 1; pass"),  # not an article
+    ],
+)
 def test_articles_agree_with_the_next_word(text, fixed):
     assert fix_articles(text) == fixed
 

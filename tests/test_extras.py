@@ -19,12 +19,15 @@ def test_extras_are_the_ones_pyproject_declares():
     assert set(EXTRAS) <= set(declared["project"]["optional-dependencies"])
 
 
-@pytest.mark.parametrize("extra, module, python", [
-    ("validate", "inference_perf", " (Python 3.12)"),
-    ("bakeoff", "inference_perf", " (Python 3.12)"),
-    ("bakeoff", "prometheus_client", " (Python 3.12)"),
-    ("plots", "matplotlib", ""),
-])
+@pytest.mark.parametrize(
+    "extra, module, python",
+    [
+        ("validate", "inference_perf", " (Python 3.12)"),
+        ("bakeoff", "inference_perf", " (Python 3.12)"),
+        ("bakeoff", "prometheus_client", " (Python 3.12)"),
+        ("plots", "matplotlib", ""),
+    ],
+)
 def test_require_extra_missing_module_is_one_line_naming_command_extra_and_pip(monkeypatch, extra, module, python):
     monkeypatch.setitem(sys.modules, module, None)
 
@@ -42,7 +45,8 @@ def test_require_extra_wrong_inference_perf_version_says_which(monkeypatch):
 
     assert missing_extra("validate", "fastgen validate") == (
         "fastgen validate needs the validate extra (inference-perf 0.7.x, not inference-perf 0.9.1): "
-        "pip install 'fastgen[validate]' (Python 3.12)")
+        "pip install 'fastgen[validate]' (Python 3.12)"
+    )
 
 
 def test_import_extra_missing_submodule_raises_the_same_message(monkeypatch):

@@ -20,9 +20,23 @@ MEDIUM = ["--scale", "0.3", "--budget-scale", "0.3", "--tokenizer", "builtin", "
 
 
 def _start(tmp_path: Path, *extra: str, preexec=None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "fastgen", *MEDIUM, *extra, "--output-dir", str(tmp_path / "out"),
-                             "--config-dir", str(tmp_path / "configs")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fastgen",
+            *MEDIUM,
+            *extra,
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--config-dir",
+            str(tmp_path / "configs"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=preexec,
+    )
 
 
 def _wait_for_files(tmp_path: Path, timeout: float = 60) -> None:
@@ -56,8 +70,9 @@ def test_signal_during_generation_stops_cleans_up_and_a_rerun_completes(tmp_path
     assert _leftovers(tmp_path) == [] and not (tmp_path / "out").exists()
     assert all(_children(proc.pid) == [] for _ in range(1))
 
-    rerun = run_fastgen(*MEDIUM, "--workers", "2", "--output-dir", str(tmp_path / "out"),
-                        "--config-dir", str(tmp_path / "configs"))
+    rerun = run_fastgen(
+        *MEDIUM, "--workers", "2", "--output-dir", str(tmp_path / "out"), "--config-dir", str(tmp_path / "configs")
+    )
     assert rerun.returncode == 0, rerun.stderr
     assert run_fastgen("verify", str(tmp_path / "out")).returncode == 0
 
@@ -67,6 +82,7 @@ def _file_size_limit(limit: int):
         # writes past the limit fail with EFBIG instead of killing the process with SIGXFSZ
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
     return apply
 
 
@@ -117,8 +133,9 @@ def test_stale_staging_of_a_killed_run_is_removed_by_the_next_run(tmp_path):
     mine = tmp_path / ".out.fastgen-notmine"
     mine.mkdir()  # same pattern but not marked as fastgen's: kept
     # the same folders: the killed run's staging of the traces and of the configs both go
-    rerun = run_fastgen(*SMALL, "--workers", "1", "--output-dir", str(tmp_path / "out"),
-                        "--config-dir", str(tmp_path / "configs"))
+    rerun = run_fastgen(
+        *SMALL, "--workers", "1", "--output-dir", str(tmp_path / "out"), "--config-dir", str(tmp_path / "configs")
+    )
     assert rerun.returncode == 0, rerun.stderr
     assert _leftovers(tmp_path) == [".out.fastgen-notmine"]
 
@@ -142,7 +159,9 @@ def test_force_never_overwrites_a_file_it_did_not_write(tmp_path):
     (out / "scenario1").mkdir(parents=True)
     theirs = out / "scenario1" / "session_0000.json"
     theirs.write_text("{}")
-    result = run_fastgen(*SMALL, "--workers", "1", "--force", "--output-dir", str(out), "--config-dir", str(tmp_path / "c"))
+    result = run_fastgen(
+        *SMALL, "--workers", "1", "--force", "--output-dir", str(out), "--config-dir", str(tmp_path / "c")
+    )
     assert result.returncode == 1 and "would be overwritten" in result.stderr
     assert theirs.read_text() == "{}"
     assert sorted(p.name for p in out.rglob("*")) == ["scenario1", "session_0000.json"]
@@ -152,28 +171,57 @@ def test_force_never_overwrites_a_file_it_did_not_write(tmp_path):
 def test_hostile_output_paths_give_valid_output_and_loadable_configs(tmp_path, name):
     out = tmp_path / name / "traces"
     configs = tmp_path / name / "configs"
-    result = run_fastgen(*SMALL, "--workers", "1", "--scale", "0.01", "--output-dir", str(out), "--config-dir", str(configs))
+    result = run_fastgen(
+        *SMALL, "--workers", "1", "--scale", "0.01", "--output-dir", str(out), "--config-dir", str(configs)
+    )
     assert result.returncode == 0, result.stderr
     for path in trace_files(out):
         json.loads(path.read_bytes())
     config = pytest.importorskip("inference_perf.config")
     cfg = config.read_config(str(configs / "scenario1" / "c1.yml"))
-    assert (configs / "scenario1" / cfg.data.otel_trace_replay.trace_directory).resolve() == (out / "scenario1").resolve()
+    assert (configs / "scenario1" / cfg.data.otel_trace_replay.trace_directory).resolve() == (
+        out / "scenario1"
+    ).resolve()
 
 
 @pytest.mark.parametrize("seed", ["0", str(2**63 - 1)])
 def test_seeds_at_the_ends_of_their_range_generate(tmp_path, seed):
-    result = run_fastgen(*SMALL, "--workers", "1", "--scale", "0.01", "--seed", seed, "--output-dir", str(tmp_path / "o"),
-                         "--config-dir", str(tmp_path / "c"))
+    result = run_fastgen(
+        *SMALL,
+        "--workers",
+        "1",
+        "--scale",
+        "0.01",
+        "--seed",
+        seed,
+        "--output-dir",
+        str(tmp_path / "o"),
+        "--config-dir",
+        str(tmp_path / "c"),
+    )
     assert result.returncode == 0, result.stderr
     assert run_fastgen("verify", str(tmp_path / "o")).returncode == 0
 
 
-@pytest.mark.parametrize("args, words", [(["--seed", str(2**63)], "--seed"), (["--budget-scale", "10"], "--max-model-len"),
-                                         (["--scale", "1e9"], "--scale")])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--seed", str(2**63)], "--seed"),
+        (["--budget-scale", "10"], "--max-model-len"),
+        (["--scale", "1e9"], "--scale"),
+    ],
+)
 def test_out_of_range_input_is_one_line_and_writes_nothing(tmp_path, args, words):
-    result = run_fastgen("--tokenizer", "builtin", "--quiet", *args, "--output-dir", str(tmp_path / "o"),
-                         "--config-dir", str(tmp_path / "c"))
+    result = run_fastgen(
+        "--tokenizer",
+        "builtin",
+        "--quiet",
+        *args,
+        "--output-dir",
+        str(tmp_path / "o"),
+        "--config-dir",
+        str(tmp_path / "c"),
+    )
     assert result.returncode in (1, 2)
     (line,) = result.stderr.splitlines()
     assert words in line

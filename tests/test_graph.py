@@ -25,9 +25,15 @@ def test_filter_duplicate_spans_keeps_what_inference_perf_keeps():
         _span("a", **{"gen_ai.input.messages": history, "n": 1}),
         _span("b", **{"n": 1, "gen_ai.input.messages": history}),  # the same attributes in another key order
         _span("c", start=5, **{"gen_ai.input.messages": history, "n": 1}),  # another start time
-        _span("d", value=None), _span("e", value=math.nan), _span("f", value=math.nan),  # NaN is not null
-        _span("g", value=1), _span("h", value=1.0), _span("i", value=True),  # nor 1 1.0 or true
-        _span("j", big=2**70), _span("k", big=2**70), _span("l", big=2**71),  # past orjson's integers
+        _span("d", value=None),
+        _span("e", value=math.nan),
+        _span("f", value=math.nan),  # NaN is not null
+        _span("g", value=1),
+        _span("h", value=1.0),
+        _span("i", value=True),  # nor 1 1.0 or true
+        _span("j", big=2**70),
+        _span("k", big=2**70),
+        _span("l", big=2**71),  # past orjson's integers
         _span("m", start="1", value=None),  # a string start time that formats as the int one does
     ]
     rng = random.Random(3)
@@ -49,17 +55,26 @@ def test_filter_duplicate_spans_on_a_generated_trace(small_dataset):
     for path in files[:6]:
         spans = read_trace(path)["spans"]
         doubled = spans + copy.deepcopy(spans[:2])  # two exact duplicates, under the same span ids
-        assert [s["span_id"] for s in filter_duplicate_spans(doubled)] == \
-            [s["span_id"] for s in theirs(copy.deepcopy(doubled))]
+        assert [s["span_id"] for s in filter_duplicate_spans(doubled)] == [
+            s["span_id"] for s in theirs(copy.deepcopy(doubled))
+        ]
 
 
 def test_wire_tools_cleans_definitions_orjson_cannot_write_and_remembers_the_rest():
     from fastgen.traces.requests import wire_tools
 
-    huge = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {
-        "type": "object", "properties": {"n": {"type": "integer", "enum": [2 ** 70]}}}}}]
+    huge = [
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "description": "d",
+                "parameters": {"type": "object", "properties": {"n": {"type": "integer", "enum": [2**70]}}},
+            },
+        }
+    ]
     cleaned = wire_tools(huge)
     assert cleaned[0]["function"]["name"] == "f"
-    assert cleaned[0]["function"]["parameters"]["properties"]["n"]["enum"] == [2 ** 70]
+    assert cleaned[0]["function"]["parameters"]["properties"]["n"]["enum"] == [2**70]
     plain = [{"type": "function", "function": {"name": "g", "parameters": {"type": "object", "properties": {}}}}]
     assert wire_tools(plain) is wire_tools(json.loads(json.dumps(plain)))

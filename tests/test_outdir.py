@@ -21,8 +21,9 @@ def tmpfs(where: Path, size: str = "64m", read_only: bool = False):
     """A real, small filesystem mounted at `where` for the test (the tests run as root)."""
     where.mkdir(parents=True, exist_ok=True)
     options = f"size={size}" + (",ro" if read_only else "")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True,
-                             text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
@@ -98,8 +99,11 @@ def _staged(out: Path, files: dict[str, bytes], **kwargs):
     for rel, data in files.items():
         (staging.folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (staging.folder / rel).write_bytes(data)
-    (staging.folder / "manifest.json").write_bytes(manifest_bytes(
-        files=[record(rel, data) for rel, data in files.items()], tokenizer={}, workload={}, arguments={}))
+    (staging.folder / "manifest.json").write_bytes(
+        manifest_bytes(
+            files=[record(rel, data) for rel, data in files.items()], tokenizer={}, workload={}, arguments={}
+        )
+    )
     return staging
 
 

@@ -26,8 +26,9 @@ ONE_WORKER = [*SMALL, "--workers", "1"]
 
 
 def _generate(root: Path, *extra: str, traces: Path | None = None):
-    return run_fastgen(*ONE_WORKER, *extra, "--output-dir", str(traces or root / "traces"),
-                       "--config-dir", str(root / "configs"))
+    return run_fastgen(
+        *ONE_WORKER, *extra, "--output-dir", str(traces or root / "traces"), "--config-dir", str(root / "configs")
+    )
 
 
 def _manifest(traces: Path) -> dict:
@@ -79,7 +80,9 @@ def test_generate_folder_with_foreign_file_exits_1_and_touches_nothing(tmp_path)
 def test_generate_over_previous_output_replaces_it_whole(one_worker_dataset, tmp_path):
     traces = tmp_path / "traces"
     # a previous, larger run: its extra sessions must not survive next to the new ones
-    bigger = run_fastgen(*ONE_WORKER, "--scale", "0.08", "--output-dir", str(traces), "--config-dir", str(tmp_path / "c"))
+    bigger = run_fastgen(
+        *ONE_WORKER, "--scale", "0.08", "--output-dir", str(traces), "--config-dir", str(tmp_path / "c")
+    )
     assert bigger.returncode == 0, bigger.stderr
     old_count = len(trace_files(traces))
 
@@ -152,8 +155,9 @@ def test_generate_same_arguments_twice_gives_identical_bytes(one_worker_dataset,
 
 def test_generate_one_and_two_workers_give_identical_manifests(one_worker_dataset, small_dataset):
     # Workers write their own files; the order they finish in must not reach the bytes.
-    assert (small_dataset / "traces" / "manifest.json").read_bytes() == \
-        (one_worker_dataset / "manifest.json").read_bytes()
+    assert (small_dataset / "traces" / "manifest.json").read_bytes() == (
+        one_worker_dataset / "manifest.json"
+    ).read_bytes()
 
 
 def test_generate_other_seed_changes_content_not_layout(one_worker_dataset, tmp_path):
@@ -162,7 +166,9 @@ def test_generate_other_seed_changes_content_not_layout(one_worker_dataset, tmp_
     assert result.returncode == 0, result.stderr
     other = tmp_path / "traces"
     base_files, other_files = (
-        {p: e for p, e in _manifest(t)["files"].items() if p.startswith("scenario")} for t in (one_worker_dataset, other))
+        {p: e for p, e in _manifest(t)["files"].items() if p.startswith("scenario")}
+        for t in (one_worker_dataset, other)
+    )
     assert set(other_files) == set(base_files)
     assert all(other_files[p]["xxh3_128"] != base_files[p]["xxh3_128"] for p in base_files)
     base_spans = {p: len(load_spans(one_worker_dataset / p)) for p in base_files}
@@ -196,8 +202,9 @@ def test_manifest_sizes_and_hashes_match_the_bytes_on_disk(one_worker_dataset):
     files = _manifest(one_worker_dataset)["files"]
 
     # every file of the output but the manifest itself, the tokenizer folder included
-    assert set(files) == {p.relative_to(one_worker_dataset).as_posix() for p in one_worker_dataset.rglob("*")
-                          if p.is_file()} - {"manifest.json"}
+    assert set(files) == {
+        p.relative_to(one_worker_dataset).as_posix() for p in one_worker_dataset.rglob("*") if p.is_file()
+    } - {"manifest.json"}
     for rel, entry in files.items():
         data = (one_worker_dataset / rel).read_bytes()
         assert entry == {"size": len(data), "xxh3_128": xxhash.xxh3_128(data).hexdigest()}, rel
@@ -222,9 +229,22 @@ def test_progress_bar_on_a_terminal_counts_files_and_megabytes(tmp_path):
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # rows, columns: a real window
     loud = [arg for arg in SMALL if arg != "--quiet"]
-    proc = subprocess.Popen([sys.executable, "-m", "fastgen", *loud, "--workers", "2", "--output-dir",
-                             str(tmp_path / "traces"), "--config-dir", str(tmp_path / "configs")],
-                            stdout=subprocess.DEVNULL, stderr=follower)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fastgen",
+            *loud,
+            "--workers",
+            "2",
+            "--output-dir",
+            str(tmp_path / "traces"),
+            "--config-dir",
+            str(tmp_path / "configs"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+    )
     os.close(follower)
     drawn = b""
     while True:

@@ -45,8 +45,10 @@ def test_more_room_makes_more_edits_and_the_answer_states_the_diff(builtin):
     small = make_patch(Vocab(np.random.default_rng(1)), "a.py", code, 200)
     large = make_patch(Vocab(np.random.default_rng(1)), "a.py", code, 2400)
     assert large.removed > small.removed >= 1
-    assert patch_summary(large) == (f"Patch applied to a.py: {large.hunks} {'hunk' if large.hunks == 1 else 'hunks'}, "
-                                    f"+{large.added} -{large.removed} lines.\n")
+    assert patch_summary(large) == (
+        f"Patch applied to a.py: {large.hunks} {'hunk' if large.hunks == 1 else 'hunks'}, "
+        f"+{large.added} -{large.removed} lines.\n"
+    )
 
 
 def test_a_file_without_functions_gets_a_module_level_line():
@@ -86,8 +88,10 @@ def test_the_length_bound_takes_the_same_edits_as_writing_every_diff(builtin, se
         code = composer.fill("code", size, rng).text
         for path in ("a.py", "src/" + "deeply/" * 12 + "nested_module.py"):
             for room in (1, 150, 400, 900, 2500, 6000):
+
                 def same_draws(size: int = size, room: int = room) -> Vocab:  # bound now (B023); called at once
                     return Vocab(np.random.default_rng([seed, size, room]))
 
-                assert make_patch(same_draws(), path, code, room).diff == \
-                    _patch_by_rewriting_the_diff(same_draws(), path, code, room)
+                assert make_patch(same_draws(), path, code, room).diff == _patch_by_rewriting_the_diff(
+                    same_draws(), path, code, room
+                )

@@ -65,9 +65,19 @@ def _rewrite(path: Path, doc: dict) -> None:
     path.write_bytes(xxhash.xxh3_128_hexdigest(payload).encode() + b"\n" + payload)
 
 
-@pytest.mark.parametrize("damage", ["truncated", "a digit changed", "not json", "other kind",
-                                    "counts of another length", "a count that is text", "a count that is true",
-                                    "a count of zero"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "truncated",
+        "a digit changed",
+        "not json",
+        "other kind",
+        "counts of another length",
+        "a count that is text",
+        "a count that is true",
+        "a count of zero",
+    ],
+)
 def test_a_damaged_entry_is_not_read(tmp_path, composer, builtin, damage):
     cache = PoolCache(tmp_path, builtin.identity.sha256, seed=5)
     cache.store("search", composer.pool("search"))
@@ -80,8 +90,8 @@ def test_a_damaged_entry_is_not_read(tmp_path, composer, builtin, damage):
         path.write_bytes(data[:1000])
     elif damage == "a digit changed":  # still JSON of the right shape: only the hash tells
         at = payload.index(b'"counts":[') + len(b'"counts":[')
-        digit = payload[at:at + 1]
-        path.write_bytes(digest + b"\n" + payload[:at] + (b"2" if digit == b"1" else b"1") + payload[at + 1:])
+        digit = payload[at : at + 1]
+        path.write_bytes(digest + b"\n" + payload[:at] + (b"2" if digit == b"1" else b"1") + payload[at + 1 :])
     elif damage == "not json":
         junk = b"\x00" * 64
         path.write_bytes(xxhash.xxh3_128_hexdigest(junk).encode() + b"\n" + junk)
@@ -100,8 +110,7 @@ def test_a_damaged_entry_is_not_read(tmp_path, composer, builtin, damage):
     assert cache.load("search") is None
 
 
-def test_a_store_that_fails_leaves_no_temporary_file_and_ctrl_c_still_stops(tmp_path, composer, builtin,
-                                                                          monkeypatch):
+def test_a_store_that_fails_leaves_no_temporary_file_and_ctrl_c_still_stops(tmp_path, composer, builtin, monkeypatch):
     cache = PoolCache(tmp_path, builtin.identity.sha256, seed=5)
 
     def broken(kind, pool):
@@ -128,8 +137,9 @@ def test_an_unwritable_folder_only_means_no_entry(tmp_path, composer, builtin):
     assert cache.load("tree") is None and blocker.read_text() == "a file where the folder would be"
 
 
-def test_the_folder_keeps_the_most_recently_used_entries_and_nothing_else_is_touched(tmp_path, composer, builtin,
-                                                                                        monkeypatch):
+def test_the_folder_keeps_the_most_recently_used_entries_and_nothing_else_is_touched(
+    tmp_path, composer, builtin, monkeypatch
+):
     monkeypatch.setattr(pool_cache, "_KEEP", 3)
     mine = tmp_path / "notes.txt"
     mine.write_text("the user's")
@@ -147,15 +157,17 @@ def test_the_folder_keeps_the_most_recently_used_entries_and_nothing_else_is_tou
     cache.trim()
     kept = ["tree", "guideline", "plan"]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [mine.name, being_written.name, *(cache.path(k).name for k in kept)])
+        [mine.name, being_written.name, *(cache.path(k).name for k in kept)]
+    )
 
 
 def test_a_warm_run_writes_the_same_bytes_and_no_cache_keeps_nothing(tmp_path, monkeypatch):
     def generate(name: str, cache: Path, *extra: str) -> bytes:
         monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
         out = tmp_path / name
-        result = run_fastgen(*SMALL, "--workers", "2", "--output-dir", str(out / "traces"), "--config-dir",
-                             str(out / "configs"), *extra)
+        result = run_fastgen(
+            *SMALL, "--workers", "2", "--output-dir", str(out / "traces"), "--config-dir", str(out / "configs"), *extra
+        )
         assert result.returncode == 0, result.stderr
         return (out / "traces" / "manifest.json").read_bytes()
 

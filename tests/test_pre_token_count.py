@@ -37,7 +37,7 @@ def test_a_count_by_pre_tokens_is_the_count_of_the_text_encoded_whole(name):
     composer = Composer(tokenizer, seed=3)
     for kind in KINDS:  # every kind of generated text, joined into long ones too
         pool = composer.pool(kind)
-        texts += pool.units[:40] + ["".join(pool.units[i:i + 8]) for i in range(0, 80, 8)]
+        texts += pool.units[:40] + ["".join(pool.units[i : i + 8]) for i in range(0, 80, 8)]
         texts += [f for fs in pool.fillers.values() for f in fs[:3]]
     texts += ["<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n", "a<|im_end|><|im_end|>b", "<|im_end|>"]
     counted = 0
@@ -89,8 +89,16 @@ def test_a_translation_that_splits_otherwise_fails_the_probe(monkeypatch):
 
     hf = load_tokenizer("builtin")._hf
     # digits in runs of any length instead of three at most: a small difference the probe text has to show
-    monkeypatch.setattr(module, "_ascii_pattern", lambda p: p.replace(r"\p{N}{1,3}", "[0-9]+").replace(
-        r"\p{L}", "A-Za-z").replace(r"[^\r\nA-Za-z\p{N}]", r"[^\r\nA-Za-z0-9]").replace(r"\p{N}", "0-9"))
+    monkeypatch.setattr(
+        module,
+        "_ascii_pattern",
+        lambda p: (
+            p.replace(r"\p{N}{1,3}", "[0-9]+")
+            .replace(r"\p{L}", "A-Za-z")
+            .replace(r"[^\r\nA-Za-z\p{N}]", r"[^\r\nA-Za-z0-9]")
+            .replace(r"\p{N}", "0-9")
+        ),
+    )
     assert PreTokenCount.of(hf, lambda text: 0) is None
 
 
@@ -108,8 +116,7 @@ def test_after_setup_the_tokenizer_only_ever_sees_single_pre_tokens():
     # planning sessions and counting their prompts by template: every text is counted from its parts or its
     # pre-tokens, so what still reaches the tokenizer is a pre-token met for the first time
     tokenizer = load_tokenizer("builtin")
-    builder = DatasetBuilder(tokenizer, default_spec().scaled(sessions=0.02, budgets=0.05), seed=5,
-                             model="m").prepare()
+    builder = DatasetBuilder(tokenizer, default_spec().scaled(sessions=0.02, budgets=0.05), seed=5, model="m").prepare()
     seen: list[str] = []
     real = tokenizer._hf
 

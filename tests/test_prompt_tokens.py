@@ -23,8 +23,12 @@ SPEC = default_spec().scaled(sessions=0.02, budgets=0.04)
 TASKS = (Task(1, 0), Task(1, 1), Task(2, 0), Task(3, 0), Task(3, 1))
 # How each template is counted. The Mistral-style one escapes tool results as JSON strings, so a content's tokens
 # are not those of its text: it cannot decompose, and is counted by whole renderings.
-EXPECTED_MODE = {"builtin": "template", "qwen3": "template", "llama3-style": "template",
-                 "mistral-style": "template (whole renderings)"}
+EXPECTED_MODE = {
+    "builtin": "template",
+    "qwen3": "template",
+    "llama3-style": "template",
+    "mistral-style": "template (whole renderings)",
+}
 
 
 def _folder(name: str, tmp_path):
@@ -47,20 +51,24 @@ def test_every_span_counts_the_prompt_the_server_renders(name, tmp_path):
     for task in TASKS:
         for rel, data in builder.files_for(task):
             for span in json.loads(data)["spans"]:
-                assert span["attributes"]["gen_ai.usage.input_tokens"] == oracle.tokens(span["attributes"]), \
-                    (name, rel, span["span_id"])
+                assert span["attributes"]["gen_ai.usage.input_tokens"] == oracle.tokens(span["attributes"]), (
+                    name,
+                    rel,
+                    span["span_id"],
+                )
                 checked += 1
     assert checked > 20
 
 
 def test_a_template_that_changes_a_content_fails_the_proof_and_is_counted_whole(tmp_path):
     # upper-casing changes a content's tokens: the skeleton would count the original text's
-    folder = with_template(tmp_path / "upper", "{% for m in messages %}{{ m.role }}: {{ (m.content or '') | upper }}"
-                           "<|im_end|>{% endfor %}")
+    folder = with_template(
+        tmp_path / "upper", "{% for m in messages %}{{ m.role }}: {{ (m.content or '') | upper }}<|im_end|>{% endfor %}"
+    )
     builder = DatasetBuilder(load_tokenizer(str(folder)), SPEC, seed=2, model="m", count="template").prepare()
     assert builder.count.whole
     oracle = RenderedPrompt(folder)
-    (rel, data), = builder.files_for(Task(1, 0))
+    ((rel, data),) = builder.files_for(Task(1, 0))
     for span in json.loads(data)["spans"]:
         assert span["attributes"]["gen_ai.usage.input_tokens"] == oracle.tokens(span["attributes"])
 
@@ -79,21 +87,46 @@ def test_auto_counts_by_template_only_when_the_tokenizer_has_one(tmp_path):
 
 def test_the_manifest_records_the_count_and_a_template_count_without_a_template_is_one_line(tmp_path):
     common = ["--scale", "0.02", "--budget-scale", "0.03", "--quiet"]
-    made = run_fastgen(*common, "--tokenizer", "builtin", "--count", "content", "--output-dir", str(tmp_path / "a"),
-                       "--config-dir", str(tmp_path / "ca"))
+    made = run_fastgen(
+        *common,
+        "--tokenizer",
+        "builtin",
+        "--count",
+        "content",
+        "--output-dir",
+        str(tmp_path / "a"),
+        "--config-dir",
+        str(tmp_path / "ca"),
+    )
     assert made.returncode == 0, made.stderr
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert manifest["tokenizer"]["count"] == "content" and manifest["arguments"]["count"] == "content"
-    again = run_fastgen("--from-manifest", str(tmp_path / "a" / "manifest.json"), "--quiet", "--output-dir",
-                        str(tmp_path / "b"), "--config-dir", str(tmp_path / "cb"))
+    again = run_fastgen(
+        "--from-manifest",
+        str(tmp_path / "a" / "manifest.json"),
+        "--quiet",
+        "--output-dir",
+        str(tmp_path / "b"),
+        "--config-dir",
+        str(tmp_path / "cb"),
+    )
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "b" / "manifest.json").read_bytes() == (tmp_path / "a" / "manifest.json").read_bytes()
 
     bare = tmp_path / "bare"
     bare.mkdir()
     (bare / "tokenizer.json").write_bytes((BUILTIN_DIR / "tokenizer.json").read_bytes())
-    refused = run_fastgen(*common, "--tokenizer", str(bare), "--count", "template", "--output-dir",
-                          str(tmp_path / "c"), "--config-dir", str(tmp_path / "cc"))
+    refused = run_fastgen(
+        *common,
+        "--tokenizer",
+        str(bare),
+        "--count",
+        "template",
+        "--output-dir",
+        str(tmp_path / "c"),
+        "--config-dir",
+        str(tmp_path / "cc"),
+    )
     assert refused.returncode == 2
     assert refused.stderr.startswith("fastgen: error: --count template needs a chat template")
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
@@ -168,8 +201,9 @@ def test_replayed_on_a_second_real_vocabulary_the_server_counts_every_prompt_as_
             files = sorted((tmp_path / "traces" / trace_dir).glob("*.json"))
             spans = index_spans({str(f): load_session(f) for f in files})
             records = [r for r in server.records if r["status"] == 200]
-            pairs = [(r["response"]["usage"]["prompt_tokens"], spans[request_key(r["body"])].input_tokens)
-                     for r in records]
+            pairs = [
+                (r["response"]["usage"]["prompt_tokens"], spans[request_key(r["body"])].input_tokens) for r in records
+            ]
             assert pairs and all(a == b for a, b in pairs), (name, [p for p in pairs if p[0] != p[1]][:5])
             compared += len(pairs)
     assert compared > 50

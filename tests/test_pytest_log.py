@@ -34,8 +34,9 @@ def test_a_test_file_compiles_and_each_case_points_at_its_assert():
 
 
 def test_module_functions_are_the_top_level_synchronous_ones():
-    code = ("def a():\n    pass\nasync def b():\n    pass\nclass C:\n    def d(self):\n        pass\n"
-            "def a():\n    pass\n")
+    code = (
+        "def a():\n    pass\nasync def b():\n    pass\nclass C:\n    def d(self):\n        pass\ndef a():\n    pass\n"
+    )
     assert module_functions(code) == ["a"]
 
 
@@ -44,8 +45,17 @@ def test_module_functions_are_the_top_level_synchronous_ones():
 def test_a_log_is_exactly_its_budget_and_consistent(composer, builtin, budget, failing):
     _, cases = _cases(budget + failing)
     failed = {c.name: c.expected + 7 for c in cases[:failing]}
-    log = pytest_log(composer, np.random.default_rng(budget), command="pytest", cases=cases, failed=failed,
-                     budget=budget, repo="shop", other_files=3 if failing else 0, report_passes=not failing)
+    log = pytest_log(
+        composer,
+        np.random.default_rng(budget),
+        command="pytest",
+        cases=cases,
+        failed=failed,
+        budget=budget,
+        repo="shop",
+        other_files=3 if failing else 0,
+        report_passes=not failing,
+    )
     assert log.tokens == builtin.encoded_count(log.text) == budget
     report = Report()
     said_failed, said_passed = check_pytest_log(log.text, report, "log")
@@ -60,10 +70,20 @@ def test_a_log_is_exactly_its_budget_and_consistent(composer, builtin, budget, f
 
 def test_the_checker_finds_a_log_that_contradicts_itself(composer):
     _, cases = _cases(3)
-    log = pytest_log(composer, np.random.default_rng(0), command="", cases=cases, failed={cases[0].name: 99},
-                     budget=1500, repo="shop").text
-    for broken in (log.replace("1 failed", "2 failed"), log.replace("[100%]", "[ 90%]"),
-                   log.replace(f"E       assert 99 == {cases[0].expected}", "E       assert 98 == 3")):
+    log = pytest_log(
+        composer,
+        np.random.default_rng(0),
+        command="",
+        cases=cases,
+        failed={cases[0].name: 99},
+        budget=1500,
+        repo="shop",
+    ).text
+    for broken in (
+        log.replace("1 failed", "2 failed"),
+        log.replace("[100%]", "[ 90%]"),
+        log.replace(f"E       assert 99 == {cases[0].expected}", "E       assert 98 == 3"),
+    ):
         report = Report()
         check_pytest_log(broken, report, "log")
         assert report.problems, broken

@@ -9,14 +9,25 @@ from conftest import run_fastgen
 from e2e.realism import Report, check_dataset, check_patches
 
 # Checks a small dataset exercises (its budgets are 5% of the default: its logs are too short for tracebacks).
-SMALL_CHECKS = {"a shown Python file compiles", "a read_file result compiles", "git apply --check accepts the patch",
-          "the patched file compiles", "the tool's answer reports the diff's hunks and lines",
-          "a candidate's diff applies to the module shown", "summary counts the progress marks",
-          "failing tests are tests of the shown test file", "numbered steps count 1, 2, 3",
-          "articles agree with the next word",
-          "no line said twice in a row"}
-CHECKS = SMALL_CHECKS | {"failure's assert, E and where lines agree", "PASSED lines are the passed tests",
-                         "the passing run lists every test of the shown file", "short summary repeats the values"}
+SMALL_CHECKS = {
+    "a shown Python file compiles",
+    "a read_file result compiles",
+    "git apply --check accepts the patch",
+    "the patched file compiles",
+    "the tool's answer reports the diff's hunks and lines",
+    "a candidate's diff applies to the module shown",
+    "summary counts the progress marks",
+    "failing tests are tests of the shown test file",
+    "numbered steps count 1, 2, 3",
+    "articles agree with the next word",
+    "no line said twice in a row",
+}
+CHECKS = SMALL_CHECKS | {
+    "failure's assert, E and where lines agree",
+    "PASSED lines are the passed tests",
+    "the passing run lists every test of the shown file",
+    "short summary repeats the values",
+}
 # Across the 100 sessions of scenario 1 at the default budgets, more than half of the sentences the agent says are
 # said once: 0.55 measured; prose drawn from the old pool alone, with no session facts, gave 0.23.
 DISTINCT_SENTENCES = 0.5
@@ -32,8 +43,17 @@ def test_a_small_dataset_passes_every_realism_check(small_dataset):
 def scenario1_at_full_size(tmp_path_factory):
     root = tmp_path_factory.mktemp("scenario1")
     (root / "workload.yaml").write_text("format: 1\nscenarios:\n  scenario1: {}\n")
-    result = run_fastgen("--workload", str(root / "workload.yaml"), "--tokenizer", "builtin", "--quiet",
-                         "--output-dir", str(root / "traces"), "--config-dir", str(root / "configs"))
+    result = run_fastgen(
+        "--workload",
+        str(root / "workload.yaml"),
+        "--tokenizer",
+        "builtin",
+        "--quiet",
+        "--output-dir",
+        str(root / "traces"),
+        "--config-dir",
+        str(root / "configs"),
+    )
     assert result.returncode == 0, result.stderr
     return root / "traces"
 

@@ -15,58 +15,121 @@ from fastgen.results.report import Pair, Side
 from fastgen.results.stats import hit_percent, hit_ratio, percentile
 
 
-def request(session, turn, kind, *, start, prompt, cached, ttft=0.1, trace_dir="scenario1", output=10,
-            latency=0.5, details=True, error=None):
-    usage = {"prompt_tokens": prompt, "completion_tokens": output,
-             "prompt_tokens_details": {"cached_tokens": cached} if details else None}
-    return {"start_time": start, "end_time": start + latency,
-            "info": {"labels": {"session": session, "trace_dir": trace_dir, "turn": str(turn), "turn_kind": kind},
-                     "response_metrics": {"output_tokens": output, "server_usage": usage}},
-            "computed_metrics": None if error else {
-                "request_latency": latency, "time_to_first_token": ttft if kind != "tool_call" else None,
-                "normalized_time_per_output_token": latency / output, "time_per_output_token": None,
-                "output_tokens": output},
-            "error": error}
+def request(
+    session,
+    turn,
+    kind,
+    *,
+    start,
+    prompt,
+    cached,
+    ttft=0.1,
+    trace_dir="scenario1",
+    output=10,
+    latency=0.5,
+    details=True,
+    error=None,
+):
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": output,
+        "prompt_tokens_details": {"cached_tokens": cached} if details else None,
+    }
+    return {
+        "start_time": start,
+        "end_time": start + latency,
+        "info": {
+            "labels": {"session": session, "trace_dir": trace_dir, "turn": str(turn), "turn_kind": kind},
+            "response_metrics": {"output_tokens": output, "server_usage": usage},
+        },
+        "computed_metrics": None
+        if error
+        else {
+            "request_latency": latency,
+            "time_to_first_token": ttft if kind != "tool_call" else None,
+            "normalized_time_per_output_token": latency / output,
+            "time_per_output_token": None,
+            "output_tokens": output,
+        },
+        "error": error,
+    }
 
 
-def write_folder(folder: Path, requests: list[dict], *, concurrency=2, engine="vllm", status="completed",
-                 samples=(), sessions=None):
+def write_folder(
+    folder: Path, requests: list[dict], *, concurrency=2, engine="vllm", status="completed", samples=(), sessions=None
+):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "per_request_lifecycle_metrics.json").write_text(json.dumps(requests))
     ids = sorted({r["info"]["labels"]["session"] for r in requests})
-    sessions = sessions if sessions is not None else [
-        {"session_id": s, "success": True, "start_time": 1000.0, "end_time": 1036.0} for s in ids]
+    sessions = (
+        sessions
+        if sessions is not None
+        else [{"session_id": s, "success": True, "start_time": 1000.0, "end_time": 1036.0} for s in ids]
+    )
     (folder / "per_session_lifecycle_metrics.json").write_text(json.dumps(sessions))
-    (folder / "run-config.yml").write_text(f"load:\n  stages:\n  - concurrent_sessions: {concurrency}\n    "
-                                           f"num_sessions: {len(ids)}\n")
-    (folder / "metrics.jsonl").write_text("".join(json.dumps({"t": 1000.0 + i, "metrics": m}) + "\n"
-                                                  for i, m in enumerate(samples)))
+    (folder / "run-config.yml").write_text(
+        f"load:\n  stages:\n  - concurrent_sessions: {concurrency}\n    num_sessions: {len(ids)}\n"
+    )
+    (folder / "metrics.jsonl").write_text(
+        "".join(json.dumps({"t": 1000.0 + i, "metrics": m}) + "\n" for i, m in enumerate(samples))
+    )
     write_run(folder, {"status": status, "engine": engine, "seconds": 36.0})
 
 
-def write_repeat(config: Path, requests: list[dict], *, repeat=1, repeats=1, status="completed", identity=None,
-                 counts=None, sessions=None, concurrency=2, samples=(), reset=None):
+def write_repeat(
+    config: Path,
+    requests: list[dict],
+    *,
+    repeat=1,
+    repeats=1,
+    status="completed",
+    identity=None,
+    counts=None,
+    sessions=None,
+    concurrency=2,
+    samples=(),
+    reset=None,
+):
     """A repeat-K folder as fastgen bakeoff writes it: run.json format 2 (the run folder contract)."""
     folder = config / f"repeat-{repeat}"
     write_folder(folder, requests, concurrency=concurrency, samples=samples, sessions=sessions)
     ids = sorted({r["info"]["labels"]["session"] for r in requests})
     failed = sum(r["error"] is not None for r in requests)
-    record = {"format": 2, "config": f"{config.parent.name}/{config.name}", "repeat": repeat, "repeats": repeats,
-              "status": status, "reason": None if status == "completed" else "1 of 6 requests failed",
-              "seconds": 36.0, "requests": {"expected": len(requests), "recorded": len(requests), "failed": failed},
-              "sessions": {"total": len(ids), "failed": 0},
-              "identity": identity or IDENTITY, "reset": reset or {"done": "POST /reset_prefix_cache",
-                                                                   "verified": True, "how": "probe: 0 cached"}}
+    record = {
+        "format": 2,
+        "config": f"{config.parent.name}/{config.name}",
+        "repeat": repeat,
+        "repeats": repeats,
+        "status": status,
+        "reason": None if status == "completed" else "1 of 6 requests failed",
+        "seconds": 36.0,
+        "requests": {"expected": len(requests), "recorded": len(requests), "failed": failed},
+        "sessions": {"total": len(ids), "failed": 0},
+        "identity": identity or IDENTITY,
+        "reset": reset or {"done": "POST /reset_prefix_cache", "verified": True, "how": "probe: 0 cached"},
+    }
     if counts:
         record.update(counts)
     (folder / "run.json").write_text(json.dumps(record))
     return folder
 
 
-IDENTITY = {"server": {"url": "http://a:8000", "engine": "vllm", "version": "0.11.0", "model": "m",
-                       "kv_capacity_tokens": 100_000, "block_size": 16, "gpus": None, "process_start": 1.0},
-            "dataset_sha256": "d" * 64, "config_sha256": "c" * 64, "outputs": "recorded",
-            "tool_call_max_tokens": "recorded"}
+IDENTITY = {
+    "server": {
+        "url": "http://a:8000",
+        "engine": "vllm",
+        "version": "0.11.0",
+        "model": "m",
+        "kv_capacity_tokens": 100_000,
+        "block_size": 16,
+        "gpus": None,
+        "process_start": 1.0,
+    },
+    "dataset_sha256": "d" * 64,
+    "config_sha256": "c" * 64,
+    "outputs": "recorded",
+    "tool_call_max_tokens": "recorded",
+}
 
 
 def identity(**changes) -> dict:
@@ -96,17 +159,33 @@ def scenario1_requests(cached_later: int) -> list[dict]:
     for s, session in enumerate(("s1", "s2")):
         out.append(request(session, 1, "text", start=s, prompt=1000, cached=0, ttft=0.2, details=False))
         out.append(request(session, 2, "tool_call", start=s + 1, prompt=1000, cached=cached_later, latency=0.4))
-        out.append(request(session, 3, "text", start=s + 2, prompt=1000, cached=cached_later,
-                           ttft=0.05 if cached_later > 500 else 0.15))
+        out.append(
+            request(
+                session,
+                3,
+                "text",
+                start=s + 2,
+                prompt=1000,
+                cached=cached_later,
+                ttft=0.05 if cached_later > 500 else 0.15,
+            )
+        )
     return out
 
 
 @pytest.fixture()
 def two_sides(tmp_path):
-    write_folder(tmp_path / "a" / "scenario1" / "c2", scenario1_requests(900),
-                 samples=[{"vllm:kv_cache_usage_perc": 0.25}, {"vllm:kv_cache_usage_perc": 0.5}])
-    write_folder(tmp_path / "b" / "scenario1" / "c2", scenario1_requests(300), engine="sglang",
-                 samples=[{"sglang:token_usage": 0.9}])
+    write_folder(
+        tmp_path / "a" / "scenario1" / "c2",
+        scenario1_requests(900),
+        samples=[{"vllm:kv_cache_usage_perc": 0.25}, {"vllm:kv_cache_usage_perc": 0.5}],
+    )
+    write_folder(
+        tmp_path / "b" / "scenario1" / "c2",
+        scenario1_requests(300),
+        engine="sglang",
+        samples=[{"sglang:token_usage": 0.9}],
+    )
     return tmp_path / "a", tmp_path / "b"
 
 
@@ -114,12 +193,22 @@ def test_read_runs_takes_labels_usage_and_timings_from_the_per_request_records(t
     runs, problems = read_runs(two_sides[0])
     assert problems == [] and list(runs) == ["scenario1/c2"]
     run = runs["scenario1/c2"]
-    assert (run.status, run.engine, run.concurrency, len(run.requests), len(run.sessions)) == ("completed", "vllm",
-                                                                                              2, 6, 2)
+    assert (run.status, run.engine, run.concurrency, len(run.requests), len(run.sessions)) == (
+        "completed",
+        "vllm",
+        2,
+        6,
+        2,
+    )
     first = run.requests[0]
     # vLLM and SGLang send no prompt_tokens_details when nothing was cached: that is 0 cached, not unknown
-    assert (first.session, first.turn, first.kind, first.prompt_tokens, first.cached_tokens) == ("s1", 1, "text",
-                                                                                                  1000, 0)
+    assert (first.session, first.turn, first.kind, first.prompt_tokens, first.cached_tokens) == (
+        "s1",
+        1,
+        "text",
+        1000,
+        0,
+    )
     assert [r.ttft for r in run.requests if r.kind == "tool_call"] == [None, None]
 
 
@@ -178,10 +267,12 @@ def test_compare_runs_without_runs_raises_output_error(tmp_path):
 def test_scenario2_roles_take_the_branch_that_started_first_not_branch_one():
     from fastgen.results.runs import _request
 
-    entries = [request("x", 0, "root", start=0, prompt=100, cached=0, trace_dir="scenario2_sync"),
-               request("x", 1, "branch", start=5, prompt=120, cached=96, trace_dir="scenario2_sync"),
-               request("x", 2, "branch", start=2, prompt=120, cached=96, trace_dir="scenario2_sync"),
-               request("x", 3, "branch", start=7, prompt=120, cached=96, trace_dir="scenario2_sync")]
+    entries = [
+        request("x", 0, "root", start=0, prompt=100, cached=0, trace_dir="scenario2_sync"),
+        request("x", 1, "branch", start=5, prompt=120, cached=96, trace_dir="scenario2_sync"),
+        request("x", 2, "branch", start=2, prompt=120, cached=96, trace_dir="scenario2_sync"),
+        request("x", 3, "branch", start=7, prompt=120, cached=96, trace_dir="scenario2_sync"),
+    ]
     found = roles([_request(e) for e in entries])
     assert [r.turn for r in found["root"]] == [0]
     assert [r.turn for r in found["first"]] == [2]
@@ -192,8 +283,12 @@ def test_scenario3_verdict_says_canonicalization_matters_when_stable_wins_widely
     def swarm(hit_stable, hit_noisy):
         out = {}
         for layout, hit in (("stable", hit_stable), ("noisy", hit_noisy)):
-            out[layout] = [request(f"{layout}-{i}", 1, "text", start=i, prompt=1000, cached=hit * 10,
-                                   trace_dir=f"scenario3_{layout}") for i in range(4)]
+            out[layout] = [
+                request(
+                    f"{layout}-{i}", 1, "text", start=i, prompt=1000, cached=hit * 10, trace_dir=f"scenario3_{layout}"
+                )
+                for i in range(4)
+            ]
         return out
 
     for side, (stable, noisy) in (("a", (90, 40)), ("b", (85, 35))):
@@ -216,8 +311,7 @@ def test_compare_runs_plots_are_pngs_when_matplotlib_is_installed(two_sides, tmp
     assert f"]({comparison.plots['scenario1_hit_by_turn']})" in (tmp_path / "out" / "report.md").read_text()
 
 
-def test_compare_runs_without_matplotlib_names_the_plots_extra_and_writes_the_tables(two_sides, tmp_path,
-                                                                                     monkeypatch):
+def test_compare_runs_without_matplotlib_names_the_plots_extra_and_writes_the_tables(two_sides, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     comparison = compare_runs(*two_sides, tmp_path / "out")
 
@@ -228,12 +322,29 @@ def test_compare_runs_without_matplotlib_names_the_plots_extra_and_writes_the_ta
 
 def test_compare_with_an_analysis_sets_the_pooled_ceiling_beside_each_hit_ratio(two_sides, tmp_path):
     analysis = tmp_path / "analysis.json"
-    by_turn = {"1": {"prompt_tokens": 2000, "hit_percent_infinite": 10.0, "hit_percent_capacity": 5.0},
-               "2": {"prompt_tokens": 2000, "hit_percent_infinite": 90.0, "hit_percent_capacity": 80.0},
-               "3": {"prompt_tokens": 2000, "hit_percent_infinite": 95.0, "hit_percent_capacity": 50.0}}
-    analysis.write_text(json.dumps({"format": 1, "definition": "vllm", "capacity_tokens": 4096, "configs": [
-        {"config": "scenario1/c2", "prompt_tokens": 6000, "hit_percent_infinite": 65.0, "hit_percent_capacity": 45.0,
-         "by_turn": by_turn}]}))
+    by_turn = {
+        "1": {"prompt_tokens": 2000, "hit_percent_infinite": 10.0, "hit_percent_capacity": 5.0},
+        "2": {"prompt_tokens": 2000, "hit_percent_infinite": 90.0, "hit_percent_capacity": 80.0},
+        "3": {"prompt_tokens": 2000, "hit_percent_infinite": 95.0, "hit_percent_capacity": 50.0},
+    }
+    analysis.write_text(
+        json.dumps(
+            {
+                "format": 1,
+                "definition": "vllm",
+                "capacity_tokens": 4096,
+                "configs": [
+                    {
+                        "config": "scenario1/c2",
+                        "prompt_tokens": 6000,
+                        "hit_percent_infinite": 65.0,
+                        "hit_percent_capacity": 45.0,
+                        "by_turn": by_turn,
+                    }
+                ],
+            }
+        )
+    )
     compare_runs(*two_sides, tmp_path / "out", plots=False, analysis=analysis)
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     (row,) = table(report, "runs", "Runs")
@@ -247,25 +358,30 @@ def test_compare_with_an_unreadable_analysis_names_it_and_reports_without_ceilin
     bad.write_text("{")
     comparison = compare_runs(*two_sides, tmp_path / "out", plots=False, analysis=bad)
     assert any(p.startswith(f"--analysis {bad} is not the JSON of fastgen analyze --json") for p in comparison.problems)
-    runs = next(s for s in json.loads((tmp_path / "out" / "report.json").read_text())["sections"]
-                if s["id"] == "runs")["tables"][0]
+    runs = next(s for s in json.loads((tmp_path / "out" / "report.json").read_text())["sections"] if s["id"] == "runs")[
+        "tables"
+    ][0]
     assert not any(c.startswith("ceiling") for c in runs["columns"])
 
 
 # Repeats, status, counts and spread (run.json format 2: OUT/L/<scenario>/<config>/repeat-K/)
+
 
 def test_read_runs_reads_repeat_folders_with_their_status_counts_and_identity(tmp_path):
     config = tmp_path / "a" / "scenario1" / "c2"
     write_repeat(config, scenario1_requests(900), repeat=1, repeats=2)
     failing = scenario1_requests(900)
     failing[4]["error"], failing[4]["computed_metrics"] = {"error_type": "HTTPError", "error_msg": "500"}, None
-    write_repeat(config, failing, repeat=2, repeats=2, status="incomplete",
-                 counts={"sessions": {"total": 2, "failed": 1}})
+    write_repeat(
+        config, failing, repeat=2, repeats=2, status="incomplete", counts={"sessions": {"total": 2, "failed": 1}}
+    )
     runs, problems = read_runs(tmp_path / "a")
     assert problems == [] and list(runs) == ["scenario1/c2"]
     run = runs["scenario1/c2"]
     assert [(r.index, r.status, r.requests_failed, r.sessions_failed) for r in run.repeats] == [
-        (1, "completed", 0, 0), (2, "incomplete", 1, 1)]
+        (1, "completed", 0, 0),
+        (2, "incomplete", 1, 1),
+    ]
     assert run.status == "incomplete" and not run.usable and run.concurrency == 2
     assert run.repeats[0].server["kv_capacity_tokens"] == 100_000 and run.repeats[0].reset["verified"] is True
     assert {r.repeat for r in run.requests} == {1, 2} and len(run.requests) == 12
@@ -281,8 +397,10 @@ def test_read_runs_leaves_out_a_repeat_left_from_an_earlier_bakeoff_that_ran_som
         (folder / "run.json").write_text(json.dumps({**record, "ended": ended}))
     runs, problems = read_runs(tmp_path / "a")
     assert [r.index for r in runs["scenario1/c2"].repeats] == [1]
-    assert problems == ["scenario1/c2 repeat 2 is left out: it is not the run the newest repeat (1) is (the config "
-                        "changed); run the bakeoff with --repeat 1 or more again to replace it"]
+    assert problems == [
+        "scenario1/c2 repeat 2 is left out: it is not the run the newest repeat (1) is (the config "
+        "changed); run the bakeoff with --repeat 1 or more again to replace it"
+    ]
 
 
 def test_pooled_figures_take_only_the_repeats_every_config_has(tmp_path):
@@ -290,13 +408,13 @@ def test_pooled_figures_take_only_the_repeats_every_config_has(tmp_path):
     for side in ("a", "b"):
         write_repeat(tmp_path / side / "scenario1" / "c2", scenario1_requests(900), repeat=1, repeats=2)
         write_repeat(tmp_path / side / "scenario1" / "c2", scenario1_requests(900), repeat=2, repeats=2)
-        write_repeat(tmp_path / side / "scenario1" / "c4", scenario1_requests(0), repeat=1, repeats=1,
-                     concurrency=4)
+        write_repeat(tmp_path / side / "scenario1" / "c4", scenario1_requests(0), repeat=1, repeats=1, concurrency=4)
     runs = read_runs(tmp_path / "a")[0]
     pair = Pair(Side("a", runs), Side("b", read_runs(tmp_path / "b")[0]))
     a, b, _ = pair.triple(hit_ratio(), ["scenario1/c2", "scenario1/c4"])
-    assert a.repeats == 1 and a.value == pytest.approx(hit_percent(runs["scenario1/c2"].repeats[0].requests
-                                                                   + runs["scenario1/c4"].repeats[0].requests))
+    assert a.repeats == 1 and a.value == pytest.approx(
+        hit_percent(runs["scenario1/c2"].repeats[0].requests + runs["scenario1/c4"].repeats[0].requests)
+    )
 
 
 def test_read_runs_reads_an_older_completed_run_with_failed_requests_as_incomplete(tmp_path):
@@ -320,20 +438,30 @@ def one_side_incomplete(tmp_path):
     write_repeat(tmp_path / "a" / "scenario1" / "c2", scenario1_requests(900))
     failing = scenario1_requests(300)
     failing[5]["error"], failing[5]["computed_metrics"] = {"error_type": "HTTPError", "error_msg": "500"}, None
-    write_repeat(tmp_path / "b" / "scenario1" / "c2", failing, status="incomplete",
-                 counts={"sessions": {"total": 2, "failed": 1}})
+    write_repeat(
+        tmp_path / "b" / "scenario1" / "c2",
+        failing,
+        status="incomplete",
+        counts={"sessions": {"total": 2, "failed": 1}},
+    )
     return tmp_path / "a", tmp_path / "b"
 
 
-def test_compare_shows_status_and_failed_counts_and_leaves_an_incomplete_run_out_of_b_over_a(one_side_incomplete,
-                                                                                            tmp_path):
+def test_compare_shows_status_and_failed_counts_and_leaves_an_incomplete_run_out_of_b_over_a(
+    one_side_incomplete, tmp_path
+):
     compare_runs(*one_side_incomplete, tmp_path / "out", plots=False)
     report = report_of(tmp_path / "out")
     (row,) = table(report, "runs", "Runs")
     assert (row["status B"], row["failed requests B"], row["failed sessions B"]) == ("incomplete", 1, 1)
     assert row["hit % B"]["value"] == pytest.approx(18.0)  # shown: 900 of the 5,000 prompt tokens that succeeded
-    assert row["hit % B/A"] == {"value": None, "low": None, "high": None, "distinguishable": None,
-                                "left_out": "incomplete"}
+    assert row["hit % B/A"] == {
+        "value": None,
+        "low": None,
+        "high": None,
+        "distinguishable": None,
+        "left_out": "incomplete",
+    }
     (level,) = table(report, "scenario1", "TTFT by concurrency")
     assert level["status"] == "B incomplete (1/6 requests, 1/2 sessions failed)"
     assert level["TTFT p50 ms B"]["value"] is not None and level["TTFT p50 ms B/A"]["value"] is None
@@ -350,17 +478,23 @@ def test_compare_include_incomplete_puts_the_incomplete_run_into_b_over_a(one_si
 
 def test_compare_hit_ratio_of_prompts_of_unequal_length_is_pooled(tmp_path):
     for side in ("a", "b"):
-        write_repeat(tmp_path / side / "scenario1" / "c2", [
-            request("s1", 1, "text", start=0, prompt=100, cached=100),
-            request("s2", 1, "text", start=1, prompt=900, cached=0)])
+        write_repeat(
+            tmp_path / side / "scenario1" / "c2",
+            [
+                request("s1", 1, "text", start=0, prompt=100, cached=100),
+                request("s2", 1, "text", start=1, prompt=900, cached=0),
+            ],
+        )
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
     (row,) = table(report_of(tmp_path / "out"), "runs", "Runs")
     assert row["hit % A"]["value"] == pytest.approx(10.0)  # 100 of 1000 tokens, not the mean of 100 % and 0 %
 
 
 def swarm_requests(ttfts_ms: list[float], *, output=10) -> list[dict]:
-    return [request(f"s{i}", 1, "text", start=float(i), prompt=1000, cached=500, ttft=t / 1000, output=output)
-            for i, t in enumerate(ttfts_ms)]
+    return [
+        request(f"s{i}", 1, "text", start=float(i), prompt=1000, cached=500, ttft=t / 1000, output=output)
+        for i, t in enumerate(ttfts_ms)
+    ]
 
 
 def test_compare_summary_states_no_difference_when_the_intervals_overlap(tmp_path):
@@ -399,8 +533,7 @@ def test_compare_over_repeats_reports_the_median_and_min_max(tmp_path):
 def test_compare_shows_p99_only_with_100_requests_behind_it(tmp_path):
     for side in ("a", "b"):
         write_repeat(tmp_path / side / "scenario1" / "c2", swarm_requests([100 + i for i in range(99)]))
-        write_repeat(tmp_path / side / "scenario1" / "c4", swarm_requests([100 + i for i in range(100)]),
-                     concurrency=4)
+        write_repeat(tmp_path / side / "scenario1" / "c4", swarm_requests([100 + i for i in range(100)]), concurrency=4)
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
     levels = {r["config"]: r for r in table(report_of(tmp_path / "out"), "scenario1", "TTFT by concurrency")}
     few = levels["scenario1/c2"]["TTFT p99 ms A"]
@@ -414,12 +547,15 @@ def test_compare_names_and_leaves_out_configs_whose_runs_replayed_different_data
     for name in ("c2", "c4"):
         write_repeat(tmp_path / "a" / "scenario1" / name, scenario1_requests(900))
     write_repeat(tmp_path / "b" / "scenario1" / "c2", scenario1_requests(900))
-    write_repeat(tmp_path / "b" / "scenario1" / "c4", scenario1_requests(900),
-                 identity=identity(dataset_sha256="e" * 64))
+    write_repeat(
+        tmp_path / "b" / "scenario1" / "c4", scenario1_requests(900), identity=identity(dataset_sha256="e" * 64)
+    )
     comparison = compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
     assert comparison.configs == ["scenario1/c2"]
-    assert ("scenario1/c4: its runs replayed different datasets (a: dddddddddddd; b: eeeeeeeeeeee); not compared: "
-            "run both sides on one dataset") in comparison.problems
+    assert (
+        "scenario1/c4: its runs replayed different datasets (a: dddddddddddd; b: eeeeeeeeeeee); not compared: "
+        "run both sides on one dataset"
+    ) in comparison.problems
     assert any(p.startswith("b's runs replayed 2 datasets") for p in comparison.problems)
 
 
@@ -432,8 +568,10 @@ def test_compare_prompt_token_check_fails_when_the_sides_sent_different_prompts(
     (row,) = table(report_of(tmp_path / "out"), "prompts", "Prompt tokens sent")
     assert (row["outputs"], row["tolerance %"], row["same prompts"]) == ("recorded", 0.5, "NO")
     assert (row["prompt tokens A"]["value"], row["prompt tokens B"]["value"]) == (6000, 6060)
-    assert ("scenario1/c2: b sent 1.010 x the prompt tokens of a (recorded outputs, tolerance 0.5 %): the engines "
-            "were not given the same prompts") in comparison.problems
+    assert (
+        "scenario1/c2: b sent 1.010 x the prompt tokens of a (recorded outputs, tolerance 0.5 %): the engines "
+        "were not given the same prompts"
+    ) in comparison.problems
 
 
 def test_compare_prompt_token_check_allows_live_outputs_their_tolerance(tmp_path):
@@ -478,12 +616,18 @@ def test_compare_steady_state_window_and_its_figures_beside_the_whole_run(tmp_pa
 
 
 def test_compare_throughput_per_gpu_hour_and_kv_usage_in_tokens(tmp_path):
-    write_repeat(tmp_path / "a" / "scenario2" / "c2_sync", scenario1_requests(900),
-                 identity=identity(server={"gpus": 2, "kv_capacity_tokens": 100_000}),
-                 samples=[{"vllm:kv_cache_usage_perc": 0.5}])
-    write_repeat(tmp_path / "b" / "scenario2" / "c2_sync", scenario1_requests(900),
-                 identity=identity(server={"engine": "sglang", "gpus": 1, "kv_capacity_tokens": 20_000}),
-                 samples=[{"sglang:token_usage": 0.9}])
+    write_repeat(
+        tmp_path / "a" / "scenario2" / "c2_sync",
+        scenario1_requests(900),
+        identity=identity(server={"gpus": 2, "kv_capacity_tokens": 100_000}),
+        samples=[{"vllm:kv_cache_usage_perc": 0.5}],
+    )
+    write_repeat(
+        tmp_path / "b" / "scenario2" / "c2_sync",
+        scenario1_requests(900),
+        identity=identity(server={"engine": "sglang", "gpus": 1, "kv_capacity_tokens": 20_000}),
+        samples=[{"sglang:token_usage": 0.9}],
+    )
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
     report = report_of(tmp_path / "out")
     (row,) = table(report, "throughput", "Throughput")
@@ -504,8 +648,9 @@ def test_compare_slo_gives_the_largest_concurrency_that_meets_the_ttft_target(tm
     for level, (a_ms, b_ms) in {2: (100, 100), 4: (200, 400), 8: (600, 900)}.items():
         write_repeat(tmp_path / "a" / "scenario1" / f"c{level}", swarm_requests([a_ms] * 5), concurrency=level)
         write_repeat(tmp_path / "b" / "scenario1" / f"c{level}", swarm_requests([b_ms] * 5), concurrency=level)
-    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False,
-                 options=CompareOptions(slo_ttft_p95_ms=300))
+    compare_runs(
+        tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False, options=CompareOptions(slo_ttft_p95_ms=300)
+    )
     (row,) = table(report_of(tmp_path / "out"), "slo", "Largest concurrency")
     assert (row["concurrencies"], row["largest A"], row["largest B"]) == ("2, 4, 8", 4, 2)
     assert row["TTFT p95 ms A"]["value"] == pytest.approx(200.0)
@@ -513,9 +658,12 @@ def test_compare_slo_gives_the_largest_concurrency_that_meets_the_ttft_target(tm
 
 def test_compare_setup_header_says_what_each_side_ran(tmp_path):
     write_repeat(tmp_path / "a" / "scenario1" / "c2", scenario1_requests(900))
-    write_repeat(tmp_path / "b" / "scenario1" / "c2", scenario1_requests(900),
-                 identity=identity(server={"engine": "sglang", "version": "0.5.0", "kv_capacity_tokens": 33_000}),
-                 reset={"done": "POST /flush_cache", "verified": False, "how": "probe found 512 cached"})
+    write_repeat(
+        tmp_path / "b" / "scenario1" / "c2",
+        scenario1_requests(900),
+        identity=identity(server={"engine": "sglang", "version": "0.5.0", "kv_capacity_tokens": 33_000}),
+        reset={"done": "POST /flush_cache", "verified": False, "how": "probe found 512 cached"},
+    )
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
     setup = {r[""]: r for r in table(report_of(tmp_path / "out"), "setup", "What each side ran")}
     assert (setup["engine and version"]["A: a"], setup["engine and version"]["B: b"]) == ("vllm 0.11.0", "sglang 0.5.0")
@@ -524,28 +672,51 @@ def test_compare_setup_header_says_what_each_side_ran(tmp_path):
 
 
 def analysis_file(path: Path, capacity: int, hit: float) -> Path:
-    path.write_text(json.dumps({"format": 1, "definition": "vllm", "block_size": 16, "capacity_tokens": capacity,
-                                "rules": "vllm: blocks of 16 tokens", "configs": [
-                                    {"config": "scenario1/c2", "prompt_tokens": 6000, "hit_percent_infinite": hit,
-                                     "hit_percent_capacity": hit - 10, "by_turn": {}}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "format": 1,
+                "definition": "vllm",
+                "block_size": 16,
+                "capacity_tokens": capacity,
+                "rules": "vllm: blocks of 16 tokens",
+                "configs": [
+                    {
+                        "config": "scenario1/c2",
+                        "prompt_tokens": 6000,
+                        "hit_percent_infinite": hit,
+                        "hit_percent_capacity": hit - 10,
+                        "by_turn": {},
+                    }
+                ],
+            }
+        )
+    )
     return path
 
 
 def test_compare_ceilings_per_side_are_labelled_and_a_hit_above_its_ceiling_says_why(two_sides, tmp_path):
-    compare_runs(*two_sides, tmp_path / "out", plots=False,
-                 analysis_a=analysis_file(tmp_path / "a.json", 1_000_000, 75.0),
-                 analysis_b=analysis_file(tmp_path / "b.json", 4096, 25.0))
+    compare_runs(
+        *two_sides,
+        tmp_path / "out",
+        plots=False,
+        analysis_a=analysis_file(tmp_path / "a.json", 1_000_000, 75.0),
+        analysis_b=analysis_file(tmp_path / "b.json", 4096, 25.0),
+    )
     report = report_of(tmp_path / "out")
     (row,) = table(report, "runs", "Runs")
     assert (row["ceiling A % inf"], row["ceiling A % cap"], row["ceiling B % cap"]) == (75.0, 65.0, 15.0)
     assert report["b"]["ceilings"] == "b.json: KV capacity 4,096 tokens, block size 16, rules vllm: blocks of 16 tokens"
     # B hits 20 % against its own ceiling at capacity of 15 %; outputs not recorded in these runs
     (finding,) = section(report, "runs")["findings"]
-    assert finding.startswith("scenario1/c2: b hits 20.0 %, 5.0 points above the at capacity ceiling 15.0 %: "
-                              "either its live outputs were shorter")
+    assert finding.startswith(
+        "scenario1/c2: b hits 20.0 %, 5.0 points above the at capacity ceiling 15.0 %: "
+        "either its live outputs were shorter"
+    )
 
 
 # Writing: never over a file compare did not write
+
 
 def test_compare_refuses_to_overwrite_a_report_it_did_not_write(two_sides, tmp_path):
     from fastgen.errors import OutputError
@@ -554,8 +725,11 @@ def test_compare_refuses_to_overwrite_a_report_it_did_not_write(two_sides, tmp_p
     compare_runs(*two_sides, out, plots=False)
     compare_runs(*two_sides, out, plots=False)  # its own files: written again
     (out / "report.md").write_text((out / "report.md").read_text() + "\nmy notes\n")
-    with pytest.raises(OutputError, match=r"report.md was not written by fastgen compare \(or was edited since\); "
-                                          r"move it away, choose another --out, or pass --force"):
+    with pytest.raises(
+        OutputError,
+        match=r"report.md was not written by fastgen compare \(or was edited since\); "
+        r"move it away, choose another --out, or pass --force",
+    ):
         compare_runs(*two_sides, out, plots=False)
     assert (out / "report.md").read_text().endswith("my notes\n")
 
@@ -581,5 +755,6 @@ def test_compare_plots_shade_the_steady_state_window(tmp_path):
     assert plot.shade == {"a": [1.0, 11.0], "b": [1.0, 11.0]}
     (tmp_path / "out" / comparison.plots[plot.name]).write_bytes(b"not mine")
     from fastgen.errors import OutputError
+
     with pytest.raises(OutputError, match="scenario3_c2_stable_hit_over_time.png was not written by fastgen compare"):
         compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out")

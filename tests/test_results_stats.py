@@ -6,17 +6,55 @@ import numpy as np
 import pytest
 
 from fastgen.results.runs import RequestRecord
-from fastgen.results.stats import (BOOTSTRAP, Figure, figure, figure_ratio, hit_percent, hit_ratio, in_window, mean,
-                                   per_gpu_hour, percentile, percentile_ms, run_figure, steady_window,
-                                   window_output_tokens_per_s)
+from fastgen.results.stats import (
+    BOOTSTRAP,
+    Figure,
+    figure,
+    figure_ratio,
+    hit_percent,
+    hit_ratio,
+    in_window,
+    mean,
+    per_gpu_hour,
+    percentile,
+    percentile_ms,
+    run_figure,
+    steady_window,
+    window_output_tokens_per_s,
+)
 
 
-def rec(session="s", *, start=0.0, end=None, ttft=None, prompt=None, cached=None, output=10, failed=False,
-        repeat=1, turn=1, kind="text") -> RequestRecord:
-    return RequestRecord(session=session, trace_dir="scenario1", turn=turn, kind=kind, start=start,
-                         end=start + 1.0 if end is None else end, prompt_tokens=prompt, cached_tokens=cached,
-                         output_tokens=output, ttft=ttft, latency=None, ntpot=None, tpot=None, failed=failed,
-                         repeat=repeat)
+def rec(
+    session="s",
+    *,
+    start=0.0,
+    end=None,
+    ttft=None,
+    prompt=None,
+    cached=None,
+    output=10,
+    failed=False,
+    repeat=1,
+    turn=1,
+    kind="text",
+) -> RequestRecord:
+    return RequestRecord(
+        session=session,
+        trace_dir="scenario1",
+        turn=turn,
+        kind=kind,
+        start=start,
+        end=start + 1.0 if end is None else end,
+        prompt_tokens=prompt,
+        cached_tokens=cached,
+        output_tokens=output,
+        ttft=ttft,
+        latency=None,
+        ntpot=None,
+        tpot=None,
+        failed=failed,
+        repeat=repeat,
+    )
 
 
 def timed(values_s, repeat=1) -> list[RequestRecord]:
@@ -67,8 +105,9 @@ def test_hit_ratio_pools_tokens_over_prompts_of_unequal_length():
 
 
 def test_hit_ratio_bootstrap_resamples_requests_with_their_prompt_lengths():
-    requests = [rec(f"a{i}", prompt=100, cached=100) for i in range(10)] + \
-               [rec(f"b{i}", prompt=900, cached=0) for i in range(10)]
+    requests = [rec(f"a{i}", prompt=100, cached=100) for i in range(10)] + [
+        rec(f"b{i}", prompt=900, cached=0) for i in range(10)
+    ]
     got = figure([requests], hit_ratio())
     assert got.value == pytest.approx(10.0) and got.n == 20
     assert 0 < got.low < 10.0 < got.high < 50.0
@@ -79,8 +118,11 @@ def test_ratio_of_overlapping_intervals_is_not_distinguishable():
     r = figure_ratio(a, b)
     assert r.value == pytest.approx(1.07) and r.distinguishable is False
     apart = figure_ratio(a, Figure(150.0, 50, 130.0, 170.0, 1))
-    assert apart.distinguishable is True and apart.low == pytest.approx(130 / 110) and apart.high == pytest.approx(
-        170 / 90)
+    assert (
+        apart.distinguishable is True
+        and apart.low == pytest.approx(130 / 110)
+        and apart.high == pytest.approx(170 / 90)
+    )
 
 
 def test_ratio_without_intervals_is_undecided_and_a_left_out_one_has_no_value():
@@ -98,8 +140,10 @@ def sessions(*spans, repeat=1) -> list[RequestRecord]:
     """Each session as two requests: (start, end) of its first request's start and its last one's end."""
     out = []
     for i, (start, end) in enumerate(spans):
-        out += [rec(f"s{i}", start=start, end=start + 0.5, repeat=repeat),
-                rec(f"s{i}", start=end - 0.5, end=end, repeat=repeat, turn=2)]
+        out += [
+            rec(f"s{i}", start=start, end=start + 0.5, repeat=repeat),
+            rec(f"s{i}", start=end - 0.5, end=end, repeat=repeat, turn=2),
+        ]
     return out
 
 

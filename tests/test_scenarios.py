@@ -17,8 +17,7 @@ from fastgen.blocks import ScenarioBlocks
 from fastgen.content.budget import compose_block
 from fastgen.content.compose import Composer
 from fastgen.messages import Output, SessionPlan, Turn, user
-from fastgen.scenarios import (ConfigEntry, Request, Scenario, Shape, default_spec, register, registered,
-                               scenario_named)
+from fastgen.scenarios import ConfigEntry, Request, Scenario, Shape, default_spec, register, registered, scenario_named
 from fastgen.scenarios.common import duration_ms
 from fastgen.spec import Range, ScenarioSpec, Spec
 from fastgen.streams import session_rng
@@ -42,8 +41,9 @@ class ToySpec(ScenarioSpec):
 def _plan(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int, index: int) -> list[SessionPlan]:
     s = spec.scenarios[TOY]
     rng = session_rng(seed, 9, index)
-    first = user(compose_block(composer, f"Question {index} about the repository:\n", "prose", s.question.draw(rng),
-                               rng))
+    first = user(
+        compose_block(composer, f"Question {index} about the repository:\n", "prose", s.question.draw(rng), rng)
+    )
     answer = Output(composer.fill("prose", s.answer.draw(rng), rng))
     follow = user(compose_block(composer, "And the follow-up:\n", "prose", s.question.draw(rng), rng))
     second = Output(composer.fill("prose", s.answer.draw(rng), rng))
@@ -52,8 +52,10 @@ def _plan(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int, 
     end1 = start + duration_ms(spec.timing, blocks.catalog.tokens + sum(m.tokens for m in head), answer.tokens)
     messages = head + (answer.as_history(), follow)
     end2 = end1 + 500 + duration_ms(spec.timing, 1000, second.tokens)
-    turns = (Turn(f"toy-{index}-t1", 1, head, answer, start, end1),
-             Turn(f"toy-{index}-t2", 2, messages, second, end1 + 500, end2))
+    turns = (
+        Turn(f"toy-{index}-t1", 1, head, answer, start, end1),
+        Turn(f"toy-{index}-t2", 2, messages, second, end1 + 500, end2),
+    )
     return [SessionPlan("toy_pairs", f"toy_pairs-{index:04d}", index, blocks.catalog, turns)]
 
 
@@ -64,13 +66,22 @@ def _largest(spec: Spec) -> list[Request]:
 
 def _configs(spec: Spec) -> list[ConfigEntry]:
     s = spec.scenarios[TOY]
-    return [ConfigEntry(f"{TOY}/c{level}.yml", "toy_pairs", level, s.sessions, 2, about=f"c{level}: toy pairs")
-            for level in s.concurrency]
+    return [
+        ConfigEntry(f"{TOY}/c{level}.yml", "toy_pairs", level, s.sessions, 2, about=f"c{level}: toy pairs")
+        for level in s.concurrency
+    ]
 
 
-TOY_SCENARIO = Scenario(id=9, name=TOY, spec_type=ToySpec, layouts=("toy_pairs",),
-                        shape=lambda sc: Shape(2, 2, "chain"), plan=_plan, largest_requests=_largest,
-                        configs=_configs)
+TOY_SCENARIO = Scenario(
+    id=9,
+    name=TOY,
+    spec_type=ToySpec,
+    layouts=("toy_pairs",),
+    shape=lambda sc: Shape(2, 2, "chain"),
+    plan=_plan,
+    largest_requests=_largest,
+    configs=_configs,
+)
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +95,16 @@ def _small(spec: Spec) -> Spec:
 
 def _options(tmp_path: Path, spec: Spec, **kw) -> RunOptions:
     # one worker: this test process has threads (tokenizers, Arrow) that a fork would copy mid-flight
-    return RunOptions(model="m", tokenizer="builtin", seed=7, spec=spec, output_dir=tmp_path / "traces", workers=1,
-                      config_dir=tmp_path / "configs", **kw)
+    return RunOptions(
+        model="m",
+        tokenizer="builtin",
+        seed=7,
+        spec=spec,
+        output_dir=tmp_path / "traces",
+        workers=1,
+        config_dir=tmp_path / "configs",
+        **kw,
+    )
 
 
 def test_a_scenario_defined_in_a_test_gets_files_configs_and_validation(toy, tmp_path, builtin):
@@ -101,8 +120,15 @@ def test_a_scenario_defined_in_a_test_gets_files_configs_and_validation(toy, tmp
     assert len(list((traces / "toy_pairs").glob("session_*.json"))) == 3
     assert len([r for r in records if r.path.startswith("toy_pairs/")]) == 3
     configs = sorted(p.relative_to(tmp_path / "configs").as_posix() for p in (tmp_path / "configs").rglob("*.yml"))
-    assert configs == ["scenario2/c10_stagger.yml", "scenario2/c10_sync.yml", "scenario2/c25_stagger.yml",
-                       "scenario2/c25_sync.yml", "scenario2/c50_stagger.yml", "scenario2/c50_sync.yml", "toy/c2.yml"]
+    assert configs == [
+        "scenario2/c10_stagger.yml",
+        "scenario2/c10_sync.yml",
+        "scenario2/c25_stagger.yml",
+        "scenario2/c25_sync.yml",
+        "scenario2/c50_stagger.yml",
+        "scenario2/c50_sync.yml",
+        "toy/c2.yml",
+    ]
     loaded = read_config(str(tmp_path / "configs" / "toy" / "c2.yml"))
     assert loaded.load.stages[0].num_sessions == 3
     assert (tmp_path / "configs" / "toy" / "c2.yml").read_text().splitlines()[2] == "# c2: toy pairs"
@@ -131,11 +157,14 @@ def test_twelve_branches_give_thirteen_events_in_the_files_the_configs_and_valid
 
     doc = json.loads((tmp_path / "traces" / "scenario2_sync" / "session_0000.json").read_bytes())
     assert len(doc["spans"]) == 13
-    letters = [json.loads(s["attributes"]["gen_ai.input.messages"])[-1]["content"].split(" ")[1]
-               for s in doc["spans"][1:]]
+    letters = [
+        json.loads(s["attributes"]["gen_ai.input.messages"])[-1]["content"].split(" ")[1] for s in doc["spans"][1:]
+    ]
     assert letters == list("ABCDEFGHIJKL")
-    assert json.loads(doc["spans"][3]["attributes"]["gen_ai.input.messages"])[-1]["content"] == \
-        "Candidate C (idea {2}): idea {2}\n"
+    assert (
+        json.loads(doc["spans"][3]["attributes"]["gen_ai.input.messages"])[-1]["content"]
+        == "Candidate C (idea {2}): idea {2}\n"
+    )
     config = read_config(str(tmp_path / "configs" / "scenario2" / "c10_sync.yml"))
     assert config.load.worker_max_concurrency == 10 * 13
     reports = validate_tree(tmp_path / "traces", workers=1)
@@ -147,8 +176,17 @@ def test_library_window_check_gives_the_commands_one_line_error(tmp_path, builti
 
     with pytest.raises(SpecError) as raised:
         generate(_options(tmp_path, spec), builtin)
-    command = run_fastgen("--tokenizer", "builtin", "--quiet", "--max-model-len", "20000", "--output-dir",
-                          str(tmp_path / "t2"), "--config-dir", str(tmp_path / "c2"))
+    command = run_fastgen(
+        "--tokenizer",
+        "builtin",
+        "--quiet",
+        "--max-model-len",
+        "20000",
+        "--output-dir",
+        str(tmp_path / "t2"),
+        "--config-dir",
+        str(tmp_path / "c2"),
+    )
 
     assert command.returncode == 2
     assert command.stderr == f"fastgen: error: {raised.value}\n"

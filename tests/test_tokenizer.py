@@ -54,9 +54,14 @@ def test_load_tokenizer_unknown_hub_id_raises_and_names_the_fix(tmp_path, monkey
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("content, match", [(b"{not json", "not valid JSON"),
-                                            (b'{"model": {"type": "BPE", "vocab": {}}}', "no vocabulary"),
-                                            (b"[1, 2]", "no vocabulary")])
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        (b"{not json", "not valid JSON"),
+        (b'{"model": {"type": "BPE", "vocab": {}}}', "no vocabulary"),
+        (b"[1, 2]", "no vocabulary"),
+    ],
+)
 def test_load_tokenizer_broken_file_raises_one_line(tmp_path, content, match):
     (tmp_path / "tokenizer.json").write_bytes(content)
     with pytest.raises(TokenizerError, match=match) as info:
@@ -77,7 +82,9 @@ def _gpt2_style_tokenizer(path: Path) -> Path:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
     corpus = ["def f(x):\n    return x\n\n", "class A:\n    pass\n\n", "x = 1\n"] * 50
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        corpus, trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    )
     tok.save(str(path))
     return path
 
@@ -96,10 +103,27 @@ def test_export_loads_in_transformers_with_a_chat_template(builtin, tmp_path):
     transformers = pytest.importorskip("transformers")
     builtin.export(tmp_path / "tok")
     auto = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "tok"))
-    tools = [{"type": "function", "function": {"name": "read_file", "description": "Read", "parameters": {"type": "object", "properties": {}}}}]
-    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"},
-                {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"a.py\"}"}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "print(1)"}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "read_file",
+                "description": "Read",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "print(1)"},
+    ]
     rendered = auto.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
     assert "read_file" in rendered and "print(1)" in rendered and rendered.endswith("<|im_start|>assistant\n")
     assert auto.encode("def f(x): pass", add_special_tokens=False) == builtin.encode("def f(x): pass")
@@ -107,12 +131,17 @@ def test_export_loads_in_transformers_with_a_chat_template(builtin, tmp_path):
 
 # --- hub ids, against a stand-in hub on loopback (tests/hub_stub.py) -------------------------------------------------
 
+
 def _tokenizer_files(indent: int | None = None) -> dict[str, bytes]:
     raw = (BUILTIN_DIR / "tokenizer.json").read_bytes()
     if indent is not None:  # the same tokenizer, other bytes: another commit of the same repo
         raw = json.dumps(json.loads(raw), indent=indent).encode()
-    return {"tokenizer.json": raw, "tokenizer_config.json": (BUILTIN_DIR / "tokenizer_config.json").read_bytes(),
-            "README.md": b"# not a tokenizer file\n", "model-00001-of-00030.safetensors": b"weights"}
+    return {
+        "tokenizer.json": raw,
+        "tokenizer_config.json": (BUILTIN_DIR / "tokenizer_config.json").read_bytes(),
+        "README.md": b"# not a tokenizer file\n",
+        "model-00001-of-00030.safetensors": b"weights",
+    }
 
 
 @pytest.fixture
@@ -121,11 +150,13 @@ def hub(tmp_path, monkeypatch):
 
     old, new = commit_sha("v1"), commit_sha("v2")
     repos = {
-        "org/tok": StubRepo(revisions={old: _tokenizer_files(indent=1), new: _tokenizer_files()},
-                            refs={"main": new, "v1": old}),
+        "org/tok": StubRepo(
+            revisions={old: _tokenizer_files(indent=1), new: _tokenizer_files()}, refs={"main": new, "v1": old}
+        ),
         "org/gated": StubRepo(revisions={new: _tokenizer_files()}, refs={"main": new}, gated_token="hf_secret"),
-        "org/spm": StubRepo(revisions={new: {"tokenizer.model": b"sentencepiece", "README.md": b"x"}},
-                            refs={"main": new}),
+        "org/spm": StubRepo(
+            revisions={new: {"tokenizer.model": b"sentencepiece", "README.md": b"x"}}, refs={"main": new}
+        ),
     }
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))
     monkeypatch.delenv("HF_TOKEN", raising=False)
@@ -166,11 +197,14 @@ def test_hub_gated_repo_needs_hf_token(hub, monkeypatch):
     assert load_tokenizer("org/gated").identity.commit == hub.new
 
 
-@pytest.mark.parametrize("name, revision, says", [
-    ("org/nope", None, "no hub repo 'org/nope'"),
-    ("org/tok", "v9", "hub repo 'org/tok' has no revision 'v9'"),
-    ("org/spm", None, "hub repo 'org/spm' has no tokenizer.json (only tokenizer.model, a sentencepiece model)"),
-])
+@pytest.mark.parametrize(
+    "name, revision, says",
+    [
+        ("org/nope", None, "no hub repo 'org/nope'"),
+        ("org/tok", "v9", "hub repo 'org/tok' has no revision 'v9'"),
+        ("org/spm", None, "hub repo 'org/spm' has no tokenizer.json (only tokenizer.model, a sentencepiece model)"),
+    ],
+)
 def test_hub_errors_are_one_line_naming_the_fix(hub, name, revision, says):
     with pytest.raises(TokenizerError) as info:
         load_tokenizer(name, revision)
@@ -188,15 +222,33 @@ def test_hub_tokenizer_through_the_command_records_repo_and_commit(hub, tmp_path
     from conftest import SMALL, run_fastgen
 
     args = [a for a in SMALL if a not in ("--tokenizer", "builtin")]
-    result = run_fastgen(*args, "--model", "org/tok", "--tokenizer-revision", "v1", "--workers", "1",
-                         "--output-dir", str(tmp_path / "traces"), "--config-dir", str(tmp_path / "configs"))
+    result = run_fastgen(
+        *args,
+        "--model",
+        "org/tok",
+        "--tokenizer-revision",
+        "v1",
+        "--workers",
+        "1",
+        "--output-dir",
+        str(tmp_path / "traces"),
+        "--config-dir",
+        str(tmp_path / "configs"),
+    )
 
     assert result.returncode == 0, result.stderr
     recorded = json.loads((tmp_path / "traces" / "manifest.json").read_bytes())
     assert recorded["tokenizer"]["source"] == "org/tok" and recorded["tokenizer"]["commit"] == hub.old
     assert recorded["arguments"]["tokenizer_revision"] == "v1"
-    again = run_fastgen("--quiet", "--from-manifest", str(tmp_path / "traces" / "manifest.json"),
-                        "--output-dir", str(tmp_path / "t2"), "--config-dir", str(tmp_path / "c2"))
+    again = run_fastgen(
+        "--quiet",
+        "--from-manifest",
+        str(tmp_path / "traces" / "manifest.json"),
+        "--output-dir",
+        str(tmp_path / "t2"),
+        "--config-dir",
+        str(tmp_path / "c2"),
+    )
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "t2" / "manifest.json").read_bytes() == (tmp_path / "traces" / "manifest.json").read_bytes()
 
@@ -207,9 +259,14 @@ def test_a_count_cut_at_special_tokens_is_the_count_encoded_whole():
     tokenizer = load_tokenizer("builtin")
     tokenizer._hf.add_special_tokens([AddedToken("<mask>", lstrip=True, rstrip=True)])  # absorbs the spaces around it
     memo: dict = {}
-    texts = ["<|im_start|>system\nYou are x.<|im_end|>\n<|im_start|>user\nhi  <|im_end|>\n<|im_start|>assistant\n",
-             "<|im_end|><|im_end|>", "plain text, no special token\n", "", "a <mask> b<|im_end|> <mask> c",
-             "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"]
+    texts = [
+        "<|im_start|>system\nYou are x.<|im_end|>\n<|im_start|>user\nhi  <|im_end|>\n<|im_start|>assistant\n",
+        "<|im_end|><|im_end|>",
+        "plain text, no special token\n",
+        "",
+        "a <mask> b<|im_end|> <mask> c",
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+    ]
     for text in texts + texts:  # the second time from the memo
         assert tokenizer.encoded_count_cut(text, memo) == tokenizer.encoded_count(text), text
     assert memo, "the stretches between special tokens were remembered"

@@ -93,7 +93,9 @@ def _chain(session: str, scenario: str, turns: int, tool_turns=(), *, orphan=Fal
         else:
             # Compact arguments differ from the output's text form, so the edge must come from the ids.
             function = {"name": "apply_patch", "arguments": json.dumps(patch, separators=(",", ":"))}
-            history.append({"role": "assistant", "tool_calls": [{"id": call_id, "type": "function", "function": function}]})
+            history.append(
+                {"role": "assistant", "tool_calls": [{"id": call_id, "type": "function", "function": function}]}
+            )
         history.append({"role": "tool", "tool_call_id": call_id, "content": f"patch {turn} applied"})
     return {"session_id": session, "spans": spans}
 
@@ -114,7 +116,13 @@ def _fan(session: str, scenario: str, branch_times: list[tuple[float, float]]) -
 
 SYNC = [(3.0, 6.0 + k) for k in range(5)]  # all branches start together
 STAGGER_OVERLAPPING = [(3.0 + 0.5 * k, 6.0 + k) for k in range(5)]  # each starts before any sibling ends
-STAGGER_SERIALIZED = [(3.0, 4.0), (3.2, 9.0), (3.4, 9.0), (3.6, 9.0), (5.0, 9.0)]  # the last starts after the first ended
+STAGGER_SERIALIZED = [
+    (3.0, 4.0),
+    (3.2, 9.0),
+    (3.4, 9.0),
+    (3.6, 9.0),
+    (5.0, 9.0),
+]  # the last starts after the first ended
 
 
 def _write(folder: Path, index: int, doc: dict) -> Path:
@@ -163,9 +171,7 @@ def test_check_file_scenario1_tool_call_on_wrong_turn_reported(tmp_path):
     assert "event 2: expected_output_is_tool_call False, expected True" in deviations
 
 
-@pytest.mark.parametrize(
-    ("scenario", "times"), [("scenario2_sync", SYNC), ("scenario2_stagger", STAGGER_OVERLAPPING)]
-)
+@pytest.mark.parametrize(("scenario", "times"), [("scenario2_sync", SYNC), ("scenario2_stagger", STAGGER_OVERLAPPING)])
 def test_check_file_scenario2_overlapping_branches_pass(tmp_path, scenario, times):
     path = _write(tmp_path / scenario, 0, _fan(f"{scenario}-0000", scenario, times))
     assert check_file(path) == FileReport(str(path), scenario, 6, ())
@@ -173,14 +179,18 @@ def test_check_file_scenario2_overlapping_branches_pass(tmp_path, scenario, time
 
 def test_check_file_scenario2_branch_after_sibling_ended_reports_temporal_edge(tmp_path):
     # original-flaws.md item 3: the temporal fallback serializes the late branch behind the sibling that ended.
-    path = _write(tmp_path / "scenario2_stagger", 0, _fan("scenario2_stagger-0000", "scenario2_stagger", STAGGER_SERIALIZED))
+    path = _write(
+        tmp_path / "scenario2_stagger", 0, _fan("scenario2_stagger-0000", "scenario2_stagger", STAGGER_SERIALIZED)
+    )
     deviations = check_file(path).deviations
     assert "event 5: predecessors event 0 full_match, event 1 temporal, expected event 0 (causal)" in deviations
     assert "event 5: segments shared(<-1) unique, expected shared(<-0) output(<-0) unique" in deviations
     assert not any(d.startswith(("event 2", "event 3", "event 4")) for d in deviations)
 
 
-@pytest.mark.parametrize(("scenario", "turns", "tool_turns"), [("scenario3_stable", 2, ()), ("scenario3_noisy", 6, (2, 4))])
+@pytest.mark.parametrize(
+    ("scenario", "turns", "tool_turns"), [("scenario3_stable", 2, ()), ("scenario3_noisy", 6, (2, 4))]
+)
 def test_check_file_scenario3_chain_passes(tmp_path, scenario, turns, tool_turns):
     path = _write(tmp_path / scenario, 0, _chain(f"{scenario}-0000", scenario, turns, tool_turns))
     assert check_file(path) == FileReport(str(path), scenario, turns, ())
@@ -199,7 +209,9 @@ def test_check_file_tool_call_without_definitions_reported(tmp_path):
     path = _write(tmp_path / "scenario3_stable", 0, _chain("s3-0000", "scenario3_stable", 3, (2,), tools=False))
     deviations = check_file(path).deviations
     assert "event 1: expected_output_is_tool_call False, expected True" in deviations
-    assert any(d.startswith("inference-perf warned: Span s3-0000-t2: recorded output is a tool call") for d in deviations)
+    assert any(
+        d.startswith("inference-perf warned: Span s3-0000-t2: recorded output is a tool call") for d in deviations
+    )
 
 
 def test_check_file_zst_with_two_frames_reads_every_frame(tmp_path):
@@ -238,8 +250,11 @@ def test_check_file_unreadable_reported_not_raised(tmp_path, content):
 def test_check_file_inference_perf_missing_raises_missing_extra_not_a_deviation(tmp_path, monkeypatch):
     path = _write(tmp_path / "scenario1", 0, _chain("scenario1-0000", "scenario1", 6, (3, 5)))
     monkeypatch.setitem(sys.modules, "inference_perf.datagen.replay.otel_trace_to_replay_graph", None)
-    with pytest.raises(MissingExtraError, match=r"^reading traces as inference-perf does needs the validate extra: "
-                       r"pip install 'fastgen\[validate\]' \(Python 3\.12\)$"):
+    with pytest.raises(
+        MissingExtraError,
+        match=r"^reading traces as inference-perf does needs the validate extra: "
+        r"pip install 'fastgen\[validate\]' \(Python 3\.12\)$",
+    ):
         check_file(path)
 
 

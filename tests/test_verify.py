@@ -25,8 +25,19 @@ from fastgen.validate import check_file
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory):
     root = tmp_path_factory.mktemp("packed")
-    result = run_fastgen(*SMALL, "--workers", "2", "--compress", "zstd", "--level", "3",
-                         "--output-dir", str(root / "traces"), "--config-dir", str(root / "configs"))
+    result = run_fastgen(
+        *SMALL,
+        "--workers",
+        "2",
+        "--compress",
+        "zstd",
+        "--level",
+        "3",
+        "--output-dir",
+        str(root / "traces"),
+        "--config-dir",
+        str(root / "configs"),
+    )
     assert result.returncode == 0, result.stderr
     return root / "traces"
 
@@ -240,8 +251,10 @@ def test_unpack_rerun_after_a_kill_before_the_manifest_keeps_what_was_renamed_in
     assert all(_plain_of(path).stat().st_ino == ino for path, ino in kept.items())  # kept, not written again
     assert not list(traces.rglob("*.zst")) and not list(traces.rglob("*.part"))
     assert run_fastgen("verify", str(traces)).returncode == 0
-    assert run_fastgen("verify", str(traces), "--manifest", str(small_dataset / "traces" / "manifest.json")
-                       ).returncode == 0
+    assert (
+        run_fastgen("verify", str(traces), "--manifest", str(small_dataset / "traces" / "manifest.json")).returncode
+        == 0
+    )
 
 
 def test_unpack_rerun_after_a_kill_before_the_zst_were_removed_removes_them(packed, tmp_path):
@@ -311,8 +324,12 @@ def test_verify_and_unpack_given_a_file_say_to_give_the_dataset_folder(small_dat
 
 @pytest.mark.parametrize("given", ["nonexistent", "readme", "other-json", "folder"])
 def test_verify_manifest_option_errors_are_about_the_given_file(small_dataset, tmp_path, given):
-    path = {"nonexistent": tmp_path / "nonexistent.json", "readme": tmp_path / "README.md",
-            "other-json": tmp_path / "other.json", "folder": tmp_path}[given]
+    path = {
+        "nonexistent": tmp_path / "nonexistent.json",
+        "readme": tmp_path / "README.md",
+        "other-json": tmp_path / "other.json",
+        "folder": tmp_path,
+    }[given]
     if given == "readme":
         path.write_text("# fastgen\n\nGenerates traces.\n")
     elif given == "other-json":
@@ -320,8 +337,12 @@ def test_verify_manifest_option_errors_are_about_the_given_file(small_dataset, t
     line = _one_line_error(run_fastgen("verify", str(small_dataset / "traces"), "--manifest", str(path)))
     assert str(path) in line and "golden manifest" in line
     assert "regenerate" not in line and "fastgen output" not in line
-    want = {"nonexistent": "does not exist", "readme": "is not a fastgen manifest (not JSON",
-            "other-json": "is not a fastgen manifest", "folder": "is a folder"}[given]
+    want = {
+        "nonexistent": "does not exist",
+        "readme": "is not a fastgen manifest (not JSON",
+        "other-json": "is not a fastgen manifest",
+        "folder": "is a folder",
+    }[given]
     assert want in line
 
 
@@ -431,8 +452,15 @@ def test_verify_unpacked_dataset_against_the_compressed_manifest(packed, tmp_pat
 
 
 # The generator's side: reading a dataset (verify, unpack, validate) must start without it, numpy or tokenizers.
-_GENERATOR_MODULES = ("numpy", "tokenizers", "fastgen.dataset", "fastgen.plans", "fastgen.scenarios", "fastgen.content",
-                      "fastgen.blocks")
+_GENERATOR_MODULES = (
+    "numpy",
+    "tokenizers",
+    "fastgen.dataset",
+    "fastgen.plans",
+    "fastgen.scenarios",
+    "fastgen.content",
+    "fastgen.blocks",
+)
 
 
 @pytest.mark.parametrize("module", ["fastgen.verify", "fastgen.validate"])

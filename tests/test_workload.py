@@ -11,8 +11,7 @@ import yaml
 from conftest import run_fastgen
 from fastgen.scenarios import default_spec
 from fastgen.errors import WorkloadError
-from fastgen.workload import (SCHEMA_PATH, WORKLOADS_DIR, load_workload, parse_workload, workload_schema,
-                              workload_yaml)
+from fastgen.workload import SCHEMA_PATH, WORKLOADS_DIR, load_workload, parse_workload, workload_schema, workload_yaml
 
 QUIET = ["--tokenizer", "builtin", "--quiet", "--workers", "1"]
 
@@ -65,20 +64,35 @@ def test_a_user_workload_sets_counts_budgets_levels_and_scenarios(tmp_path):
 
     assert result.returncode == 0, result.stderr
     traces = tmp_path / "traces"
-    assert sorted(p.name for p in traces.iterdir() if p.is_dir()) == ["scenario2_stagger", "scenario2_sync",
-                                                                     "scenario3_noisy", "scenario3_stable",
-                                                                     "tokenizer"]
+    assert sorted(p.name for p in traces.iterdir() if p.is_dir()) == [
+        "scenario2_stagger",
+        "scenario2_sync",
+        "scenario3_noisy",
+        "scenario3_stable",
+        "tokenizer",
+    ]
     assert len(list((traces / "scenario2_sync").glob("*.json"))) == 3
     assert len(list((traces / "scenario3_stable").glob("*.json"))) == 4
-    roots = [_spans(p)[0]["attributes"]["gen_ai.usage.input_tokens"]
-             for p in sorted((traces / "scenario2_sync").glob("*.json"))]
+    roots = [
+        _spans(p)[0]["attributes"]["gen_ai.usage.input_tokens"]
+        for p in sorted((traces / "scenario2_sync").glob("*.json"))
+    ]
     assert roots[0] == 5000 and roots[-1] == 7000 and roots == sorted(roots)  # spread over the range, exactly
-    outputs = [s["attributes"]["gen_ai.usage.output_tokens"] for p in (traces / "scenario2_sync").glob("*.json")
-               for s in _spans(p)[1:]]
+    outputs = [
+        s["attributes"]["gen_ai.usage.output_tokens"]
+        for p in (traces / "scenario2_sync").glob("*.json")
+        for s in _spans(p)[1:]
+    ]
     assert all(100 <= n <= 150 for n in outputs), outputs
     configs = sorted(p.relative_to(tmp_path / "configs").as_posix() for p in (tmp_path / "configs").rglob("*.yml"))
-    assert configs == ["scenario2/c2_stagger.yml", "scenario2/c2_sync.yml", "scenario2/c3_stagger.yml",
-                       "scenario2/c3_sync.yml", "scenario3/c4_noisy.yml", "scenario3/c4_stable.yml"]
+    assert configs == [
+        "scenario2/c2_stagger.yml",
+        "scenario2/c2_sync.yml",
+        "scenario2/c3_stagger.yml",
+        "scenario2/c3_sync.yml",
+        "scenario3/c4_noisy.yml",
+        "scenario3/c4_stable.yml",
+    ]
     stage = yaml.safe_load((tmp_path / "configs" / "scenario3" / "c4_stable.yml").read_text())["load"]["stages"][0]
     assert stage["num_sessions"] == 4 and stage["session_rate"] == pytest.approx(4 / 30)
     validated = run_fastgen("validate", str(traces))
@@ -93,11 +107,13 @@ def test_from_manifest_regenerates_the_same_bytes(tmp_path):
     assert first.returncode == 0, first.stderr
     manifest = tmp_path / "a" / "traces" / "manifest.json"
 
-    again = run_fastgen("--tokenizer", "builtin", "--seed", "9", "--from-manifest", str(manifest),
-                        *_paths(tmp_path / "b"))
+    again = run_fastgen(
+        "--tokenizer", "builtin", "--seed", "9", "--from-manifest", str(manifest), *_paths(tmp_path / "b")
+    )
     # --tokenizer may name the same tokenizer elsewhere: it is checked by its hash
-    regenerated = run_fastgen("--quiet", "--tokenizer", "builtin", "--from-manifest", str(manifest),
-                              *_paths(tmp_path / "b"))
+    regenerated = run_fastgen(
+        "--quiet", "--tokenizer", "builtin", "--from-manifest", str(manifest), *_paths(tmp_path / "b")
+    )
 
     assert again.returncode == 2 and "drop --seed" in again.stderr
     assert regenerated.returncode == 0, regenerated.stderr
@@ -120,28 +136,38 @@ def test_the_32k_workload_fits_every_request_in_32768_tokens(tmp_path):
     assert run_fastgen("validate", str(tmp_path / "traces")).returncode == 0
 
 
-@pytest.mark.parametrize("text, says", [
-    ("scenarios: {scenario1: {repo_map: 40k}}", 'scenarios.scenario1.repo_map: expected an integer, got "40k"'),
-    ("scenarios: {scenario1: {repo_mapp: 4}}", "scenarios.scenario1.repo_mapp: unknown key"),
-    ("scenarios: {scenario1: {sessions: -3}}", "scenarios.scenario1.sessions: expected an integer >= 1, got -3"),
-    ("scenarios: {scenario1: {sessions: 1000000000}}", "expected an integer <= 1000000"),
-    ("scenarios: {scenario2: {bug_report: {lo: 9, hi: 1}}}", "scenarios.scenario2.bug_report: range 9..1 is empty"),
-    ("scenarios: {}", "scenarios lists no scenario"),
-    ("scenarios: {scenario7: {}}", "scenarios.scenario7: no such scenario"),
-    ("format: 2\nscenarios: {scenario2: {}}", "written by a newer fastgen (workload format 2"),
-    ("scenarios:\n  scenario2: {sets: [\n", "line 3, column 1: not valid YAML"),
-    ("a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\nscenarios: {scenario2: {}}", "anchors and aliases are not allowed"),
-    ("max_model_len: 20000\nscenarios: {scenario1: {}}", "scenario 1 turn 5 can need"),
-    ("- just\n- a list\n", "a workload is a mapping"),
-    ("scenarios: {scenario3: {shared_workspace_percent: {lo: 0, hi: 40}}}",
-     "scenarios.scenario3: shared_workspace_percent must lie within 1..100, got {lo: 0, hi: 40}"),
-    ("scenarios: {scenario3: {turns: {lo: 0, hi: 0}}}", "scenarios.scenario3: turns must be at least 1"),
-    ("scenarios: {scenario2: {branch_output: {lo: 0, hi: 5}}}", "branch_output must be at least 1 token"),
-    ("scenario: {}\nscenarios: {scenario2: {}}", "scenario: unknown key"),
-    # the root's fixed blocks alone are larger than its budget: the window check counts them
-    ("max_model_len: 100000\nscenarios: {scenario2: {sets: 2, repo_map: 90000, root_prompt: {lo: 50000, hi: 60000}}}",
-     "scenario 2 branch can need"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("scenarios: {scenario1: {repo_map: 40k}}", 'scenarios.scenario1.repo_map: expected an integer, got "40k"'),
+        ("scenarios: {scenario1: {repo_mapp: 4}}", "scenarios.scenario1.repo_mapp: unknown key"),
+        ("scenarios: {scenario1: {sessions: -3}}", "scenarios.scenario1.sessions: expected an integer >= 1, got -3"),
+        ("scenarios: {scenario1: {sessions: 1000000000}}", "expected an integer <= 1000000"),
+        ("scenarios: {scenario2: {bug_report: {lo: 9, hi: 1}}}", "scenarios.scenario2.bug_report: range 9..1 is empty"),
+        ("scenarios: {}", "scenarios lists no scenario"),
+        ("scenarios: {scenario7: {}}", "scenarios.scenario7: no such scenario"),
+        ("format: 2\nscenarios: {scenario2: {}}", "written by a newer fastgen (workload format 2"),
+        ("scenarios:\n  scenario2: {sets: [\n", "line 3, column 1: not valid YAML"),
+        (
+            "a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\nscenarios: {scenario2: {}}",
+            "anchors and aliases are not allowed",
+        ),
+        ("max_model_len: 20000\nscenarios: {scenario1: {}}", "scenario 1 turn 5 can need"),
+        ("- just\n- a list\n", "a workload is a mapping"),
+        (
+            "scenarios: {scenario3: {shared_workspace_percent: {lo: 0, hi: 40}}}",
+            "scenarios.scenario3: shared_workspace_percent must lie within 1..100, got {lo: 0, hi: 40}",
+        ),
+        ("scenarios: {scenario3: {turns: {lo: 0, hi: 0}}}", "scenarios.scenario3: turns must be at least 1"),
+        ("scenarios: {scenario2: {branch_output: {lo: 0, hi: 5}}}", "branch_output must be at least 1 token"),
+        ("scenario: {}\nscenarios: {scenario2: {}}", "scenario: unknown key"),
+        # the root's fixed blocks alone are larger than its budget: the window check counts them
+        (
+            "max_model_len: 100000\nscenarios: {scenario2: {sets: 2, repo_map: 90000, root_prompt: {lo: 50000, hi: 60000}}}",
+            "scenario 2 branch can need",
+        ),
+    ],
+)
 def test_bad_workload_is_one_line_exit_2_and_nothing_written(tmp_path, text, says):
     workload = tmp_path / "bad.yaml"
     workload.write_text(text)
@@ -156,9 +182,11 @@ def test_bad_workload_is_one_line_exit_2_and_nothing_written(tmp_path, text, say
 
 def test_workload_with_several_errors_lists_each_on_its_own_line_exit_2(tmp_path):
     workload = tmp_path / "bad.yaml"
-    workload.write_text("timing: {decode_ms_per_token: 2.5}\n"
-                        "scenarios:\n  scenario1: {sesions: 4, system: -3, bug_report: {lo: 45}}\n"
-                        "  scenario2: {concurency: [1, 2]}\n")
+    workload.write_text(
+        "timing: {decode_ms_per_token: 2.5}\n"
+        "scenarios:\n  scenario1: {sesions: 4, system: -3, bug_report: {lo: 45}}\n"
+        "  scenario2: {concurency: [1, 2]}\n"
+    )
 
     result = run_fastgen("workload", "show", "--workload", str(workload))
 
@@ -186,13 +214,18 @@ def test_workload_with_more_than_ten_errors_lists_ten_then_how_many_more():
     assert lines[1] == "  scenarios.scenario1.system: expected an integer >= 0, got -1"
 
 
-@pytest.mark.parametrize("text, says", [
-    ("scenarios: {scenario1: {sesion: 4}}", "scenarios.scenario1.sesion: unknown key; did you mean 'sessions'?"),
-    ("scenarios: {scenario1: {zzz: 4}}", "scenarios.scenario1.zzz: unknown key; the known ones: sessions, system,"),
-    ("scenarios: {scenaro1: {}}", "scenarios.scenaro1: no such scenario; did you mean 'scenario1'?"),
-    ("timing: {think_gap_ms: {lo: 1, hi: 2, mid: 1}}\nscenarios: {scenario1: {}}",
-     "timing.think_gap_ms.mid: unknown key; the known ones: lo, hi"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("scenarios: {scenario1: {sesion: 4}}", "scenarios.scenario1.sesion: unknown key; did you mean 'sessions'?"),
+        ("scenarios: {scenario1: {zzz: 4}}", "scenarios.scenario1.zzz: unknown key; the known ones: sessions, system,"),
+        ("scenarios: {scenaro1: {}}", "scenarios.scenaro1: no such scenario; did you mean 'scenario1'?"),
+        (
+            "timing: {think_gap_ms: {lo: 1, hi: 2, mid: 1}}\nscenarios: {scenario1: {}}",
+            "timing.think_gap_ms.mid: unknown key; the known ones: lo, hi",
+        ),
+    ],
+)
 def test_workload_unknown_key_suggests_the_closest_known_one(text, says):
     with pytest.raises(WorkloadError) as caught:
         parse_workload(text, source="w.yaml")

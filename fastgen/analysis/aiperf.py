@@ -47,8 +47,9 @@ class AiperfRate:
         if not len(ids):
             return
         if int(ids.max()) >= len(self._seen):
-            self._seen = np.concatenate([self._seen, np.zeros(max(int(ids.max()) + 1, 2 * len(self._seen))
-                                                              - len(self._seen), dtype=bool)])
+            self._seen = np.concatenate(
+                [self._seen, np.zeros(max(int(ids.max()) + 1, 2 * len(self._seen)) - len(self._seen), dtype=bool)]
+            )
         found = self._seen[ids]
         k = len(ids) if found.all() else int(np.argmin(found))
         self._sum += Fraction(k / len(ids))

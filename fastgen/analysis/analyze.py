@@ -33,8 +33,18 @@ from .rules import ENGINE_RULES, CacheRules
 from .schedule import Load, PlannedRequest, RequestOutcome, ServiceModel, replay_slots, simulate
 from .side_by_side import Replay, run_side_by_side
 
-__all__ = ["AnalysisOptions", "ConfigTarget", "Corpus", "TargetResult", "analyze", "config_targets",
-           "directory_targets", "kv_bytes_per_token", "predict", "target_slots"]
+__all__ = [
+    "AnalysisOptions",
+    "ConfigTarget",
+    "Corpus",
+    "TargetResult",
+    "analyze",
+    "config_targets",
+    "directory_targets",
+    "kv_bytes_per_token",
+    "predict",
+    "target_slots",
+]
 
 
 @dataclass(frozen=True)
@@ -82,15 +92,26 @@ class TargetResult:
         return None if cached is None or not prompt else 100.0 * cached / prompt
 
     def to_dict(self) -> dict:
-        return {"config": self.name, "trace_dir": self.trace_dir, "sessions": self.sessions,
-                "requests": self.requests, "prompt_tokens": self.prompt_tokens,
-                "hit_percent_infinite": self.percent(self.cached_infinite),
-                "hit_percent_capacity": self.percent(self.cached_capacity),
-                "evicted_blocks": self.evicted_blocks, "aiperf_cache_hit_rate": self.aiperf_cache_hit_rate,
-                "sweep": [{"capacity_tokens": c, "hit_percent": h} for c, h in self.sweep],
-                "by_turn": {label: {"prompt_tokens": v[0], "hit_percent_infinite": self.percent(v[1], v[0]),
-                                    "hit_percent_capacity": self.percent(v[2], v[0]) if v[2] is not None else None}
-                            for label, v in self.by_label.items()}}
+        return {
+            "config": self.name,
+            "trace_dir": self.trace_dir,
+            "sessions": self.sessions,
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "hit_percent_infinite": self.percent(self.cached_infinite),
+            "hit_percent_capacity": self.percent(self.cached_capacity),
+            "evicted_blocks": self.evicted_blocks,
+            "aiperf_cache_hit_rate": self.aiperf_cache_hit_rate,
+            "sweep": [{"capacity_tokens": c, "hit_percent": h} for c, h in self.sweep],
+            "by_turn": {
+                label: {
+                    "prompt_tokens": v[0],
+                    "hit_percent_infinite": self.percent(v[1], v[0]),
+                    "hit_percent_capacity": self.percent(v[2], v[0]) if v[2] is not None else None,
+                }
+                for label, v in self.by_label.items()
+            },
+        }
 
 
 def kv_bytes_per_token(model_config: Path) -> int:
@@ -102,8 +123,10 @@ def kv_bytes_per_token(model_config: Path) -> int:
         kv_heads = int(doc.get("num_key_value_heads") or heads)
         head_dim = int(doc.get("head_dim") or int(doc["hidden_size"]) // heads)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SpecError(f"--model-config {model_config} is not a model config.json with num_hidden_layers, "
-                        f"num_attention_heads and hidden_size ({exc})") from None
+        raise SpecError(
+            f"--model-config {model_config} is not a model config.json with num_hidden_layers, "
+            f"num_attention_heads and hidden_size ({exc})"
+        ) from None
     dtype = str(doc.get("torch_dtype") or doc.get("dtype") or "bfloat16")
     size = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "fp8": 1}.get(dtype, 2)
     return 2 * layers * kv_heads * head_dim * size
@@ -114,13 +137,19 @@ def _stage(path: Path) -> tuple[Path, Load]:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         replay = doc["data"]["otel_trace_replay"]
         stage = doc["load"]["stages"][0]
-        load = Load(concurrent_sessions=int(stage["concurrent_sessions"]), num_sessions=int(stage["num_sessions"]),
-                    session_rate=stage.get("session_rate"), base_seed=int(doc["load"].get("base_seed", 42)),
-                    max_wait_ms=int(replay.get("max_wait_ms", 15000)))
+        load = Load(
+            concurrent_sessions=int(stage["concurrent_sessions"]),
+            num_sessions=int(stage["num_sessions"]),
+            session_rate=stage.get("session_rate"),
+            base_seed=int(doc["load"].get("base_seed", 42)),
+            max_wait_ms=int(replay.get("max_wait_ms", 15000)),
+        )
         trace_dir = (path.parent / replay["trace_directory"]).resolve()
     except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError, ValueError) as exc:
-        raise OutputError(f"{path} is not an inference-perf otel_trace_replay config ({exc}); pass --configs with "
-                          f"the folder fastgen wrote") from None
+        raise OutputError(
+            f"{path} is not an inference-perf otel_trace_replay config ({exc}); pass --configs with "
+            f"the folder fastgen wrote"
+        ) from None
     return trace_dir, load
 
 
@@ -135,8 +164,10 @@ def config_targets(config_dir: Path, trace_root: Path) -> list[ConfigTarget]:
         if not trace_dir.is_dir():
             trace_dir = Path(trace_root) / trace_dir.name
         if not trace_dir.is_dir():
-            raise OutputError(f"{run.path} replays {trace_dir.name}, which is not in {trace_root}; analyze the "
-                              f"dataset those configs were generated for")
+            raise OutputError(
+                f"{run.path} replays {trace_dir.name}, which is not in {trace_root}; analyze the "
+                f"dataset those configs were generated for"
+            )
         targets.append(ConfigTarget(run.name, trace_dir, load))
     return targets
 
@@ -150,8 +181,9 @@ def directory_targets(root: Path) -> list[ConfigTarget]:
     traces = [(f, files) for f in folders if not (f / "tokenizer.json").is_file() and (files := trace_files(f))]
     if not traces and root.is_dir():
         traces = [(root, trace_files(root))]
-    targets = [ConfigTarget(folder.name, folder, Load(1, len(files), base_seed=-1))
-               for folder, files in traces if files]
+    targets = [
+        ConfigTarget(folder.name, folder, Load(1, len(files), base_seed=-1)) for folder, files in traces if files
+    ]
     if not targets:
         raise OutputError(f"no trace files (*.json, *.json.zst) in {root} or its folders; give a trace directory")
     return targets
@@ -164,8 +196,9 @@ def target_slots(target: ConfigTarget, corpus: Corpus) -> list[int]:
     return replay_slots(len(corpus.files), target.load.base_seed, target.load.num_sessions)
 
 
-def predict(target: ConfigTarget, corpus: Corpus, cache: BlockCache, service: ServiceModel = ServiceModel()
-            ) -> list[RequestOutcome]:
+def predict(
+    target: ConfigTarget, corpus: Corpus, cache: BlockCache, service: ServiceModel = ServiceModel()
+) -> list[RequestOutcome]:
     """Every request of the target's replay with the tokens `cache` would have had cached for it."""
     return simulate(corpus.session, target_slots(target, corpus), target.load, cache, service)
 
@@ -176,8 +209,14 @@ def replay_requests(target: ConfigTarget, corpus: Corpus, service: ServiceModel 
     return [(o, corpus.request(o.file_index, o.event_id)) for o in outcomes]
 
 
-def analyze(targets: list[ConfigTarget], tokenizer_dir: Path, options: AnalysisOptions = AnalysisOptions(), *,
-            workers: Optional[int] = None, progress: bool = False) -> tuple[str, list[TargetResult]]:
+def analyze(
+    targets: list[ConfigTarget],
+    tokenizer_dir: Path,
+    options: AnalysisOptions = AnalysisOptions(),
+    *,
+    workers: Optional[int] = None,
+    progress: bool = False,
+) -> tuple[str, list[TargetResult]]:
     """(the prompt reading used, one result per target). A trace directory's configs are replayed side by side over
     one read of its files, on `workers` processes (default: one per core), which are let go as the replays pass
     them (kept for --sweep, which replays them again at each capacity); the figures do not depend on workers."""
@@ -226,8 +265,9 @@ class _Tallies:
         self._aiperf: Optional[AiperfRate] = None
         if options.definition == "aiperf":
             self._aiperf = AiperfRate()
-            self.replays = [Replay(slots, target.load, options.cache(), self._count_aiperf,
-                                   on_forget=self._aiperf.forget)]
+            self.replays = [
+                Replay(slots, target.load, options.cache(), self._count_aiperf, on_forget=self._aiperf.forget)
+            ]
             return
         self.replays = [Replay(slots, target.load, options.cache(), self._count_infinite)]
         if options.capacity_tokens is not None:
@@ -271,8 +311,9 @@ class _Tallies:
         return result
 
 
-def _sweep(target: ConfigTarget, corpus: Corpus, options: AnalysisOptions, result: TargetResult,
-           largest_prompt: int) -> list[tuple[int, float]]:
+def _sweep(
+    target: ConfigTarget, corpus: Corpus, options: AnalysisOptions, result: TargetResult, largest_prompt: int
+) -> list[tuple[int, float]]:
     from .plots import sweep_capacities
 
     bs = options.block_size

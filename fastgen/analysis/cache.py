@@ -76,8 +76,7 @@ class BlockIds:
 
     def _new_ids(self, count: int) -> np.ndarray:
         reused = min(count, len(self._free))
-        ids = np.concatenate([self._free[:reused], np.arange(self._next, self._next + count - reused,
-                                                             dtype=np.int32)])
+        ids = np.concatenate([self._free[:reused], np.arange(self._next, self._next + count - reused, dtype=np.int32)])
         self._free = self._free[reused:]
         self._next += count - reused
         self._live += count
@@ -134,8 +133,8 @@ class BlockIds:
         self._ids = np.full(size, _EMPTY, dtype=np.int32)
         # a batch at a time: _place's working arrays for millions of keys at once would outweigh the table
         for start in range(0, len(keys), _GROW_BATCH):
-            slots, _ = self._place(keys[start:start + _GROW_BATCH])
-            self._ids[slots] = ids[start:start + _GROW_BATCH]
+            slots, _ = self._place(keys[start : start + _GROW_BATCH])
+            self._ids[slots] = ids[start : start + _GROW_BATCH]
         self._filled = self._live
 
 
@@ -156,8 +155,9 @@ class BlockCache:
     capacity's number of them) that carries its holders and its place in the free queue, and the only state per
     block id is its slot: 4 bytes, against the 13 a block's whole state would take in every id's row."""
 
-    def __init__(self, block_size: int, capacity_tokens: Optional[int] = None, *,
-                 publish_after_prefill: bool = False) -> None:
+    def __init__(
+        self, block_size: int, capacity_tokens: Optional[int] = None, *, publish_after_prefill: bool = False
+    ) -> None:
         self.block_size = block_size
         # when the schedule publishes a request's blocks (rules.py): at its start (vLLM) or when its prefill ends
         self.publish_after_prefill = publish_after_prefill
@@ -181,9 +181,11 @@ class BlockCache:
 
     def check_fits(self, prompt_tokens: int, what: str) -> None:
         if self.capacity is not None and prompt_tokens > self.capacity * self.block_size:
-            raise SpecError(f"a KV capacity of {self.capacity * self.block_size} tokens is smaller than one request "
-                            f"({what}: {prompt_tokens} prompt tokens); give a larger --kv-cache-tokens or "
-                            f"--kv-cache-gib")
+            raise SpecError(
+                f"a KV capacity of {self.capacity * self.block_size} tokens is smaller than one request "
+                f"({what}: {prompt_tokens} prompt tokens); give a larger --kv-cache-tokens or "
+                f"--kv-cache-gib"
+            )
 
     def _cover(self, blocks: np.ndarray) -> None:
         top = int(blocks.max()) + 1 if len(blocks) else 0
@@ -210,7 +212,7 @@ class BlockCache:
     def publish(self, admission: Admission, output_tokens: int = 0) -> None:
         """The request's computed blocks can serve others from now on; with a capacity, room is also taken for the
         blocks of the `output_tokens` it will generate (after its prompt's, if the cache has room for both)."""
-        rest = admission.blocks[admission.cached_blocks:]
+        rest = admission.blocks[admission.cached_blocks :]
         if self.capacity is None:
             self._cached[rest] = True
             return
@@ -279,8 +281,8 @@ class BlockCache:
         while got < wanted and self._head < self._tail:
             end = min(self._tail, self._head + window)
             positions = np.arange(self._head, end)
-            candidates = self._log[self._head - self._base:end - self._base]
-            live = np.flatnonzero(self._entry[candidates] == positions)[:wanted - got]
+            candidates = self._log[self._head - self._base : end - self._base]
+            live = np.flatnonzero(self._entry[candidates] == positions)[: wanted - got]
             if len(live) == wanted - got:
                 end = self._head + int(live[-1]) + 1
             chosen = candidates[live]
@@ -301,8 +303,11 @@ class BlockCache:
     def release(self, admission: Admission) -> None:
         """The request has ended: blocks it was the last to hold join the free queue, tail blocks first (so they are
         evicted before the prefix they extend, as vLLM frees them)."""
-        if self.capacity is None or admission.epoch != self._epoch or not (len(admission.held)
-                                                                          or len(admission.generated)):
+        if (
+            self.capacity is None
+            or admission.epoch != self._epoch
+            or not (len(admission.held) or len(admission.generated))
+        ):
             return
         held = self._slot[admission.held]  # a held block stays cached: its slot is its own until it is released
         self._holders[held] -= 1
@@ -319,13 +324,13 @@ class BlockCache:
         live = self._tail - self._head
         if self._tail - self._base + len(slots) > len(self._log):
             # keep only the live part, then make room: the log's memory follows the free queue, not the run
-            kept = self._log[self._head - self._base:self._tail - self._base]
+            kept = self._log[self._head - self._base : self._tail - self._base]
             size = max(1024, 2 * (live + len(slots)))
             self._log = np.zeros(size, dtype=np.int32)
             self._log[:live] = kept
             self._base = self._head
         start = self._tail - self._base
-        self._log[start:start + len(slots)] = slots
+        self._log[start : start + len(slots)] = slots
         self._entry[slots] = np.arange(self._tail, self._tail + len(slots))
         self._tail += len(slots)
 
@@ -362,5 +367,5 @@ class BlockCache:
 
 def _extended(array: np.ndarray, size: int, fill) -> np.ndarray:
     grown = np.full(size, fill, dtype=array.dtype)
-    grown[:len(array)] = array
+    grown[: len(array)] = array
     return grown

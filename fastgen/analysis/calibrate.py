@@ -61,10 +61,12 @@ def calibrate(run_dir: Path) -> Calibration:
         entries += _entries(folder / PER_REQUEST_FILE)
     prefill, decode, used = measured_speeds(entries)
     if prefill is None or decode is None:
-        raise SpecError(f"--calibrate {run_dir}: none of its {len(entries)} requests has the prompt, cached and "
-                        f"output tokens, TTFT and latency to measure {'prefill' if prefill is None else 'decode'} "
-                        f"speed from (failed runs, or a server that reports no usage); calibrate from a completed "
-                        f"run, or give --prefill-tokens-per-s and --decode-tokens-per-s")
+        raise SpecError(
+            f"--calibrate {run_dir}: none of its {len(entries)} requests has the prompt, cached and "
+            f"output tokens, TTFT and latency to measure {'prefill' if prefill is None else 'decode'} "
+            f"speed from (failed runs, or a server that reports no usage); calibrate from a completed "
+            f"run, or give --prefill-tokens-per-s and --decode-tokens-per-s"
+        )
     return Calibration(ServiceModel(prefill, decode), run_dir, used, _server(folders))
 
 
@@ -112,8 +114,11 @@ def _run_folders(run_dir: Path) -> list[Path]:
     """run_dir when it is a run, else every finished run below it (not .partial or replaced .old- folders)."""
     if (run_dir / PER_REQUEST_FILE).is_file():
         return [run_dir]
-    return [p.parent for p in sorted(run_dir.rglob(PER_REQUEST_FILE))
-            if not any(part.endswith(".partial") or ".old-" in part for part in p.parent.relative_to(run_dir).parts)]
+    return [
+        p.parent
+        for p in sorted(run_dir.rglob(PER_REQUEST_FILE))
+        if not any(part.endswith(".partial") or ".old-" in part for part in p.parent.relative_to(run_dir).parts)
+    ]
 
 
 def _entries(path: Path) -> list[dict]:
@@ -133,8 +138,9 @@ def _server(folders: list[Path]) -> str:
             continue
         record = read_run(folder) or {}
         server = (record.get("identity") or {}).get("server") or {}
-        name = " ".join(str(server[k]) for k in ("engine", "version") if server.get(k)) or str(record.get("engine")
-                                                                                               or "")
+        name = " ".join(str(server[k]) for k in ("engine", "version") if server.get(k)) or str(
+            record.get("engine") or ""
+        )
         capacity = server.get("kv_capacity_tokens")
         if name:
             return name + (f", KV cache {capacity:,} tokens" if isinstance(capacity, int) else "")

@@ -52,8 +52,10 @@ def _read_file(path: Path, reading: PromptReading, block_size: int) -> _ReadSess
     except (OutputError, MissingExtraError):  # an unreadable file says so itself; a missing extra is no file's fault
         raise
     except Exception as exc:  # noqa: BLE001 - whatever makes the replay skip the file
-        raise OutputError(f"{path} cannot be read as inference-perf reads it ({type(exc).__name__}: "
-                          f"{str(exc)[:160]}); regenerate or remove it") from None
+        raise OutputError(
+            f"{path} cannot be read as inference-perf reads it ({type(exc).__name__}: "
+            f"{str(exc)[:160]}); regenerate or remove it"
+        ) from None
     blocks, tails, prompts = [], [], []
     for request in session.requests:
         ids = reading.ids(request)
@@ -66,8 +68,18 @@ def _read_file(path: Path, reading: PromptReading, block_size: int) -> _ReadSess
     for number, (request, hashes, tail, prompt) in enumerate(zip(session.requests, blocks, tails, prompts), 1):
         at = np.searchsorted(distinct, hashes).astype(np.int32)
         tail_at = None if tail is None else int(np.searchsorted(distinct, np.uint64(tail)))
-        read.append((request.event_id, request.predecessors, request.wait_ms, at, prompt, request.output_tokens,
-                     str(request.attributes.get("fastgen.turn", number)), tail_at))
+        read.append(
+            (
+                request.event_id,
+                request.predecessors,
+                request.wait_ms,
+                at,
+                prompt,
+                request.output_tokens,
+                str(request.attributes.get("fastgen.turn", number)),
+                tail_at,
+            )
+        )
     return _ReadSession(session.session_id, distinct, read, reading.name)
 
 
@@ -109,23 +121,29 @@ class Corpus:
             self._ids[index], self._sessions[index] = read.session_id, self._plan(read)
         return self._sessions[index]
 
-    def load(self, indexes: Iterable[int], readers: "Readers",
-             progress: Optional[Callable[[int, int], None]] = None) -> None:
+    def load(
+        self, indexes: Iterable[int], readers: "Readers", progress: Optional[Callable[[int, int], None]] = None
+    ) -> None:
         """Read the files at `indexes` now and keep them, with `readers` (in parallel where it has a pool)."""
         todo = [i for i in sorted(set(indexes)) if i not in self._sessions]
         for index, read in self._read(todo, readers, progress):
             self._ids[index], self._sessions[index] = read.session_id, self._plan(read)
 
-    def stream(self, indexes: list[int], readers: "Readers", progress: Optional[Callable[[int, int], None]] = None
-               ) -> "Stream":
+    def stream(
+        self, indexes: list[int], readers: "Readers", progress: Optional[Callable[[int, int], None]] = None
+    ) -> "Stream":
         """The files at `indexes`, read now (in parallel where `readers` has a pool) into a spill file, not kept:
         then (file index, its requests) in that order, each session's own blocks let go by `Stream.release`."""
         return Stream(self, indexes, readers, progress)
 
-    def _read(self, indexes: list[int], readers: "Readers", progress: Optional[Callable[[int, int], None]]
-              ) -> Iterator[tuple[int, _ReadSession]]:
-        results = readers.read([self.files[i] for i in indexes]) if readers.parallel(len(indexes)) else \
-            (_read_file(self.files[i], self._reading, self.block_size) for i in indexes)
+    def _read(
+        self, indexes: list[int], readers: "Readers", progress: Optional[Callable[[int, int], None]]
+    ) -> Iterator[tuple[int, _ReadSession]]:
+        results = (
+            readers.read([self.files[i] for i in indexes])
+            if readers.parallel(len(indexes))
+            else (_read_file(self.files[i], self._reading, self.block_size) for i in indexes)
+        )
         for done, (index, read) in enumerate(zip(indexes, results), 1):
             yield index, read
             if progress:
@@ -135,9 +153,19 @@ class Corpus:
         if read.reading_name != self._reading.name:
             self.reading_name = read.reading_name
         ids = self._blocks.of_distinct(read.distinct)
-        return [PlannedRequest(event_id, predecessors, wait_ms, ids[at], prompt_tokens, output_tokens, label,
-                               None if tail_at is None else int(ids[tail_at]))
-                for event_id, predecessors, wait_ms, at, prompt_tokens, output_tokens, label, tail_at in read.requests]
+        return [
+            PlannedRequest(
+                event_id,
+                predecessors,
+                wait_ms,
+                ids[at],
+                prompt_tokens,
+                output_tokens,
+                label,
+                None if tail_at is None else int(ids[tail_at]),
+            )
+            for event_id, predecessors, wait_ms, at, prompt_tokens, output_tokens, label, tail_at in read.requests
+        ]
 
 
 class Stream:
@@ -146,8 +174,9 @@ class Stream:
     order, numbered as they go. `release(index)`, once no replay will run the session again, lets its own blocks go:
     what stays is the blocks sessions share and those of the sessions not yet released."""
 
-    def __init__(self, corpus: Corpus, indexes: list[int], readers: "Readers",
-                 progress: Optional[Callable[[int, int], None]]) -> None:
+    def __init__(
+        self, corpus: Corpus, indexes: list[int], readers: "Readers", progress: Optional[Callable[[int, int], None]]
+    ) -> None:
         self._corpus, self._indexes = corpus, indexes
         self._shared = SharedBlocks()
         self._own: dict[int, np.ndarray] = {}  # sessions handed out, not released: the hashes only they have
@@ -159,8 +188,10 @@ class Stream:
             self._spill.seek(0)
         except OSError as exc:
             self._spill.close()
-            raise OutputError(f"cannot spill the read sessions into {tempfile.gettempdir()} ({exc.strerror}); free "
-                              f"space there or point TMPDIR at a folder with room") from None
+            raise OutputError(
+                f"cannot spill the read sessions into {tempfile.gettempdir()} ({exc.strerror}); free "
+                f"space there or point TMPDIR at a folder with room"
+            ) from None
 
     def __iter__(self) -> Iterator[tuple[int, list[PlannedRequest]]]:
         try:
@@ -199,7 +230,7 @@ class Readers:
         batch = 4 * chunksize * self._workers
         pending = []
         for start in range(0, len(paths), batch):
-            pending.append(self._pool.imap(_read_in_worker, paths[start:start + batch], chunksize))
+            pending.append(self._pool.imap(_read_in_worker, paths[start : start + batch], chunksize))
             if len(pending) > 1:
                 yield from pending.pop(0)
         for results in pending:

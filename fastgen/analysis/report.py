@@ -7,8 +7,17 @@ from __future__ import annotations
 from typing import Optional
 
 from .analyze import AnalysisOptions, TargetResult
-from .summary import (BINDS_ABOVE_POINTS, KNEE_WITHIN_POINTS, binding_line, service_line, service_origin,
-                      summary_cells, summary_fields, summary_headers, summary_legend)
+from .summary import (
+    BINDS_ABOVE_POINTS,
+    KNEE_WITHIN_POINTS,
+    binding_line,
+    service_line,
+    service_origin,
+    summary_cells,
+    summary_fields,
+    summary_headers,
+    summary_legend,
+)
 
 __all__ = ["analysis_document", "analysis_table"]
 
@@ -21,33 +30,68 @@ def _pct(value: Optional[float]) -> str:
 
 def _table(rows: list[tuple]) -> list[str]:
     widths = [max(len(str(r[c])) for r in rows) for c in range(len(rows[0]))]
-    return ["  ".join(str(v).ljust(w) if c == 0 else str(v).rjust(w) for c, (v, w) in enumerate(zip(r, widths)))
-            for r in rows]
+    return [
+        "  ".join(str(v).ljust(w) if c == 0 else str(v).rjust(w) for c, (v, w) in enumerate(zip(r, widths)))
+        for r in rows
+    ]
 
 
-def analysis_table(reading: str, options: AnalysisOptions, results: list[TargetResult], *, verbose: bool = False,
-                   service_source: Optional[str] = None) -> str:
+def analysis_table(
+    reading: str,
+    options: AnalysisOptions,
+    results: list[TargetResult],
+    *,
+    verbose: bool = False,
+    service_source: Optional[str] = None,
+) -> str:
     """The summary; with verbose, the tables by turn and of the sweep after it. `service_source` says where the
     service model's speeds come from (default: the defaults, or given)."""
     if options.definition == "aiperf":
-        lines = [f"prompts read as: {reading}; block size {options.block_size}; definition: AIPerf's analyze-trace "
-                 "cache_hit_rate (mean over requests of the leading run of hash ids seen before, over the request's "
-                 "ids; infinite cache; replay order, as fastgen export mooncake writes the lines)", ""]
+        lines = [
+            f"prompts read as: {reading}; block size {options.block_size}; definition: AIPerf's analyze-trace "
+            "cache_hit_rate (mean over requests of the leading run of hash ids seen before, over the request's "
+            "ids; infinite cache; replay order, as fastgen export mooncake writes the lines)",
+            "",
+        ]
         rows: list[tuple] = [("config", "sessions", "requests", "prompt tokens", "cache_hit_rate")]
-        rows += [(r.name, r.sessions, r.requests, f"{r.prompt_tokens:,}", f"{r.aiperf_cache_hit_rate:.6f}")
-                 for r in results]
+        rows += [
+            (r.name, r.sessions, r.requests, f"{r.prompt_tokens:,}", f"{r.aiperf_cache_hit_rate:.6f}") for r in results
+        ]
         return "\n".join(lines + _table(rows))
-    capacity = (f"{options.capacity_tokens:,} tokens" if options.capacity_tokens is not None else "none given")
-    lines = [f"prompts read as: {reading} ({'the chat template with tools and the generation prompt' if reading == 'template' else 'content tokens, no chat template'}); "
-             f"block size {options.block_size}; KV capacity {capacity}",
-             "hit % infinite: cached / prompt tokens in replay order with an unbounded cache ("
-             f"{options.rules.describe(options.block_size)}); "
-             "hit % capacity: the same with LRU eviction at the capacity",
-             *summary_legend(options), service_line(options.service, service_source), ""]
-    rows = [("config", "sessions", "requests", "prompt tokens", "hit % infinite", "hit % capacity",
-             *summary_headers(options))]
-    rows += [(r.name, r.sessions, r.requests, f"{r.prompt_tokens:,}", _pct(r.percent(r.cached_infinite)),
-              _pct(r.percent(r.cached_capacity)), *summary_cells(r, options)) for r in results]
+    capacity = f"{options.capacity_tokens:,} tokens" if options.capacity_tokens is not None else "none given"
+    lines = [
+        f"prompts read as: {reading} ({'the chat template with tools and the generation prompt' if reading == 'template' else 'content tokens, no chat template'}); "
+        f"block size {options.block_size}; KV capacity {capacity}",
+        "hit % infinite: cached / prompt tokens in replay order with an unbounded cache ("
+        f"{options.rules.describe(options.block_size)}); "
+        "hit % capacity: the same with LRU eviction at the capacity",
+        *summary_legend(options),
+        service_line(options.service, service_source),
+        "",
+    ]
+    rows = [
+        (
+            "config",
+            "sessions",
+            "requests",
+            "prompt tokens",
+            "hit % infinite",
+            "hit % capacity",
+            *summary_headers(options),
+        )
+    ]
+    rows += [
+        (
+            r.name,
+            r.sessions,
+            r.requests,
+            f"{r.prompt_tokens:,}",
+            _pct(r.percent(r.cached_infinite)),
+            _pct(r.percent(r.cached_capacity)),
+            *summary_cells(r, options),
+        )
+        for r in results
+    ]
     lines += _table(rows)
     bound = binding_line(results, options)
     lines += [""] + ([bound] if bound else [])
@@ -63,8 +107,9 @@ def _long_tables(results: list[TargetResult], options: AnalysisOptions) -> list[
     rows: list[tuple] = [("config", "turn", "prompt tokens", "hit % infinite", "hit % capacity")]
     for r in results:
         for label, (prompt, cached, cached_cap) in r.by_label.items():
-            rows.append((r.name, label, f"{prompt:,}", _pct(r.percent(cached, prompt)),
-                         _pct(r.percent(cached_cap, prompt))))
+            rows.append(
+                (r.name, label, f"{prompt:,}", _pct(r.percent(cached, prompt)), _pct(r.percent(cached_cap, prompt)))
+            )
     lines += _table(rows)
     if options.sweep:
         lines += ["", "sweep: hit % at each KV capacity"]
@@ -74,21 +119,33 @@ def _long_tables(results: list[TargetResult], options: AnalysisOptions) -> list[
     return lines
 
 
-def analysis_document(reading: str, options: AnalysisOptions, results: list[TargetResult], *,
-                      service_source: Optional[str] = None) -> dict:
-    return {"format": ANALYSIS_FORMAT, "reading": reading, "definition": options.definition,
-            "block_size": options.block_size,
-            "capacity_tokens": options.capacity_tokens,
-            # what compare prints beside the ceilings: the cache rules the simulation followed
-            "engine": options.engine,
-            "rules": (options.rules.describe(options.block_size) + "; replay order of the config's schedule"
-                      + ("; LRU eviction at capacity" if options.capacity_tokens is not None else "")),
-            "service_model": {"prefill_tokens_per_s": options.service.prefill_tokens_per_s,
-                              "decode_tokens_per_s": options.service.decode_tokens_per_s,
-                              "source": service_origin(options.service, service_source)},
-            "binds_above_points": BINDS_ABOVE_POINTS, "knee_within_points": KNEE_WITHIN_POINTS,
-            "definitions": {
-                "hit_percent_infinite": "100 x cached / prompt tokens, pooled, in replay order, unbounded cache: full "
-                                        "blocks, chained hashes, the last prompt token always computed",
-                "hit_percent_capacity": "the same with LRU eviction of blocks no running request holds"},
-            "configs": [{**r.to_dict(), **summary_fields(r)} for r in results]}
+def analysis_document(
+    reading: str, options: AnalysisOptions, results: list[TargetResult], *, service_source: Optional[str] = None
+) -> dict:
+    return {
+        "format": ANALYSIS_FORMAT,
+        "reading": reading,
+        "definition": options.definition,
+        "block_size": options.block_size,
+        "capacity_tokens": options.capacity_tokens,
+        # what compare prints beside the ceilings: the cache rules the simulation followed
+        "engine": options.engine,
+        "rules": (
+            options.rules.describe(options.block_size)
+            + "; replay order of the config's schedule"
+            + ("; LRU eviction at capacity" if options.capacity_tokens is not None else "")
+        ),
+        "service_model": {
+            "prefill_tokens_per_s": options.service.prefill_tokens_per_s,
+            "decode_tokens_per_s": options.service.decode_tokens_per_s,
+            "source": service_origin(options.service, service_source),
+        },
+        "binds_above_points": BINDS_ABOVE_POINTS,
+        "knee_within_points": KNEE_WITHIN_POINTS,
+        "definitions": {
+            "hit_percent_infinite": "100 x cached / prompt tokens, pooled, in replay order, unbounded cache: full "
+            "blocks, chained hashes, the last prompt token always computed",
+            "hit_percent_capacity": "the same with LRU eviction of blocks no running request holds",
+        },
+        "configs": [{**r.to_dict(), **summary_fields(r)} for r in results],
+    }

@@ -31,10 +31,16 @@ class CacheRules:
 
     def describe(self, block_size: int) -> str:
         """One line: what a prediction under these rules assumes."""
-        unit = (f"{self.engine}'s rules: blocks of {block_size} tokens, chained hashes" if self.engine == "vllm"
-                else f"{self.engine}'s rules: radix cache at page size {block_size}")
-        publish = ("published when the prefill completes" if self.publish_after_prefill
-                   else "published when the request is scheduled")
+        unit = (
+            f"{self.engine}'s rules: blocks of {block_size} tokens, chained hashes"
+            if self.engine == "vllm"
+            else f"{self.engine}'s rules: radix cache at page size {block_size}"
+        )
+        publish = (
+            "published when the prefill completes"
+            if self.publish_after_prefill
+            else "published when the request is scheduled"
+        )
         return f"{unit}, {publish}, the last prompt token always computed"
 
 

@@ -25,8 +25,17 @@ import numpy as np
 from ..errors import SpecError
 from .cache import BlockCache
 
-__all__ = ["DEFAULT_DECODE_TOKENS_PER_S", "DEFAULT_PREFILL_TOKENS_PER_S", "Load", "PlannedRequest", "RequestOutcome",
-           "ServiceModel", "replay", "replay_slots", "simulate"]
+__all__ = [
+    "DEFAULT_DECODE_TOKENS_PER_S",
+    "DEFAULT_PREFILL_TOKENS_PER_S",
+    "Load",
+    "PlannedRequest",
+    "RequestOutcome",
+    "ServiceModel",
+    "replay",
+    "replay_slots",
+    "simulate",
+]
 
 
 @dataclass(frozen=True)
@@ -85,11 +94,16 @@ def replay_slots(file_count: int, base_seed: int, num_sessions: int) -> list[int
     """File index (in sorted order) of each slot that runs: inference-perf's shuffle, then the first N."""
     order = list(range(file_count))
     random.Random(base_seed).shuffle(order)  # the same sequence as random.seed(base_seed); random.shuffle(order)
-    return order[:min(num_sessions, file_count)]
+    return order[: min(num_sessions, file_count)]
 
 
-def simulate(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[int], load: Load, cache: BlockCache,
-             model: ServiceModel = ServiceModel()) -> list[RequestOutcome]:
+def simulate(
+    sessions: Callable[[int], Sequence[PlannedRequest]],
+    slots: list[int],
+    load: Load,
+    cache: BlockCache,
+    model: ServiceModel = ServiceModel(),
+) -> list[RequestOutcome]:
     """Every request of the slots' sessions, in the order they start, with the cached tokens it found."""
     outcomes: list[RequestOutcome] = []
     for _ in replay(sessions, slots, load, cache, model, lambda outcome, _request: outcomes.append(outcome)):
@@ -97,9 +111,15 @@ def simulate(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[in
     return outcomes
 
 
-def replay(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[int], load: Load, cache: BlockCache,
-           model: ServiceModel, on_start: Callable[[RequestOutcome, PlannedRequest], None],
-           on_end: Callable[[int], None] = lambda file_index: None) -> Iterator[int]:
+def replay(
+    sessions: Callable[[int], Sequence[PlannedRequest]],
+    slots: list[int],
+    load: Load,
+    cache: BlockCache,
+    model: ServiceModel,
+    on_start: Callable[[RequestOutcome, PlannedRequest], None],
+    on_end: Callable[[int], None] = lambda file_index: None,
+) -> Iterator[int]:
     """simulate, one step at a time: each request is handed to `on_start` as it starts, each session's file index
     to `on_end` when its last request has ended, and after each step that started sessions the generator yields how
     many slots it has started, so that several replays can run side by side over one read of their sessions
@@ -171,8 +191,9 @@ def replay(sessions: Callable[[int], Sequence[PlannedRequest]], slots: list[int]
                 # vLLM registers a request's full blocks when it schedules them, before they are computed: a request
                 # scheduled after it, even in the same step, hits them (measured: concurrent sessions share the prefix)
                 cache.publish(admission, request.output_tokens)
-            on_start(RequestOutcome(slot, slots[slot], event_id, request.label, request.prompt_tokens, cached, t),
-                     request)
+            on_start(
+                RequestOutcome(slot, slots[slot], event_id, request.label, request.prompt_tokens, cached, t), request
+            )
             decode = request.output_tokens / model.decode_tokens_per_s
             push(t + prefill + decode, "end", (slot, event_id, admission))
         elif kind == "publish":

@@ -68,7 +68,8 @@ class _Bloom:
 def _word_and_bits(hashes: np.ndarray, words: int) -> tuple[np.ndarray, np.ndarray]:
     """Each hash's word (its low bits) and its _PROBES bits in that word (6 high bits each; the block hashes are
     mixed already)."""
-    shifts = (hashes.reshape(-1, 1) >> (np.uint64(64 - 6) - np.arange(_PROBES, dtype=np.uint64) * np.uint64(6))) \
-        & np.uint64(63)
+    shifts = (
+        hashes.reshape(-1, 1) >> (np.uint64(64 - 6) - np.arange(_PROBES, dtype=np.uint64) * np.uint64(6))
+    ) & np.uint64(63)
     bits = np.bitwise_or.reduce(np.left_shift(np.uint64(1), shifts), axis=1)
     return (hashes & np.uint64(words - 1)).astype(np.int64), bits

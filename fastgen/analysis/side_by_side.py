@@ -49,8 +49,9 @@ def read_order(slot_lists: list[list[int]]) -> list[int]:
     return order
 
 
-def run_side_by_side(replays: list[Replay], read: Callable[[list[int]], Sessions],
-                     model: ServiceModel = ServiceModel()) -> None:
+def run_side_by_side(
+    replays: list[Replay], read: Callable[[list[int]], Sessions], model: ServiceModel = ServiceModel()
+) -> None:
     """Run every replay to its end. `read(file indexes)` gives (index, session) in the order given, lazily; where
     what it gives has a `release(index)` (corpus.Stream), that is called once every replay has ended the session,
     and the block ids it returns, the ones only that session had, are forgotten by every replay's cache (their ids
@@ -84,10 +85,13 @@ def run_side_by_side(replays: list[Replay], read: Callable[[list[int]], Sessions
             if r.on_session:
                 r.on_session(planned)
             return planned
+
         return session
 
-    running = [(0, n, replay(session_for(r), r.slots, r.load, r.cache, model, r.on_start, ended))
-               for n, r in enumerate(replays)]
+    running = [
+        (0, n, replay(session_for(r), r.slots, r.load, r.cache, model, r.on_start, ended))
+        for n, r in enumerate(replays)
+    ]
     heapq.heapify(running)
     try:
         while running:

@@ -8,9 +8,20 @@ from typing import Optional
 from .analyze import AnalysisOptions, TargetResult
 from .schedule import ServiceModel
 
-__all__ = ["BINDS_ABOVE_POINTS", "KNEE_WITHIN_POINTS", "binding_line", "binds", "capacity_cost", "knee",
-           "service_line", "service_origin", "summary_cells", "summary_fields", "summary_headers",
-           "summary_legend"]
+__all__ = [
+    "BINDS_ABOVE_POINTS",
+    "KNEE_WITHIN_POINTS",
+    "binding_line",
+    "binds",
+    "capacity_cost",
+    "knee",
+    "service_line",
+    "service_origin",
+    "summary_cells",
+    "summary_fields",
+    "summary_headers",
+    "summary_legend",
+]
 
 BINDS_ABOVE_POINTS = 1.0  # a capacity binds a config whose at-capacity hit % is more than this below its unbounded one
 KNEE_WITHIN_POINTS = 1.0  # a sweep's knee: the smallest capacity within this many points of the unbounded hit %
@@ -45,9 +56,11 @@ def service_origin(service: ServiceModel, source: Optional[str] = None) -> str:
 
 def service_line(service: ServiceModel, source: Optional[str] = None) -> str:
     """The speeds the schedule was simulated at, and where they come from."""
-    return (f"service model: prefill {service.prefill_tokens_per_s:,.0f} tokens/s, decode "
-            f"{service.decode_tokens_per_s:,.1f} tokens/s ({service_origin(service, source)}); it decides which "
-            f"requests overlap")
+    return (
+        f"service model: prefill {service.prefill_tokens_per_s:,.0f} tokens/s, decode "
+        f"{service.decode_tokens_per_s:,.1f} tokens/s ({service_origin(service, source)}); it decides which "
+        f"requests overlap"
+    )
 
 
 def summary_cells(result: TargetResult, options: AnalysisOptions) -> tuple:
@@ -77,8 +90,10 @@ def summary_legend(options: AnalysisOptions) -> list[str]:
     if options.capacity_tokens is not None:
         lines.append(f"pt lost: hit % infinite - hit % capacity; binds: more than {BINDS_ABOVE_POINTS:g} point lost")
     if options.sweep:
-        lines.append(f"knee: the smallest swept KV capacity within {KNEE_WITHIN_POINTS:g} point of hit % infinite "
-                     f"(beyond the sweep: none of the swept capacities)")
+        lines.append(
+            f"knee: the smallest swept KV capacity within {KNEE_WITHIN_POINTS:g} point of hit % infinite "
+            f"(beyond the sweep: none of the swept capacities)"
+        )
     return lines
 
 
@@ -97,5 +112,8 @@ def binding_line(results: list[TargetResult], options: AnalysisOptions) -> Optio
 def summary_fields(result: TargetResult) -> dict:
     """The summary's figures of one config, for the JSON."""
     cost = capacity_cost(result)
-    return {"capacity_cost_points": cost, "capacity_binds": binds(result),
-            "knee_capacity_tokens": knee(result) if result.sweep else None}
+    return {
+        "capacity_cost_points": cost,
+        "capacity_binds": binds(result),
+        "knee_capacity_tokens": knee(result) if result.sweep else None,
+    }

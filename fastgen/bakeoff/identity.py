@@ -24,30 +24,62 @@ from .plan import replay_modes_of
 from .runs import recorded_runs
 from .server import LiveServer
 
-__all__ = ["SAME_RUN_KEYS", "SAME_SERVER_KEYS", "check_label_server", "identity_change",
-           "process_start", "run_identity", "server_identity"]
+__all__ = [
+    "SAME_RUN_KEYS",
+    "SAME_SERVER_KEYS",
+    "check_label_server",
+    "identity_change",
+    "process_start",
+    "run_identity",
+    "server_identity",
+]
 
 SAME_SERVER_KEYS = ("url", "engine", "model")
-SAME_RUN_KEYS = (("server", "url"), ("server", "engine"), ("server", "model"), ("server", "kv_capacity_tokens"),
-                 ("dataset_sha256",), ("config_sha256",), ("outputs",), ("tool_call_max_tokens",), ("tool_choice",), ("reset",))
+SAME_RUN_KEYS = (
+    ("server", "url"),
+    ("server", "engine"),
+    ("server", "model"),
+    ("server", "kv_capacity_tokens"),
+    ("dataset_sha256",),
+    ("config_sha256",),
+    ("outputs",),
+    ("tool_call_max_tokens",),
+    ("tool_choice",),
+    ("reset",),
+)
 # how a changed key reads in the line that says why a run is done again
-_CHANGES = {"url": "another server URL", "engine": "another engine", "model": "another model",
-            "kv_capacity_tokens": "another KV capacity", "dataset_sha256": "the dataset changed",
-            "config_sha256": "the config changed", "outputs": "another outputs mode",
-            "tool_call_max_tokens": "another tool-call max_tokens mode", "tool_choice": "another tool_choice mode",
-            "reset": "the cache was reset between runs in one and not the other (--no-reset)"}
+_CHANGES = {
+    "url": "another server URL",
+    "engine": "another engine",
+    "model": "another model",
+    "kv_capacity_tokens": "another KV capacity",
+    "dataset_sha256": "the dataset changed",
+    "config_sha256": "the config changed",
+    "outputs": "another outputs mode",
+    "tool_call_max_tokens": "another tool-call max_tokens mode",
+    "tool_choice": "another tool_choice mode",
+    "reset": "the cache was reset between runs in one and not the other (--no-reset)",
+}
 
 
 def server_identity(server: LiveServer, model: str, gpus: Optional[int] = None) -> dict:
     """The server part of a run's identity, read now from its /metrics and info endpoint."""
     families = _families(_metrics_or_empty(server))
     info = server.info()
-    capacity, block = _vllm_capacity(families, server.engine.name) or _sglang_capacity(families, info,
-                                                                                      server.engine.name)
+    capacity, block = _vllm_capacity(families, server.engine.name) or _sglang_capacity(
+        families, info, server.engine.name
+    )
     version = info.get("version")
-    return {"url": server.url, "engine": server.engine.name, "version": str(version) if version else None,
-            "model": model, "kv_capacity_tokens": capacity, "block_size": block, "gpus": gpus,
-            "process_start": _process_start(families)}
+    return {
+        "url": server.url,
+        "engine": server.engine.name,
+        "version": str(version) if version else None,
+        "model": model,
+        "kv_capacity_tokens": capacity,
+        "block_size": block,
+        "gpus": gpus,
+        "process_start": _process_start(families),
+    }
 
 
 def process_start(server: LiveServer) -> Optional[float]:
@@ -62,9 +94,16 @@ def run_identity(server: dict, *, config_path: Path, run_config: dict, reset: bo
     replay = run_config["data"]["otel_trace_replay"]
     outputs, tool_calls, tool_choice = replay_modes_of(replay)
     manifest = _dataset_manifest(Path(replay["trace_directory"]))
-    return {"server": server, "dataset_sha256": None if manifest is None else hashlib.sha256(manifest).hexdigest(),
-            "workload": _workload(manifest), "config_sha256": hashlib.sha256(Path(config_path).read_bytes()).hexdigest(),
-            "outputs": outputs, "tool_call_max_tokens": tool_calls, "tool_choice": tool_choice, "reset": reset}
+    return {
+        "server": server,
+        "dataset_sha256": None if manifest is None else hashlib.sha256(manifest).hexdigest(),
+        "workload": _workload(manifest),
+        "config_sha256": hashlib.sha256(Path(config_path).read_bytes()).hexdigest(),
+        "outputs": outputs,
+        "tool_call_max_tokens": tool_calls,
+        "tool_choice": tool_choice,
+        "reset": reset,
+    }
 
 
 def _dataset_manifest(trace_directory: Path) -> Optional[bytes]:
@@ -104,13 +143,15 @@ def check_label_server(label_folder: Path, server: dict) -> None:
         recorded = _recorded_server(record)
         if recorded is None:
             continue
-        differs = [key for key in SAME_SERVER_KEYS if recorded.get(key) is not None
-                   and recorded.get(key) != server.get(key)]
+        differs = [
+            key for key in SAME_SERVER_KEYS if recorded.get(key) is not None and recorded.get(key) != server.get(key)
+        ]
         if differs:
             raise OutputError(
                 f"{label_folder} holds runs from {recorded.get('url')} ({_describe(recorded)}; "
                 f"{folder.relative_to(label_folder).as_posix()}), not from {server['url']} ({_describe(server)}); "
-                f"pass a new --label for this server, or --rerun to replace those runs")
+                f"pass a new --label for this server, or --rerun to replace those runs"
+            )
 
 
 def _recorded_server(record: dict) -> Optional[dict]:
@@ -168,8 +209,9 @@ def _sglang_capacity(families: dict[str, list], info: dict, engine: str) -> tupl
     samples = families.get(f"{engine}:max_total_num_tokens") or []
     tokens = _int(samples[0].value) if samples else None
     if not tokens:
-        tokens = next((_int(s.get("max_total_num_tokens")) for s in states if _int(s.get("max_total_num_tokens"))),
-                      None)
+        tokens = next(
+            (_int(s.get("max_total_num_tokens")) for s in states if _int(s.get("max_total_num_tokens"))), None
+        )
     return tokens, page
 
 

@@ -52,15 +52,19 @@ def select_configs(config_dir: Path, patterns: list[str] | None = None) -> list[
     try:
         listed = read_manifest(config_dir)["files"]
     except (OSError, KeyError, ValueError) as exc:
-        raise OutputError(f"{config_dir} is not a config folder written by fastgen ({exc}); pass --config-dir with "
-                          f"the folder fastgen --config-dir wrote") from None
+        raise OutputError(
+            f"{config_dir} is not a config folder written by fastgen ({exc}); pass --config-dir with "
+            f"the folder fastgen --config-dir wrote"
+        ) from None
     names = sorted((rel.removesuffix(".yml") for rel in listed if rel.endswith(".yml")), key=_order)
     if patterns:
         wanted = [p.removesuffix(".yml").rstrip("/") for p in patterns]
         unmatched = [p for p in wanted if not any(_matches(n, p) for n in names)]
         if unmatched:
-            raise OutputError(f"no config in {config_dir} matches {unmatched[0]!r}; the configs are "
-                              f"{', '.join(names[:6])}{', ...' if len(names) > 6 else ''}")
+            raise OutputError(
+                f"no config in {config_dir} matches {unmatched[0]!r}; the configs are "
+                f"{', '.join(names[:6])}{', ...' if len(names) > 6 else ''}"
+            )
         names = [n for n in names if any(_matches(n, p) for p in wanted)]
     return [ConfigRun(name, config_dir / f"{name}.yml") for name in names]
 
@@ -69,9 +73,17 @@ def _matches(name: str, pattern: str) -> bool:
     return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name, pattern + "/*")
 
 
-def run_config_text(text: str, *, config_dir: Path, url: str, engine: str, report_dir: Path,
-                    outputs: Optional[str] = None, tool_call_max_tokens: Optional[str] = None,
-                    tool_choice: Optional[str] = None) -> str:
+def run_config_text(
+    text: str,
+    *,
+    config_dir: Path,
+    url: str,
+    engine: str,
+    report_dir: Path,
+    outputs: Optional[str] = None,
+    tool_call_max_tokens: Optional[str] = None,
+    tool_choice: Optional[str] = None,
+) -> str:
     """The YAML of one run: `text` (a generated config) pointed at `url` and reporting into `report_dir`; with
     `outputs` (live, recorded) or `tool_call_max_tokens` (floor, recorded), replaying so (None: as the config says)."""
     document = yaml.safe_load(text)
@@ -80,8 +92,10 @@ def run_config_text(text: str, *, config_dir: Path, url: str, engine: str, repor
         replay = document["data"]["otel_trace_replay"]
         tokenizer = document["tokenizer"]
     except (KeyError, TypeError):
-        raise OutputError(f"{config_dir} has a config without server, data.otel_trace_replay or tokenizer sections; "
-                          f"regenerate the configs with fastgen") from None
+        raise OutputError(
+            f"{config_dir} has a config without server, data.otel_trace_replay or tokenizer sections; "
+            f"regenerate the configs with fastgen"
+        ) from None
     server["base_url"] = url
     server["type"] = engine
     replay["trace_directory"] = _absolute(replay["trace_directory"], config_dir)

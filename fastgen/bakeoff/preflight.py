@@ -29,12 +29,22 @@ __all__ = ["FORCED_TOOL", "Preflight", "TOOL_PROBE_PROMPT", "TOOL_PROBE_TOOLS", 
 
 TOOL_PROBE_PROMPT = f"{PROBE_MARKER} (tool choice): run the tests of the parser module."
 TOOL_PROBE_TOOLS = [
-    {"type": "function", "function": {
-        "name": "read_file", "description": "Read a file of the repository.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}},
-    {"type": "function", "function": {
-        "name": "run_tests", "description": "Run the tests of one module.",
-        "parameters": {"type": "object", "properties": {"module": {"type": "string"}}, "required": ["module"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file of the repository.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "run_tests",
+            "description": "Run the tests of one module.",
+            "parameters": {"type": "object", "properties": {"module": {"type": "string"}}, "required": ["module"]},
+        },
+    },
 ]
 FORCED_TOOL = "run_tests"  # the second tool: a server that ignores the choice most likely calls the first
 TOOL_PROBE_MAX_TOKENS = 64
@@ -49,8 +59,11 @@ class Preflight:
 
     def record(self) -> dict:
         """The fields it adds to a run's identity.server."""
-        return {"metrics_served": self.metrics_served, "cached_tokens_reported": self.cached_tokens_reported,
-                "tool_choice_held": self.tool_choice_held}
+        return {
+            "metrics_served": self.metrics_served,
+            "cached_tokens_reported": self.cached_tokens_reported,
+            "tool_choice_held": self.tool_choice_held,
+        }
 
 
 def check_server(server: LiveServer, model: str, *, tool_check: bool = True) -> Preflight:
@@ -58,17 +71,24 @@ def check_server(server: LiveServer, model: str, *, tool_check: bool = True) -> 
     warnings = []
     metrics = _metrics_served(server)
     if not metrics:
-        fix = (f"restart it with {server.engine.metrics_flag} to have them" if server.engine.metrics_flag
-               else "is --url the engine itself, not a proxy in front of it?")
-        warnings.append(f"{server.url} serves no /metrics (HTTP 404): the runs go on without KV usage, the engine's "
-                        f"counters, a restart check or a wait until idle before each reset (resets rely on the "
-                        f"engine's own wait); {fix}")
+        fix = (
+            f"restart it with {server.engine.metrics_flag} to have them"
+            if server.engine.metrics_flag
+            else "is --url the engine itself, not a proxy in front of it?"
+        )
+        warnings.append(
+            f"{server.url} serves no /metrics (HTTP 404): the runs go on without KV usage, the engine's "
+            f"counters, a restart check or a wait until idle before each reset (resets rely on the "
+            f"engine's own wait); {fix}"
+        )
     held = _check_tool_choice(server, model) if tool_check else None
     reported = _cached_tokens_reported(server, model)
     if reported is False:
-        warnings.append(f"a probe prompt sent twice got no cached tokens the second time: {server.url} does not "
-                        f"report them (restart it with {server.engine.cache_report_flag}) or caches no prefixes; "
-                        f"every hit ratio of these runs would read 0")
+        warnings.append(
+            f"a probe prompt sent twice got no cached tokens the second time: {server.url} does not "
+            f"report them (restart it with {server.engine.cache_report_flag}) or caches no prefixes; "
+            f"every hit ratio of these runs would read 0"
+        )
     return Preflight(metrics, reported, held, tuple(warnings))
 
 
@@ -88,16 +108,21 @@ def _cached_tokens_reported(server: LiveServer, model: str) -> Optional[bool]:
 
 
 def _check_tool_choice(server: LiveServer, model: str) -> bool:
-    answer = server.forced_tool_call(model, TOOL_PROBE_PROMPT, TOOL_PROBE_TOOLS, FORCED_TOOL,
-                                     max_tokens=TOOL_PROBE_MAX_TOKENS)
+    answer = server.forced_tool_call(
+        model, TOOL_PROBE_PROMPT, TOOL_PROBE_TOOLS, FORCED_TOOL, max_tokens=TOOL_PROBE_MAX_TOKENS
+    )
     if answer.status == 200 and answer.name == FORCED_TOOL:
         return True
     fix = f"{server.engine.tool_choice_fix}; or pass --no-tool-check if the dataset has no tool calls"
     if answer.status == 200:
         got = f"a call of {answer.name!r}" if answer.name else "text, no tool call"
-        raise ServerError(f"{server.url} did not hold a named tool_choice: a request forcing {FORCED_TOOL!r} of two "
-                          f"tools was answered with {got}; {fix}")
+        raise ServerError(
+            f"{server.url} did not hold a named tool_choice: a request forcing {FORCED_TOOL!r} of two "
+            f"tools was answered with {got}; {fix}"
+        )
     if answer.status == 400:
         raise ServerError(f"{server.url} refused a named tool_choice (HTTP 400: {answer.text}); {fix}")
-    raise ServerError(f"POST {server.url}/v1/chat/completions forcing a tool answered HTTP {answer.status} "
-                      f"({answer.text}); pass --no-tool-check to go on without the tool-choice check")
+    raise ServerError(
+        f"POST {server.url}/v1/chat/completions forcing a tool answered HTTP {answer.status} "
+        f"({answer.text}); pass --no-tool-check to go on without the tool-choice check"
+    )

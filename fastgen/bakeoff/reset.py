@@ -40,15 +40,19 @@ def wait_idle(server: LiveServer, *, timeout_s: float = IDLE_WAIT_S, poll_s: flo
         try:
             sample = parse_metrics(server.metrics_text(), f"{server.engine.name}:")
         except (OSError, ServerError, ValueError) as exc:
-            raise ServerError(f"cannot read {server.url}/metrics to wait until the server is idle "
-                              f"({_one_line(exc)}); start it with metrics on (SGLang: --enable-metrics), or pass "
-                              f"--no-reset") from None
+            raise ServerError(
+                f"cannot read {server.url}/metrics to wait until the server is idle "
+                f"({_one_line(exc)}); start it with metrics on (SGLang: --enable-metrics), or pass "
+                f"--no-reset"
+            ) from None
         busy = sum(server.engine.metric(sample, q) or 0 for q in ("running", "waiting"))
         if busy == 0:
             return
         if time.monotonic() > deadline:
-            raise ServerError(f"{server.url} still has {busy:g} requests running or waiting after {timeout_s:g} s; "
-                              f"stop the other load on it, or pass --no-reset")
+            raise ServerError(
+                f"{server.url} still has {busy:g} requests running or waiting after {timeout_s:g} s; "
+                f"stop the other load on it, or pass --no-reset"
+            )
         time.sleep(poll_s)
 
 
@@ -62,8 +66,13 @@ def verified_reset(server: LiveServer, model: str) -> dict:
         verified, how = None, f"not verified: the probe before the reset failed ({_one_line(exc)})"
     else:
         if not warm.cached_tokens:
-            verified, how = None, (f"not verified: the probe sent twice got no cached tokens the second time (the "
-                                   f"server reports none; {server.engine.cache_report_flag} turns them on)")
+            verified, how = (
+                None,
+                (
+                    f"not verified: the probe sent twice got no cached tokens the second time (the "
+                    f"server reports none; {server.engine.cache_report_flag} turns them on)"
+                ),
+            )
         else:
             server.reset_prefix_cache()
             verified, how = _after_reset(server, model, warm.cached_tokens, warm.prompt_tokens)
@@ -78,11 +87,14 @@ def _after_reset(server: LiveServer, model: str, warm_cached: int, prompt_tokens
         return None, f"not verified: the probe after the reset failed ({_one_line(exc)})"
     what = f"POST {server.engine.reset_path}"
     if after.cached_tokens:
-        raise ServerError(f"{what} at {server.url} answered but did not empty the prefix cache: a probe prompt of "
-                          f"{prompt_tokens} tokens still had {after.cached_tokens} cached after it; "
-                          f"{server.engine.reset_unverified_hint}")
-    return True, (f"a probe prompt of {prompt_tokens} tokens had {warm_cached} cached before the reset and none "
-                  f"after it")
+        raise ServerError(
+            f"{what} at {server.url} answered but did not empty the prefix cache: a probe prompt of "
+            f"{prompt_tokens} tokens still had {after.cached_tokens} cached after it; "
+            f"{server.engine.reset_unverified_hint}"
+        )
+    return True, (
+        f"a probe prompt of {prompt_tokens} tokens had {warm_cached} cached before the reset and none after it"
+    )
 
 
 def _one_line(exc: BaseException) -> str:

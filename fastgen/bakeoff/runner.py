@@ -32,8 +32,17 @@ from .identity import check_label_server, identity_change, process_start, run_id
 from .plan import ConfigRun, replay_modes_of, run_config_text, select_configs
 from .preflight import Preflight, check_server
 from .reset import no_reset, verified_reset, wait_idle
-from .runs import (LOG_FILE, METRICS_FILE, RUN_CONFIG_FILE, discard_partial, partial_folder, place_run, read_run,
-                   repeat_folder, write_run)
+from .runs import (
+    LOG_FILE,
+    METRICS_FILE,
+    RUN_CONFIG_FILE,
+    discard_partial,
+    partial_folder,
+    place_run,
+    read_run,
+    repeat_folder,
+    write_run,
+)
 from .sampler import MetricsSampler
 from .server import LiveServer, probe_server
 from .status import PER_REQUEST_FILE, RunCounts, judge_run, read_counts
@@ -90,9 +99,13 @@ def inference_perf_command() -> list[str]:
     return [sys.executable, "-m", "inference_perf"]
 
 
-def run_bakeoff(options: BakeoffOptions, *, echo: Callable[[str], None] = lambda line: None,
-                on_outcome: Callable[[RunOutcome], None] = lambda outcome: None,
-                warn: Optional[Callable[[str], None]] = None) -> list[RunOutcome]:
+def run_bakeoff(
+    options: BakeoffOptions,
+    *,
+    echo: Callable[[str], None] = lambda line: None,
+    on_outcome: Callable[[RunOutcome], None] = lambda outcome: None,
+    warn: Optional[Callable[[str], None]] = None,
+) -> list[RunOutcome]:
     """Run every selected config `options.repeats` times; one outcome a run, in order (each also to `on_outcome` as
     it ends). What the check before the first config found goes to `warn`, a line each (default: echo, after
     "warning: "). Ctrl-C stops the current run (its partial folder is removed) and propagates, with every finished
@@ -108,8 +121,10 @@ def run_bakeoff(options: BakeoffOptions, *, echo: Callable[[str], None] = lambda
     identity = server_identity(server, model, options.gpus)
     if not options.rerun:
         check_label_server(label_dir, identity)
-    echo(f"{server.url}: {_describe(identity)}; {len(configs)} config(s)"
-         f"{f' x {options.repeats} repeats' if options.repeats > 1 else ''} into {label_dir}")
+    echo(
+        f"{server.url}: {_describe(identity)}; {len(configs)} config(s)"
+        f"{f' x {options.repeats} repeats' if options.repeats > 1 else ''} into {label_dir}"
+    )
     # a named tool_choice is sent only in the forced mode: the check is moot when no config sends one
     forced = any(_tool_choice_of(c.path, options) == "forced" for c in configs)
     checked = check_server(server, model, tool_check=options.tool_check and forced)
@@ -120,15 +135,31 @@ def run_bakeoff(options: BakeoffOptions, *, echo: Callable[[str], None] = lambda
     outcomes: list[RunOutcome] = []
     try:
         for number, (config, repeat) in enumerate(runs, start=1):
-            outcome = _run_one(config, repeat, label_dir, server, model, options, command, checked,
-                               progress.stage_setter(number, config.name, repeat, options.repeats))
+            outcome = _run_one(
+                config,
+                repeat,
+                label_dir,
+                server,
+                model,
+                options,
+                command,
+                checked,
+                progress.stage_setter(number, config.name, repeat, options.repeats),
+            )
             outcomes.append(outcome)
             on_outcome(outcome)
             progress.done(outcome)
             if outcome.details.get("server_died"):
                 for later, k in runs[number:]:
-                    outcomes.append(RunOutcome(later.name, "failed", reason="not run: the server stopped answering",
-                                               repeat=k, repeats=options.repeats))
+                    outcomes.append(
+                        RunOutcome(
+                            later.name,
+                            "failed",
+                            reason="not run: the server stopped answering",
+                            repeat=k,
+                            repeats=options.repeats,
+                        )
+                    )
                     on_outcome(outcomes[-1])
                 break
     finally:
@@ -159,38 +190,79 @@ def _model_of(path: Path) -> str:
         raise FastgenError(f"cannot read server.model_name from {path}: {exc}; regenerate the configs") from None
 
 
-def _run_one(config: ConfigRun, repeat: int, label_dir: Path, server: LiveServer, model: str,
-             options: BakeoffOptions, command: list[str], checked: Preflight,
-             stage: Callable[[str], None]) -> RunOutcome:
+def _run_one(
+    config: ConfigRun,
+    repeat: int,
+    label_dir: Path,
+    server: LiveServer,
+    model: str,
+    options: BakeoffOptions,
+    command: list[str],
+    checked: Preflight,
+    stage: Callable[[str], None],
+) -> RunOutcome:
     folder = repeat_folder(label_dir / config.name, repeat)
     partial = partial_folder(folder)
-    text = run_config_text(config.path.read_text(encoding="utf-8"), config_dir=config.path.parent, url=server.url,
-                           engine=server.engine.name, report_dir=partial, outputs=options.outputs,
-                           tool_call_max_tokens=options.tool_call_max_tokens, tool_choice=options.tool_choice)
-    identity = run_identity({**server_identity(server, model, options.gpus), **checked.record()},
-                            config_path=config.path, run_config=yaml.safe_load(text), reset=options.reset)
+    text = run_config_text(
+        config.path.read_text(encoding="utf-8"),
+        config_dir=config.path.parent,
+        url=server.url,
+        engine=server.engine.name,
+        report_dir=partial,
+        outputs=options.outputs,
+        tool_call_max_tokens=options.tool_call_max_tokens,
+        tool_choice=options.tool_choice,
+    )
+    identity = run_identity(
+        {**server_identity(server, model, options.gpus), **checked.record()},
+        config_path=config.path,
+        run_config=yaml.safe_load(text),
+        reset=options.reset,
+    )
     previous = read_run(folder)
     again = None
     if previous and previous.get("status") == "completed" and not options.rerun:
         again = identity_change(previous.get("identity"), identity)
         if again is None:
-            return RunOutcome(config.name, "skipped", reason="completed before; --rerun runs it again",
-                              folder=folder, repeat=repeat, repeats=options.repeats)
+            return RunOutcome(
+                config.name,
+                "skipped",
+                reason="completed before; --rerun runs it again",
+                folder=folder,
+                repeat=repeat,
+                repeats=options.repeats,
+            )
     stage(f"running again ({again})" if again else "running")
     discard_partial(folder)
     partial.mkdir(parents=True)
     try:
         (partial / RUN_CONFIG_FILE).write_text(text, encoding="utf-8")
-        record = {"config": config.name, "repeat": repeat, "repeats": options.repeats, "label": options.label,
-                  "fastgen": __version__, "scrape_interval_s": options.scrape_interval_s, "identity": identity}
+        record = {
+            "config": config.name,
+            "repeat": repeat,
+            "repeats": options.repeats,
+            "label": options.label,
+            "fastgen": __version__,
+            "scrape_interval_s": options.scrape_interval_s,
+            "identity": identity,
+        }
         return _replay(config, folder, record, server, model, options, command, checked.metrics_served, stage)
     except BaseException:
         discard_partial(folder, prune_to=label_dir)
         raise
 
 
-def _replay(config: ConfigRun, folder: Path, record: dict, server: LiveServer, model: str, options: BakeoffOptions,
-            command: list[str], metrics: bool, stage: Callable[[str], None]) -> RunOutcome:
+def _replay(
+    config: ConfigRun,
+    folder: Path,
+    record: dict,
+    server: LiveServer,
+    model: str,
+    options: BakeoffOptions,
+    command: list[str],
+    metrics: bool,
+    stage: Callable[[str], None],
+) -> RunOutcome:
     """One run; `metrics`: whether the server serves /metrics (without, no idle wait and no samples)."""
     partial = partial_folder(folder)
     if options.reset:
@@ -202,33 +274,55 @@ def _replay(config: ConfigRun, folder: Path, record: dict, server: LiveServer, m
     else:
         record["reset"] = no_reset()
     before = process_start(server)
-    sampler = MetricsSampler(server.metrics_text, f"{server.engine.name}:", partial / METRICS_FILE,
-                             options.scrape_interval_s)
+    sampler = MetricsSampler(
+        server.metrics_text, f"{server.engine.name}:", partial / METRICS_FILE, options.scrape_interval_s
+    )
     if metrics:
         sampler.start()
     else:
         (partial / METRICS_FILE).write_text("", encoding="utf-8")  # no samples, and no error lines either
     started_epoch, started = time.time(), time.monotonic()
     try:
-        code = run_inference_perf(command, partial / RUN_CONFIG_FILE, config.path.parent, partial / LOG_FILE,
-                                  options.timeout_s, stage)
+        code = run_inference_perf(
+            command, partial / RUN_CONFIG_FILE, config.path.parent, partial / LOG_FILE, options.timeout_s, stage
+        )
     finally:
         if metrics:
             sampler.stop()
     seconds = time.monotonic() - started
-    record.update(started=started_epoch, ended=time.time(), seconds=round(seconds, 3), exit_code=code,
-                  metrics_samples=sampler.samples, metrics_errors=sampler.errors)
+    record.update(
+        started=started_epoch,
+        ended=time.time(),
+        seconds=round(seconds, 3),
+        exit_code=code,
+        metrics_samples=sampler.samples,
+        metrics_errors=sampler.errors,
+    )
     died = not server.answers()
     counts = read_counts(partial)
     restarted = None if died else _restart(before, process_start(server), counts)
-    status, reason = judge_run(exit_code=code, counts=counts, timeout_s=options.timeout_s, log=partial / LOG_FILE,
-                               died=died, restarted=restarted)
+    status, reason = judge_run(
+        exit_code=code,
+        counts=counts,
+        timeout_s=options.timeout_s,
+        log=partial / LOG_FILE,
+        died=died,
+        restarted=restarted,
+    )
     record.update(status=status, reason=reason, **(counts or RunCounts()).record())
     record["warning"] = _cached_tokens_warning(partial, server) if status != "failed" else None
     write_run(partial, record)
     place_run(folder)
-    return RunOutcome(config.name, status, seconds, reason or record["warning"] or "", folder, {"server_died": died},
-                      repeat=record["repeat"], repeats=record["repeats"])
+    return RunOutcome(
+        config.name,
+        status,
+        seconds,
+        reason or record["warning"] or "",
+        folder,
+        {"server_died": died},
+        repeat=record["repeat"],
+        repeats=record["repeats"],
+    )
 
 
 def _restart(before: Optional[float], after: Optional[float], counts: Optional[RunCounts]) -> Optional[str]:
@@ -249,23 +343,42 @@ def _cached_tokens_warning(partial: Path, server: LiveServer) -> Optional[str]:
         samples = [json.loads(line).get("metrics") or {} for line in (partial / METRICS_FILE).read_text().splitlines()]
     except (OSError, ValueError):
         return None
-    reported = any(((((e.get("info") or {}).get("response_metrics") or {}).get("server_usage") or {})
-                    .get("prompt_tokens_details") or {}).get("cached_tokens") for e in entries)
+    reported = any(
+        (
+            (((e.get("info") or {}).get("response_metrics") or {}).get("server_usage") or {}).get(
+                "prompt_tokens_details"
+            )
+            or {}
+        ).get("cached_tokens")
+        for e in entries
+    )
     hits = [v for v in (server.engine.metric(m, "cache_hits") for m in samples) if v is not None]
     if not reported and len(hits) >= 2 and hits[-1] > hits[0]:
-        return (f"the server hit its prefix cache but reported no cached tokens; restart it with "
-                f"{server.engine.cache_report_flag} or every hit ratio reads 0")
+        return (
+            f"the server hit its prefix cache but reported no cached tokens; restart it with "
+            f"{server.engine.cache_report_flag} or every hit ratio reads 0"
+        )
     return None
 
 
 # inference-perf's log lines that tell where a run is
-_STAGES = (("Loading tokenizer", "loading the tokenizer"), ("Schema validation passed", "loading the traces"),
-           ("session-based run started", "replaying"), ("sessions completed", "sessions done"),
-           ("Generating Reports", "writing reports"))
+_STAGES = (
+    ("Loading tokenizer", "loading the tokenizer"),
+    ("Schema validation passed", "loading the traces"),
+    ("session-based run started", "replaying"),
+    ("sessions completed", "sessions done"),
+    ("Generating Reports", "writing reports"),
+)
 
 
-def run_inference_perf(command: list[str], config: Path, cwd: Path, log: Path, timeout_s: Optional[float],
-                       stage: Callable[[str], None] = lambda line: None) -> int:
+def run_inference_perf(
+    command: list[str],
+    config: Path,
+    cwd: Path,
+    log: Path,
+    timeout_s: Optional[float],
+    stage: Callable[[str], None] = lambda line: None,
+) -> int:
     """inference-perf's exit code, its output in `log`; 124 when it ran past timeout_s and was stopped (like
     timeout(1)). `stage` hears where the run is, from its log, twice a second. `config` and `log` are made absolute
     here: inference-perf runs from `cwd`."""
@@ -274,8 +387,14 @@ def run_inference_perf(command: list[str], config: Path, cwd: Path, log: Path, t
     started = time.monotonic()
     with open(log, "wb") as out:
         # its own process group: inference-perf forks load workers, and stopping it must stop all of them
-        proc = subprocess.Popen([*command, "--config_file", str(config)], cwd=cwd, stdout=out,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            [*command, "--config_file", str(config)],
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
         try:
             watcher = _LogWatcher(log)
             while True:
@@ -335,8 +454,13 @@ class _Progress:
         if enabled:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, unit="run", bar_format="{n_fmt}/{total_fmt} runs [{elapsed}] "
-                             "{postfix}", file=sys.stderr, dynamic_ncols=True)
+            self._bar = tqdm(
+                total=total,
+                unit="run",
+                bar_format="{n_fmt}/{total_fmt} runs [{elapsed}] {postfix}",
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
 
     def stage_setter(self, number: int, config: str, repeat: int, repeats: int) -> Callable[[str], None]:
         name = config if repeats == 1 else f"{config} repeat {repeat}/{repeats}"
@@ -349,11 +473,15 @@ class _Progress:
             if not said:
                 said.append(text)
                 self._echo(f"[{number}/{self._total}] {name}: {text}")
+
         return first
 
     def done(self, outcome: RunOutcome) -> None:
-        line = f"{outcome.name}: {outcome.status}" + (f" in {outcome.seconds:.0f} s" if outcome.seconds else "") + (
-            f" ({outcome.reason})" if outcome.reason else "")
+        line = (
+            f"{outcome.name}: {outcome.status}"
+            + (f" in {outcome.seconds:.0f} s" if outcome.seconds else "")
+            + (f" ({outcome.reason})" if outcome.reason else "")
+        )
         if self._bar is not None:
             self._bar.write(line, file=sys.stderr)
             self._bar.update(1)

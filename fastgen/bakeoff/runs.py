@@ -20,8 +20,20 @@ from typing import Optional
 
 from ..interrupts import signals_held
 
-__all__ = ["LOG_FILE", "METRICS_FILE", "RUN_CONFIG_FILE", "RUN_FILE", "RUN_FORMAT", "discard_partial",
-           "partial_folder", "place_run", "read_run", "recorded_runs", "repeat_folder", "write_run"]
+__all__ = [
+    "LOG_FILE",
+    "METRICS_FILE",
+    "RUN_CONFIG_FILE",
+    "RUN_FILE",
+    "RUN_FORMAT",
+    "discard_partial",
+    "partial_folder",
+    "place_run",
+    "read_run",
+    "recorded_runs",
+    "repeat_folder",
+    "write_run",
+]
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"

@@ -120,22 +120,34 @@ class LiveServer:
                 time.sleep(poll_s)
                 continue
             detail = answer.body.decode("utf-8", "replace").strip().splitlines()[:1]
-            raise ServerError(f"{what} at {self.url} answered HTTP {answer.status}"
-                              + (f" ({detail[0][:200]})" if detail else "")
-                              + "; is a request still running? pass --no-reset to go on without it")
+            raise ServerError(
+                f"{what} at {self.url} answered HTTP {answer.status}"
+                + (f" ({detail[0][:200]})" if detail else "")
+                + "; is a request still running? pass --no-reset to go on without it"
+            )
 
-    def forced_tool_call(self, model: str, prompt: str, tools: list[dict], forced: str, *, max_tokens: int = 64,
-                         timeout_s: float = 120.0) -> ToolAnswer:
+    def forced_tool_call(
+        self, model: str, prompt: str, tools: list[dict], forced: str, *, max_tokens: int = 64, timeout_s: float = 120.0
+    ) -> ToolAnswer:
         """Send one streamed chat request that forces tool `forced` (a named tool_choice) and read the name of the
         tool it calls, stopping at the first one. Streamed, because the name comes first: SGLang drops a call that
         did not close within max_tokens from a whole answer (a random model never closes one). Raises ServerError
         when it gets no answer."""
-        body = {"model": model, "messages": [{"role": "user", "content": prompt}], "tools": tools,
-                "tool_choice": {"type": "function", "function": {"name": forced}}, "max_tokens": max_tokens,
-                "stream": True}
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": prompt}],
+            "tools": tools,
+            "tool_choice": {"type": "function", "function": {"name": forced}},
+            "max_tokens": max_tokens,
+            "stream": True,
+        }
         where = f"POST {self.url}/v1/chat/completions"
-        request = urllib.request.Request(self.url + "/v1/chat/completions", method="POST",
-                                         data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            self.url + "/v1/chat/completions",
+            method="POST",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as answer:
                 if "text/event-stream" not in (answer.headers.get("Content-Type") or ""):
@@ -212,19 +224,23 @@ def probe_server(url: str, model: str, engine: Optional[str] = None) -> LiveServ
     except OSError as exc:
         raise ServerError(f"cannot reach {url}: {_reason(exc)}; start the server, or fix --url") from None
     if answer.status != 200:
-        raise ServerError(f"GET {url}/v1/models answered HTTP {answer.status}; is --url the server's base URL "
-                          f"(without /v1)?")
+        raise ServerError(
+            f"GET {url}/v1/models answered HTTP {answer.status}; is --url the server's base URL (without /v1)?"
+        )
     try:
         entries = json.loads(answer.body)["data"]
         models = tuple(str(e["id"]) for e in entries)
         owners = {str(e.get("owned_by", "")) for e in entries}
     except (ValueError, KeyError, TypeError):
-        raise ServerError(f"GET {url}/v1/models did not answer an OpenAI model list; is --url an OpenAI-compatible "
-                          f"server?") from None
+        raise ServerError(
+            f"GET {url}/v1/models did not answer an OpenAI model list; is --url an OpenAI-compatible server?"
+        ) from None
     if model not in models:
         served = ", ".join(models) or "no model"
-        raise ServerError(f"{url} serves {served}, the configs ask for {model}; start the server with "
-                          f"--served-model-name {model}, or regenerate the configs with --model {models[0] if models else 'NAME'}")
+        raise ServerError(
+            f"{url} serves {served}, the configs ask for {model}; start the server with "
+            f"--served-model-name {model}, or regenerate the configs with --model {models[0] if models else 'NAME'}"
+        )
     if engine is not None:
         return LiveServer(url, engine_named(engine), models)
     return LiveServer(url, _detect(url, owners), models)
@@ -241,5 +257,7 @@ def _detect(url: str, owners: set[str]) -> Engine:
     for candidate in ENGINES.values():
         if f"\n{candidate.name}:" in "\n" + text:
             return candidate
-    raise ServerError(f"cannot tell which engine serves {url} (owned_by {', '.join(sorted(owners)) or 'empty'}, no "
-                      f"known /metrics names); pass --engine {' or --engine '.join(ENGINES)}")
+    raise ServerError(
+        f"cannot tell which engine serves {url} (owned_by {', '.join(sorted(owners)) or 'empty'}, no "
+        f"known /metrics names); pass --engine {' or --engine '.join(ENGINES)}"
+    )

@@ -25,9 +25,17 @@ PER_SESSION_FILE = "per_session_lifecycle_metrics.json"
 MAX_ERRORS = 5
 _ERROR_CHARS = 300
 # aiohttp's names for a request that lost its connection (refused, reset, dropped): what a restart does to a run
-CONNECTION_ERRORS = frozenset({"ClientConnectorError", "ClientConnectionError", "ClientOSError",
-                               "ServerDisconnectedError", "ClientConnectionResetError", "ConnectionRefusedError",
-                               "ConnectionResetError"})
+CONNECTION_ERRORS = frozenset(
+    {
+        "ClientConnectorError",
+        "ClientConnectionError",
+        "ClientOSError",
+        "ServerDisconnectedError",
+        "ClientConnectionResetError",
+        "ConnectionRefusedError",
+        "ConnectionResetError",
+    }
+)
 
 
 @dataclass
@@ -49,8 +57,11 @@ class RunCounts:
 
     def record(self) -> dict:
         """The run record's requests, sessions and errors fields."""
-        return {"requests": {"expected": self.expected, "recorded": self.recorded, "failed": self.failed},
-                "sessions": {"total": self.sessions, "failed": self.sessions_failed}, "errors": list(self.errors)}
+        return {
+            "requests": {"expected": self.expected, "recorded": self.recorded, "failed": self.failed},
+            "sessions": {"total": self.sessions, "failed": self.sessions_failed},
+            "errors": list(self.errors),
+        }
 
     def problems(self) -> str:
         """What keeps the run from being complete, in one line ("" when nothing)."""
@@ -94,8 +105,15 @@ def read_counts(folder: Path) -> Optional[RunCounts]:
     return counts
 
 
-def judge_run(*, exit_code: int, counts: Optional[RunCounts], timeout_s: Optional[float], log: Path,
-              died: bool = False, restarted: Optional[str] = None) -> tuple[str, Optional[str]]:
+def judge_run(
+    *,
+    exit_code: int,
+    counts: Optional[RunCounts],
+    timeout_s: Optional[float],
+    log: Path,
+    died: bool = False,
+    restarted: Optional[str] = None,
+) -> tuple[str, Optional[str]]:
     """(status, reason): the reason is None for a completed run, one line otherwise. `restarted` says how a
     restart of the server during the run showed (None: it did not)."""
     if died:
@@ -133,7 +151,7 @@ def _exception_line(lines: list[str]) -> Optional[str]:
     starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
     if not starts:
         return None
-    for line in lines[starts[-1] + 1:]:
+    for line in lines[starts[-1] + 1 :]:
         if line.strip() and not line[0].isspace():
             return line
     return None

@@ -29,11 +29,19 @@ from .runs import bakeoff_parser, compare_parser, run_bakeoff_command, run_compa
 
 __all__ = ["DEFAULT_MODEL", "main"]
 
-_COMMANDS = {"generate": (generate_parser, run_generate), "workload": (workload_parser, run_workload),
-             "validate": (validate_parser, run_validate), "verify": (verify_parser, run_verify),
-             "unpack": (unpack_parser, run_unpack), "bakeoff": (bakeoff_parser, run_bakeoff_command),
-             "compare": (compare_parser, run_compare), "analyze": (analyze_parser, run_analyze),
-             "export": (export_parser, run_export)}
+_COMMANDS = {
+    "generate": (generate_parser, run_generate),
+    "workload": (workload_parser, run_workload),
+    "validate": (validate_parser, run_validate),
+    "verify": (verify_parser, run_verify),
+    "unpack": (unpack_parser, run_unpack),
+    "bakeoff": (bakeoff_parser, run_bakeoff_command),
+    "compare": (compare_parser, run_compare),
+    "analyze": (analyze_parser, run_analyze),
+    "export": (export_parser, run_export),
+}
+
+
 class Terminated(BaseException):
     """SIGTERM, raised in the main thread so that the same cleanup as Ctrl-C runs."""
 
@@ -45,13 +53,15 @@ def _on_sigterm(signum, frame):
 def _split(argv: list[str]) -> tuple[str, list[str]]:
     """(command, its arguments); -q/--quiet may stand before the command name."""
     leading = argv[: next((i for i, a in enumerate(argv) if a not in QUIET), len(argv))]
-    rest = argv[len(leading):]
+    rest = argv[len(leading) :]
     if rest and not rest[0].startswith("-"):
         if rest[0] not in _COMMANDS:
             close = difflib.get_close_matches(rest[0], list(_COMMANDS), n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
-            raise UsageError(f"unknown command '{rest[0]}'; {hint}commands: {', '.join(_COMMANDS)} (generating "
-                              f"needs no command: fastgen --help)")
+            raise UsageError(
+                f"unknown command '{rest[0]}'; {hint}commands: {', '.join(_COMMANDS)} (generating "
+                f"needs no command: fastgen --help)"
+            )
         return rest[0], leading + rest[1:]
     return "generate", leading + rest
 

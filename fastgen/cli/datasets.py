@@ -16,8 +16,9 @@ def validate_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", type=Path, help="a dataset folder (or one scenario folder)")
     p.add_argument("--trace", type=Path, help="one trace file")
     p.add_argument("--verbose", action="store_true", help="with --trace: print the whole dependency graph")
-    p.add_argument("--workers", type=int_in(1, 1024, "--workers"), default=None,
-                   help="worker processes (unset: all cores)")
+    p.add_argument(
+        "--workers", type=int_in(1, 1024, "--workers"), default=None, help="worker processes (unset: all cores)"
+    )
     return p
 
 
@@ -44,7 +45,10 @@ def run_validate(args) -> int:
             print(describe_file(args.trace))
         report = check_file(args.trace)
         if not args.verbose:
-            print(f"{args.trace}: {report.events} events, " + ("ok" if not report.deviations else "; ".join(report.deviations)))
+            print(
+                f"{args.trace}: {report.events} events, "
+                + ("ok" if not report.deviations else "; ".join(report.deviations))
+            )
         return 1 if report.deviations else 0
     if args.dir is None:
         raise UsageError("give a dataset folder (fastgen validate DIR) or a file (--trace FILE)")

@@ -9,8 +9,18 @@ import sys
 from pathlib import Path
 
 from ..version import __version__
-from .options import (DEFAULT_MODEL, DEFAULT_PROMETHEUS_URL, DEFAULT_SEED, MAX_SEED, Parser, UsageError, int_in,
-                      positive_float, url_option, warn)
+from .options import (
+    DEFAULT_MODEL,
+    DEFAULT_PROMETHEUS_URL,
+    DEFAULT_SEED,
+    MAX_SEED,
+    Parser,
+    UsageError,
+    int_in,
+    positive_float,
+    url_option,
+    warn,
+)
 
 __all__ = ["generate_parser", "run_generate", "run_workload", "workload_parser"]
 
@@ -18,94 +28,179 @@ __all__ = ["generate_parser", "run_generate", "run_workload", "workload_parser"]
 def generate_parser() -> argparse.ArgumentParser:
     from ..configs import METRICS_TYPES, OUTPUTS_MODES, SERVER_TYPES, TOOL_CALL_MAX_TOKENS_MODES, TOOL_CHOICE_MODES
 
-    p = Parser(prog="fastgen", description="Generate the coding-agent KV-cache benchmark: trace files for "
-                "inference-perf's otel_trace_replay and one config per scenario and load level.",
-                epilog="Other commands: fastgen workload show, fastgen validate DIR, fastgen verify DIR, fastgen unpack "
-                "DIR (each with --help). `fastgen generate ...` is the same as `fastgen ...`. Your own workload: "
-                "fastgen workload show > my.yaml, edit it, then fastgen --workload my.yaml.")
+    p = Parser(
+        prog="fastgen",
+        description="Generate the coding-agent KV-cache benchmark: trace files for "
+        "inference-perf's otel_trace_replay and one config per scenario and load level.",
+        epilog="Other commands: fastgen workload show, fastgen validate DIR, fastgen verify DIR, fastgen unpack "
+        "DIR (each with --help). `fastgen generate ...` is the same as `fastgen ...`. Your own workload: "
+        "fastgen workload show > my.yaml, edit it, then fastgen --workload my.yaml.",
+    )
     p.add_argument("--version", action="version", version=f"fastgen {__version__}")
-    p.add_argument("--model", default=argparse.SUPPRESS,
-                   help=f"model name in the spans and server.model_name in the configs: the name your server serves "
-                   f"(default: {DEFAULT_MODEL})")
-    p.add_argument("--tokenizer", help="tokenizer.json, a model folder, a hub id (the local HF cache first, then a "
-                   "download of its tokenizer files; HF_TOKEN, HF_ENDPOINT, HF_HUB_OFFLINE apply), or 'builtin' "
-                   "(default: --model's tokenizer)")
-    p.add_argument("--tokenizer-revision", metavar="REV",
-                   help="with a hub id: the branch, tag or commit to use (the manifest records the commit)")
-    p.add_argument("--count", choices=["template", "content"], default=argparse.SUPPRESS,
-                   help="what gen_ai.usage.input_tokens counts: template, the tokens of the prompt the server "
-                   "renders with the tokenizer's chat template (what it reports as prompt_tokens); content, the "
-                   "messages' and tools' text alone (default: template when the tokenizer has a chat template)")
-    p.add_argument("--chat-template", type=Path, metavar="FILE",
-                   help="a Jinja chat template file (as vLLM's and SGLang's --chat-template take) to count prompts "
-                   "with, for a tokenizer without one or in place of its own; copied into the dataset's tokenizer "
-                   "folder as chat_template.jinja, and its name and sha256 recorded in the manifest")
-    p.add_argument("--seed", type=int_in(0, MAX_SEED, "--seed"), default=argparse.SUPPRESS,
-                   help=f"seed of every RNG stream (default: {DEFAULT_SEED})")
+    p.add_argument(
+        "--model",
+        default=argparse.SUPPRESS,
+        help=f"model name in the spans and server.model_name in the configs: the name your server serves "
+        f"(default: {DEFAULT_MODEL})",
+    )
+    p.add_argument(
+        "--tokenizer",
+        help="tokenizer.json, a model folder, a hub id (the local HF cache first, then a "
+        "download of its tokenizer files; HF_TOKEN, HF_ENDPOINT, HF_HUB_OFFLINE apply), or 'builtin' "
+        "(default: --model's tokenizer)",
+    )
+    p.add_argument(
+        "--tokenizer-revision",
+        metavar="REV",
+        help="with a hub id: the branch, tag or commit to use (the manifest records the commit)",
+    )
+    p.add_argument(
+        "--count",
+        choices=["template", "content"],
+        default=argparse.SUPPRESS,
+        help="what gen_ai.usage.input_tokens counts: template, the tokens of the prompt the server "
+        "renders with the tokenizer's chat template (what it reports as prompt_tokens); content, the "
+        "messages' and tools' text alone (default: template when the tokenizer has a chat template)",
+    )
+    p.add_argument(
+        "--chat-template",
+        type=Path,
+        metavar="FILE",
+        help="a Jinja chat template file (as vLLM's and SGLang's --chat-template take) to count prompts "
+        "with, for a tokenizer without one or in place of its own; copied into the dataset's tokenizer "
+        "folder as chat_template.jinja, and its name and sha256 recorded in the manifest",
+    )
+    p.add_argument(
+        "--seed",
+        type=int_in(0, MAX_SEED, "--seed"),
+        default=argparse.SUPPRESS,
+        help=f"seed of every RNG stream (default: {DEFAULT_SEED})",
+    )
     _add_workload_options(p)
-    p.add_argument("--from-manifest", type=Path, metavar="MANIFEST",
-                   help="regenerate the dataset a manifest describes, byte for byte: its workload, seed, model, "
-                   "tokenizer and compression")
+    p.add_argument(
+        "--from-manifest",
+        type=Path,
+        metavar="MANIFEST",
+        help="regenerate the dataset a manifest describes, byte for byte: its workload, seed, model, "
+        "tokenizer and compression",
+    )
     p.add_argument("--output-dir", type=Path, default=Path("traces"), help="the trace folder")
     p.add_argument("--config-dir", type=Path, default=Path("configs"), help="the inference-perf config folder")
-    p.add_argument("--workers", type=int_in(1, 1024, "--workers"), default=os.cpu_count() or 1,
-                   help="worker processes (the bytes are the same for every number)")
+    p.add_argument(
+        "--workers",
+        type=int_in(1, 1024, "--workers"),
+        default=os.cpu_count() or 1,
+        help="worker processes (the bytes are the same for every number)",
+    )
     p.add_argument("--server-type", choices=SERVER_TYPES, default="vllm", help="server.type of the configs")
-    p.add_argument("--label", help="the configs send reports to reports/LABEL/<scenario>/<config>/, so two servers' "
-                   "runs stay apart (default: the --server-type)")
-    p.add_argument("--base-url", type=url_option("--base-url"), default="http://localhost:8000",
-                   help="server base URL written into the configs")
-    p.add_argument("--prometheus-url", type=url_option("--prometheus-url"),
-                   help="Prometheus base URL; when given, the configs collect the server's metrics from it "
-                   f"(--metrics prometheus; without --metrics default and this, {DEFAULT_PROMETHEUS_URL})")
-    p.add_argument("--metrics", choices=METRICS_TYPES,
-                   help="metrics.type of the configs (default: prometheus with --prometheus-url, else default: "
-                   "client-side reports only, no Prometheus queries and no wait after the load)")
-    p.add_argument("--max-wait-ms", type=int_in(0, 10**7, "--max-wait-ms"),
-                   help="cap on the recorded gaps the replay waits out between turns (max_wait_ms in the configs; "
-                   "unset: inference-perf's 15000); for quick functional runs")
-    p.add_argument("--outputs", choices=OUTPUTS_MODES, default="live",
-                   help="what later turns' prompts hold where an earlier answer was: live, each engine's own answer "
-                   "(the agent loop as it runs; prompts differ between engines from turn 2 on), or recorded, the "
-                   "trace's answer (every engine replays the same prompts: the fair side-by-side)")
-    p.add_argument("--tool-call-max-tokens", choices=TOOL_CALL_MAX_TOKENS_MODES, default="floor",
-                   help="max_tokens of forced tool-call turns: floor, inference-perf's max(4 x recorded, 4096), or "
-                   "recorded, the trace's length")
-    p.add_argument("--tool-choice", choices=TOOL_CHOICE_MODES, default="forced",
-                   help="tool_choice the configs send: forced, inference-perf's (the recorded tool named, 'none' on "
-                   "text turns), or as_recorded, none (SGLang then renders every tool into the prompt as vLLM does: "
-                   "both engines are sent the same prompts)")
+    p.add_argument(
+        "--label",
+        help="the configs send reports to reports/LABEL/<scenario>/<config>/, so two servers' "
+        "runs stay apart (default: the --server-type)",
+    )
+    p.add_argument(
+        "--base-url",
+        type=url_option("--base-url"),
+        default="http://localhost:8000",
+        help="server base URL written into the configs",
+    )
+    p.add_argument(
+        "--prometheus-url",
+        type=url_option("--prometheus-url"),
+        help="Prometheus base URL; when given, the configs collect the server's metrics from it "
+        f"(--metrics prometheus; without --metrics default and this, {DEFAULT_PROMETHEUS_URL})",
+    )
+    p.add_argument(
+        "--metrics",
+        choices=METRICS_TYPES,
+        help="metrics.type of the configs (default: prometheus with --prometheus-url, else default: "
+        "client-side reports only, no Prometheus queries and no wait after the load)",
+    )
+    p.add_argument(
+        "--max-wait-ms",
+        type=int_in(0, 10**7, "--max-wait-ms"),
+        help="cap on the recorded gaps the replay waits out between turns (max_wait_ms in the configs; "
+        "unset: inference-perf's 15000); for quick functional runs",
+    )
+    p.add_argument(
+        "--outputs",
+        choices=OUTPUTS_MODES,
+        default="live",
+        help="what later turns' prompts hold where an earlier answer was: live, each engine's own answer "
+        "(the agent loop as it runs; prompts differ between engines from turn 2 on), or recorded, the "
+        "trace's answer (every engine replays the same prompts: the fair side-by-side)",
+    )
+    p.add_argument(
+        "--tool-call-max-tokens",
+        choices=TOOL_CALL_MAX_TOKENS_MODES,
+        default="floor",
+        help="max_tokens of forced tool-call turns: floor, inference-perf's max(4 x recorded, 4096), or "
+        "recorded, the trace's length",
+    )
+    p.add_argument(
+        "--tool-choice",
+        choices=TOOL_CHOICE_MODES,
+        default="forced",
+        help="tool_choice the configs send: forced, inference-perf's (the recorded tool named, 'none' on "
+        "text turns), or as_recorded, none (SGLang then renders every tool into the prompt as vLLM does: "
+        "both engines are sent the same prompts)",
+    )
     p.add_argument("--absolute-paths", action="store_true", help="write absolute paths into the configs")
     p.add_argument("--compress", choices=["zstd"], help="write .json.zst files (fastgen unpack DIR restores .json)")
     p.add_argument("--level", type=int_in(1, 22, "--level"), help="zstd level, with --compress zstd (unset: 3)")
-    p.add_argument("--no-cache", action="store_true",
-                   help="build the content pools afresh and keep none (by default they are kept in "
-                        "$XDG_CACHE_HOME/fastgen, ~/.cache/fastgen, and a later run with the same fastgen, tokenizer "
-                        "and seed starts from them; the output is the same bytes either way)")
-    p.add_argument("--force", action="store_true", help="write into folders that hold other files; fastgen then "
-                   "replaces only files its previous manifest lists and never overwrites one it did not write")
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="build the content pools afresh and keep none (by default they are kept in "
+        "$XDG_CACHE_HOME/fastgen, ~/.cache/fastgen, and a later run with the same fastgen, tokenizer "
+        "and seed starts from them; the output is the same bytes either way)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into folders that hold other files; fastgen then "
+        "replaces only files its previous manifest lists and never overwrites one it did not write",
+    )
     return p
 
 
 def _add_workload_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workload", metavar="FILE",
-                   help="a workload YAML file (`fastgen workload show > my.yaml` writes one to edit), or a shipped "
-                   "one: default, 32k, smoke (default: default, the benchmark's numbers)")
-    p.add_argument("--max-model-len", type=int_in(1024, 10**8, "--max-model-len"), default=argparse.SUPPRESS,
-                   help="context window every request must fit, max_tokens included (default: the workload's, "
-                   "131072 in the default one)")
+    p.add_argument(
+        "--workload",
+        metavar="FILE",
+        help="a workload YAML file (`fastgen workload show > my.yaml` writes one to edit), or a shipped "
+        "one: default, 32k, smoke (default: default, the benchmark's numbers)",
+    )
+    p.add_argument(
+        "--max-model-len",
+        type=int_in(1024, 10**8, "--max-model-len"),
+        default=argparse.SUPPRESS,
+        help="context window every request must fit, max_tokens included (default: the workload's, "
+        "131072 in the default one)",
+    )
     p.add_argument("--scale", type=positive_float("--scale"), default=1.0, help="multiply every session count")
-    p.add_argument("--budget-scale", type=positive_float("--budget-scale"), default=1.0,
-                   help="multiply every token budget (small, fast datasets for tests)")
-    p.add_argument("--arrival-window", type=int_in(1, 86400, "--arrival-window"), default=argparse.SUPPRESS,
-                   help="seconds over which the sessions of scenarios with arrivals (scenario 3) arrive: session_rate "
-                   "in their configs (default: the workload's, 1200 in the default one)")
+    p.add_argument(
+        "--budget-scale",
+        type=positive_float("--budget-scale"),
+        default=1.0,
+        help="multiply every token budget (small, fast datasets for tests)",
+    )
+    p.add_argument(
+        "--arrival-window",
+        type=int_in(1, 86400, "--arrival-window"),
+        default=argparse.SUPPRESS,
+        help="seconds over which the sessions of scenarios with arrivals (scenario 3) arrive: session_rate "
+        "in their configs (default: the workload's, 1200 in the default one)",
+    )
 
 
 def workload_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="fastgen workload", description="Print the effective workload as YAML: the shipped default, or "
-                "--workload FILE, with --scale, --budget-scale, --max-model-len and --arrival-window applied. Edit it "
-                "and generate with fastgen --workload FILE.")
+    p = Parser(
+        prog="fastgen workload",
+        description="Print the effective workload as YAML: the shipped default, or "
+        "--workload FILE, with --scale, --budget-scale, --max-model-len and --arrival-window applied. Edit it "
+        "and generate with fastgen --workload FILE.",
+    )
     p.add_argument("action", choices=["show"], help="show: print the workload")
     _add_workload_options(p)
     return p
@@ -121,8 +216,13 @@ def _effective_workload(args):
     if (args.scale, args.budget_scale) != (1.0, 1.0):
         spec = spec.scaled(sessions=args.scale, budgets=args.budget_scale)
     if hasattr(args, "arrival_window"):
-        spec = spec.with_scenarios({name: dataclasses.replace(sc, arrival_window_s=args.arrival_window)
-                                    for name, sc in spec.scenarios.items() if hasattr(sc, "arrival_window_s")})
+        spec = spec.with_scenarios(
+            {
+                name: dataclasses.replace(sc, arrival_window_s=args.arrival_window)
+                for name, sc in spec.scenarios.items()
+                if hasattr(sc, "arrival_window_s")
+            }
+        )
     return spec
 
 
@@ -134,8 +234,18 @@ def run_workload(args) -> int:
 
 
 # --tokenizer may point at the same tokenizer elsewhere (another machine's path): its sha256 is checked
-_FROM_MANIFEST_TAKES = ("--workload", "--seed", "--model", "--scale", "--budget-scale", "--max-model-len",
-                        "--arrival-window", "--compress", "--level", "--count")
+_FROM_MANIFEST_TAKES = (
+    "--workload",
+    "--seed",
+    "--model",
+    "--scale",
+    "--budget-scale",
+    "--max-model-len",
+    "--arrival-window",
+    "--compress",
+    "--level",
+    "--count",
+)
 
 
 def _given(args, option: str) -> bool:
@@ -152,10 +262,18 @@ def _run_plan(args):
         model, seed = getattr(args, "model", DEFAULT_MODEL), getattr(args, "seed", DEFAULT_SEED)
         tokenizer = args.tokenizer or model
         zstd_level = (3 if args.level is None else args.level) if args.compress else None
-        arguments = {"model": model, "tokenizer": tokenizer, "seed": seed, "workload": args.workload or "default",
-                     "scale": args.scale, "budget_scale": args.budget_scale,
-                     "max_model_len": getattr(args, "max_model_len", None), "zstd_level": zstd_level,
-                     "arrival_window": getattr(args, "arrival_window", None), "count": getattr(args, "count", "auto")}
+        arguments = {
+            "model": model,
+            "tokenizer": tokenizer,
+            "seed": seed,
+            "workload": args.workload or "default",
+            "scale": args.scale,
+            "budget_scale": args.budget_scale,
+            "max_model_len": getattr(args, "max_model_len", None),
+            "zstd_level": zstd_level,
+            "arrival_window": getattr(args, "arrival_window", None),
+            "count": getattr(args, "count", "auto"),
+        }
         if args.tokenizer_revision:
             arguments["tokenizer_revision"] = args.tokenizer_revision
         if args.chat_template is not None:
@@ -163,8 +281,9 @@ def _run_plan(args):
         return _effective_workload(args), model, tokenizer, args.tokenizer_revision, seed, zstd_level, arguments, None
     taken = [option for option in _FROM_MANIFEST_TAKES if _given(args, option)]
     if taken:
-        raise UsageError(f"--from-manifest takes the workload, seed, model and compression from the manifest; "
-                          f"drop {taken[0]}")
+        raise UsageError(
+            f"--from-manifest takes the workload, seed, model and compression from the manifest; drop {taken[0]}"
+        )
     from ..manifest import read_manifest_file
     from ..workload import spec_from_document
 
@@ -176,8 +295,10 @@ def _run_plan(args):
         recorded = {**doc["tokenizer"], "sha256": doc["tokenizer"]["sha256"]}  # a KeyError: no tokenizer recorded
         commit = doc["tokenizer"].get("commit")  # a hub tokenizer: the very commit it was made with
     except (KeyError, TypeError):
-        raise UsageError(f"{args.from_manifest} records no workload, arguments or tokenizer (written by fastgen "
-                          f"before 0.3?); regenerate with the options it was made with") from None
+        raise UsageError(
+            f"{args.from_manifest} records no workload, arguments or tokenizer (written by fastgen "
+            f"before 0.3?); regenerate with the options it was made with"
+        ) from None
     model, tokenizer, seed, zstd_level = values
     revision = None if args.tokenizer else (args.tokenizer_revision or commit)
     return spec, model, args.tokenizer or tokenizer, revision, seed, zstd_level, arguments, recorded
@@ -187,11 +308,18 @@ def _config_options(args):
     from ..configs import ConfigOptions
 
     metrics = args.metrics or ("prometheus" if args.prometheus_url else "default")
-    return ConfigOptions(server_type=args.server_type, base_url=args.base_url,
-                         prometheus_url=args.prometheus_url or DEFAULT_PROMETHEUS_URL, metrics=metrics,
-                         max_wait_ms=args.max_wait_ms, absolute_paths=args.absolute_paths, label=args.label,
-                         outputs=args.outputs, tool_call_max_tokens=args.tool_call_max_tokens,
-                         tool_choice=args.tool_choice)
+    return ConfigOptions(
+        server_type=args.server_type,
+        base_url=args.base_url,
+        prometheus_url=args.prometheus_url or DEFAULT_PROMETHEUS_URL,
+        metrics=metrics,
+        max_wait_ms=args.max_wait_ms,
+        absolute_paths=args.absolute_paths,
+        label=args.label,
+        outputs=args.outputs,
+        tool_call_max_tokens=args.tool_call_max_tokens,
+        tool_choice=args.tool_choice,
+    )
 
 
 def _use_chat_template(tokenizer, args, arguments: dict, recorded: dict | None) -> None:
@@ -212,9 +340,11 @@ def _use_chat_template(tokenizer, args, arguments: dict, recorded: dict | None) 
         return
     tokenizer.use_chat_template(read_template_file(Path(path)), name=Path(path).name)
     if want and tokenizer.identity.chat_template["sha256"] != want["sha256"]:
-        raise UsageError(f"chat template {path} is not the one {args.from_manifest} was made with (sha256 "
-                         f"{tokenizer.identity.chat_template['sha256'][:12]}, not {want['sha256'][:12]}); the bytes "
-                         f"would differ")
+        raise UsageError(
+            f"chat template {path} is not the one {args.from_manifest} was made with (sha256 "
+            f"{tokenizer.identity.chat_template['sha256'][:12]}, not {want['sha256'][:12]}); the bytes "
+            f"would differ"
+        )
 
 
 def _counting(tokenizer, count: str, spec) -> str:
@@ -225,15 +355,24 @@ def _counting(tokenizer, count: str, spec) -> str:
     ident = tokenizer.identity
     if count != "content" and tokenizer.has_chat_template:
         if ident.chat_template is not None:
-            return (f"prompts counted as --chat-template {ident.chat_template['name']} (sha256 "
-                    f"{ident.chat_template['sha256'][:12]}) renders them")
-        return (f"prompts counted as the chat template of tokenizer {ident.source} "
-                f"({template_origin(tokenizer.folder_files)}) renders them")
-    why = ("--count content" if tokenizer.has_chat_template
-           else f"{ident.source} has no chat template (pass --chat-template FILE)")
+            return (
+                f"prompts counted as --chat-template {ident.chat_template['name']} (sha256 "
+                f"{ident.chat_template['sha256'][:12]}) renders them"
+            )
+        return (
+            f"prompts counted as the chat template of tokenizer {ident.source} "
+            f"({template_origin(tokenizer.folder_files)}) renders them"
+        )
+    why = (
+        "--count content"
+        if tokenizer.has_chat_template
+        else f"{ident.source} has no chat template (pass --chat-template FILE)"
+    )
     margin = spec.template_margin
-    return (f"content tokens only: {why}; the window check assumes the template adds {margin.base} tokens + "
-            f"{margin.per_message} per message")
+    return (
+        f"content tokens only: {why}; the window check assumes the template adds {margin.base} tokens + "
+        f"{margin.per_message} per message"
+    )
 
 
 def _warn_of_tokenizer(tokenizer, *, model: str, model_given: bool, tokenizer_name: str, server_type: str) -> None:
@@ -244,12 +383,16 @@ def _warn_of_tokenizer(tokenizer, *, model: str, model_given: bool, tokenizer_na
     from ..tokenizer import BUILTIN_NAME
 
     if model == DEFAULT_MODEL and tokenizer_name not in (DEFAULT_MODEL, BUILTIN_NAME):
-        warn(f"--tokenizer {tokenizer_name} with the default --model {DEFAULT_MODEL}: the configs ask the server "
-              f"for that model; pass --model with the name your server serves")
+        warn(
+            f"--tokenizer {tokenizer_name} with the default --model {DEFAULT_MODEL}: the configs ask the server "
+            f"for that model; pass --model with the name your server serves"
+        )
     if not tokenizer.has_chat_template:
-        warn(f"tokenizer {tokenizer_name} has no chat template, so input_tokens count content tokens only, and "
-             f"servers need one to render the prompts: pass --chat-template FILE (the served model's "
-             f"chat_template.jinja), or use the model's own tokenizer folder")
+        warn(
+            f"tokenizer {tokenizer_name} has no chat template, so input_tokens count content tokens only, and "
+            f"servers need one to render the prompts: pass --chat-template FILE (the served model's "
+            f"chat_template.jinja), or use the model's own tokenizer folder"
+        )
     mismatch = model_mismatch(model, tokenizer) if model_given else None
     lacking = missing_tokens(tokenizer, model=model, engine=engine_named(server_type))
     for line in (mismatch, lacking):
@@ -264,31 +407,59 @@ def run_generate(args) -> int:
 
     tokenizer = load_tokenizer(tokenizer_name, revision)
     if recorded is not None and tokenizer.identity.sha256 != recorded["sha256"]:
-        raise UsageError(f"tokenizer {tokenizer_name} is not the one {args.from_manifest} was made with (sha256 "
-                          f"{tokenizer.identity.sha256[:12]}, not {recorded['sha256'][:12]}); the bytes would differ")
+        raise UsageError(
+            f"tokenizer {tokenizer_name} is not the one {args.from_manifest} was made with (sha256 "
+            f"{tokenizer.identity.sha256[:12]}, not {recorded['sha256'][:12]}); the bytes would differ"
+        )
     _use_chat_template(tokenizer, args, arguments, recorded)
     count = arguments.get("count", "content")  # a manifest from before --count was counted by content
     if count == "template" and not tokenizer.has_chat_template:
-        raise UsageError(f"--count template needs a chat template, and tokenizer {tokenizer_name} has none; use "
-                         f"--count content, pass --chat-template FILE, or a tokenizer folder with its chat template")
-    _warn_of_tokenizer(tokenizer, model=model, model_given=hasattr(args, "model"), tokenizer_name=tokenizer_name,
-                       server_type=args.server_type)
+        raise UsageError(
+            f"--count template needs a chat template, and tokenizer {tokenizer_name} has none; use "
+            f"--count content, pass --chat-template FILE, or a tokenizer folder with its chat template"
+        )
+    _warn_of_tokenizer(
+        tokenizer,
+        model=model,
+        model_given=hasattr(args, "model"),
+        tokenizer_name=tokenizer_name,
+        server_type=args.server_type,
+    )
     config_options = _config_options(args)
     ident = tokenizer.identity
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr))
-    metrics = ("metrics from Prometheus at " + config_options.prometheus_url if config_options.metrics == "prometheus"
-               else "metrics: default (no Prometheus queries; give --prometheus-url to collect the server's)")
-    say(f"fastgen {__version__}: model {model}, tokenizer {ident.source} (sha256 {ident.sha256[:12]}, "
+    metrics = (
+        "metrics from Prometheus at " + config_options.prometheus_url
+        if config_options.metrics == "prometheus"
+        else "metrics: default (no Prometheus queries; give --prometheus-url to collect the server's)"
+    )
+    say(
+        f"fastgen {__version__}: model {model}, tokenizer {ident.source} (sha256 {ident.sha256[:12]}, "
         f"vocab {ident.vocab_size}, {'additive' if tokenizer.additive else 'non-additive: counting whole texts'}), "
         f"seed {seed}, {args.workers} worker(s), {args.server_type} at {args.base_url}, {metrics}; "
-        f"{_counting(tokenizer, count, spec)}")
-    options = RunOptions(model=model, tokenizer=tokenizer_name, seed=seed, spec=spec,
-                         output_dir=args.output_dir, workers=args.workers,
-                         progress=not args.quiet and sys.stderr.isatty(), arguments=arguments, zstd_level=zstd_level,
-                         force=args.force, config_dir=args.config_dir, configs=config_options, count=count,
-                         notice=warn, pool_cache=not args.no_cache)
+        f"{_counting(tokenizer, count, spec)}"
+    )
+    options = RunOptions(
+        model=model,
+        tokenizer=tokenizer_name,
+        seed=seed,
+        spec=spec,
+        output_dir=args.output_dir,
+        workers=args.workers,
+        progress=not args.quiet and sys.stderr.isatty(),
+        arguments=arguments,
+        zstd_level=zstd_level,
+        force=args.force,
+        config_dir=args.config_dir,
+        configs=config_options,
+        count=count,
+        notice=warn,
+        pool_cache=not args.no_cache,
+    )
     records = generate(options, tokenizer)
     traces = [r for r in records if not r.path.startswith(TOKENIZER_FOLDER + "/")]
-    say(f"wrote {len(traces)} trace files ({sum(r.size for r in traces) / 1e9:.2f} GB) to {args.output_dir} "
-        f"and the configs to {args.config_dir}")
+    say(
+        f"wrote {len(traces)} trace files ({sum(r.size for r in traces) / 1e9:.2f} GB) to {args.output_dir} "
+        f"and the configs to {args.config_dir}"
+    )
     return 0

@@ -7,8 +7,20 @@ import re
 import sys
 from urllib.parse import urlsplit
 
-__all__ = ["DEFAULT_MODEL", "DEFAULT_PROMETHEUS_URL", "DEFAULT_SEED", "DefaultsOnceFormatter", "MAX_SEED", "Parser",
-           "QUIET", "UsageError", "int_in", "positive_float", "url_option", "warn"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_PROMETHEUS_URL",
+    "DEFAULT_SEED",
+    "DefaultsOnceFormatter",
+    "MAX_SEED",
+    "Parser",
+    "QUIET",
+    "UsageError",
+    "int_in",
+    "positive_float",
+    "url_option",
+    "warn",
+]
 
 DEFAULT_MODEL = "meta-llama/Llama-3.3-70B-Instruct"
 DEFAULT_SEED = 42
@@ -27,8 +39,12 @@ class DefaultsOnceFormatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if (not action.option_strings or default in (None, False, argparse.SUPPRESS) or default == []
-                or _STATES_ITS_DEFAULT.search(text)):
+        if (
+            not action.option_strings
+            or default in (None, False, argparse.SUPPRESS)
+            or default == []
+            or _STATES_ITS_DEFAULT.search(text)
+        ):
             return text
         return f"{text} (default: %(default)s)"
 
@@ -51,11 +67,13 @@ def int_in(lo: int, hi: int, what: str):
         if not lo <= value <= hi:
             raise argparse.ArgumentTypeError(f"{what} must be between {lo} and {hi}, got {value}")
         return value
+
     return parse
 
 
 def positive_float(what: str, most: float = 1000):
     """A number above 0 and at most `most`."""
+
     def parse(text: str) -> float:
         try:
             value = float(text)
@@ -64,6 +82,7 @@ def positive_float(what: str, most: float = 1000):
         if not (0 < value <= most):
             raise argparse.ArgumentTypeError(f"{what} must be > 0 and <= {most:g}, got {text}")
         return value
+
     return parse
 
 
@@ -75,9 +94,11 @@ def url_option(what: str):
         except ValueError:
             parts = None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            raise argparse.ArgumentTypeError(f"{what} must be an http(s) URL such as http://gpu-host:8000, "
-                                             f"got {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"{what} must be an http(s) URL such as http://gpu-host:8000, got {text!r}"
+            )
         return text
+
     return parse
 
 

@@ -14,50 +14,99 @@ def bakeoff_parser() -> Parser:
     from ..configs import OUTPUTS_MODES, TOOL_CALL_MAX_TOKENS_MODES, TOOL_CHOICE_MODES
     from ..engines import ENGINES
 
-    p = Parser(prog="fastgen bakeoff", description="Run the configs against a live server, one after another: "
-               "empty its prefix cache before each (and verify it with a probe prompt), sample its /metrics while "
-               "inference-perf replays it, and keep each run, with how it ended and against what, in LABEL's folder "
-               "for fastgen compare. Exit 1 when any run is incomplete or failed.",
-               epilog="vLLM needs VLLM_SERVER_DEV_MODE=1 (for /reset_prefix_cache), --enable-prompt-tokens-details "
-               "and --enable-auto-tool-choice --tool-call-parser; SGLang needs --enable-metrics, --enable-cache-report "
-               "and a --tool-call-parser that holds a named tool_choice (with 0.5.23, qwen3_coder did and hermes did "
-               "not): a short request checks that before the first config. Ctrl-C stops the current config and keeps "
-               "the finished ones; run the same command again to go on (a run is done again when the server, dataset, "
-               "config or replay modes changed).")
-    p.add_argument("--url", type=url_option("--url"), required=True, help="the server's base URL, e.g. "
-                   "http://gpu-host:8000")
-    p.add_argument("--label", required=True, help="a name for this server's runs (e.g. vllm-h100): they go to "
-                   "OUT/LABEL/<scenario>/<config>/repeat-K/")
-    p.add_argument("--configs", nargs="+", metavar="PATTERN", default=[],
-                   help="run only these configs: scenario1/c10, 'scenario3/*_noisy', or a scenario (default: all)")
+    p = Parser(
+        prog="fastgen bakeoff",
+        description="Run the configs against a live server, one after another: "
+        "empty its prefix cache before each (and verify it with a probe prompt), sample its /metrics while "
+        "inference-perf replays it, and keep each run, with how it ended and against what, in LABEL's folder "
+        "for fastgen compare. Exit 1 when any run is incomplete or failed.",
+        epilog="vLLM needs VLLM_SERVER_DEV_MODE=1 (for /reset_prefix_cache), --enable-prompt-tokens-details "
+        "and --enable-auto-tool-choice --tool-call-parser; SGLang needs --enable-metrics, --enable-cache-report "
+        "and a --tool-call-parser that holds a named tool_choice (with 0.5.23, qwen3_coder did and hermes did "
+        "not): a short request checks that before the first config. Ctrl-C stops the current config and keeps "
+        "the finished ones; run the same command again to go on (a run is done again when the server, dataset, "
+        "config or replay modes changed).",
+    )
+    p.add_argument(
+        "--url", type=url_option("--url"), required=True, help="the server's base URL, e.g. http://gpu-host:8000"
+    )
+    p.add_argument(
+        "--label",
+        required=True,
+        help="a name for this server's runs (e.g. vllm-h100): they go to OUT/LABEL/<scenario>/<config>/repeat-K/",
+    )
+    p.add_argument(
+        "--configs",
+        nargs="+",
+        metavar="PATTERN",
+        default=[],
+        help="run only these configs: scenario1/c10, 'scenario3/*_noisy', or a scenario (default: all)",
+    )
     p.add_argument("--config-dir", type=Path, default=Path("configs"), help="the configs fastgen generated")
     p.add_argument("--out", type=Path, default=Path("reports"), help="where the runs go")
     p.add_argument("--engine", choices=list(ENGINES), help="the server's engine (default: told by the server)")
-    p.add_argument("--no-reset", action="store_true",
-                   help="do not empty the prefix cache between configs (hit ratios then carry over)")
-    p.add_argument("--no-tool-check", action="store_true",
-                   help="do not check before the first config that the server answers a named tool_choice with that "
-                   "tool (for servers and datasets without tool calls)")
-    p.add_argument("--rerun", action="store_true", help="run configs that completed before again (and use a LABEL "
-                   "whose runs came from another server)")
-    p.add_argument("--repeat", type=int_in(1, 100, "--repeat"), default=1, metavar="N",
-                   help="run each config N times, one after another, the cache emptied before each")
-    p.add_argument("--gpus", type=int_in(1, 4096, "--gpus"), metavar="N",
-                   help="the server's GPU count, recorded for throughput per GPU-hour")
-    p.add_argument("--outputs", choices=OUTPUTS_MODES, help="what later turns' prompts hold where an earlier answer "
-                   "was: live (the engine's own answer) or recorded (the trace's: both engines replay the same "
-                   "prompts); default: as the configs say")
-    p.add_argument("--tool-call-max-tokens", choices=TOOL_CALL_MAX_TOKENS_MODES,
-                   help="max_tokens of forced tool-call turns: floor (inference-perf's max(4 x recorded, 4096)) or "
-                   "recorded; default: as the configs say")
-    p.add_argument("--tool-choice", choices=TOOL_CHOICE_MODES,
-                   help="forced (inference-perf's: the recorded tool named, 'none' on text turns) or as_recorded "
-                   "(no tool_choice sent: SGLang then renders every tool into the prompt as vLLM does, so both are "
-                   "sent the same prompts); default: as the configs say")
-    p.add_argument("--scrape-interval", type=positive_float("--scrape-interval"), default=5.0,
-                   help="seconds between samples of the server's /metrics")
-    p.add_argument("--timeout", type=positive_float("--timeout", most=10**7), default=None, metavar="S",
-                   help="stop a config that runs longer than this many seconds (default: no limit)")
+    p.add_argument(
+        "--no-reset",
+        action="store_true",
+        help="do not empty the prefix cache between configs (hit ratios then carry over)",
+    )
+    p.add_argument(
+        "--no-tool-check",
+        action="store_true",
+        help="do not check before the first config that the server answers a named tool_choice with that "
+        "tool (for servers and datasets without tool calls)",
+    )
+    p.add_argument(
+        "--rerun",
+        action="store_true",
+        help="run configs that completed before again (and use a LABEL whose runs came from another server)",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int_in(1, 100, "--repeat"),
+        default=1,
+        metavar="N",
+        help="run each config N times, one after another, the cache emptied before each",
+    )
+    p.add_argument(
+        "--gpus",
+        type=int_in(1, 4096, "--gpus"),
+        metavar="N",
+        help="the server's GPU count, recorded for throughput per GPU-hour",
+    )
+    p.add_argument(
+        "--outputs",
+        choices=OUTPUTS_MODES,
+        help="what later turns' prompts hold where an earlier answer "
+        "was: live (the engine's own answer) or recorded (the trace's: both engines replay the same "
+        "prompts); default: as the configs say",
+    )
+    p.add_argument(
+        "--tool-call-max-tokens",
+        choices=TOOL_CALL_MAX_TOKENS_MODES,
+        help="max_tokens of forced tool-call turns: floor (inference-perf's max(4 x recorded, 4096)) or "
+        "recorded; default: as the configs say",
+    )
+    p.add_argument(
+        "--tool-choice",
+        choices=TOOL_CHOICE_MODES,
+        help="forced (inference-perf's: the recorded tool named, 'none' on text turns) or as_recorded "
+        "(no tool_choice sent: SGLang then renders every tool into the prompt as vLLM does, so both are "
+        "sent the same prompts); default: as the configs say",
+    )
+    p.add_argument(
+        "--scrape-interval",
+        type=positive_float("--scrape-interval"),
+        default=5.0,
+        help="seconds between samples of the server's /metrics",
+    )
+    p.add_argument(
+        "--timeout",
+        type=positive_float("--timeout", most=10**7),
+        default=None,
+        metavar="S",
+        help="stop a config that runs longer than this many seconds (default: no limit)",
+    )
     return p
 
 
@@ -66,28 +115,49 @@ def run_bakeoff_command(args) -> int:
     from ..extras import require_extra
 
     require_extra("bakeoff", "fastgen bakeoff")
-    options = BakeoffOptions(url=args.url, label=args.label, config_dir=args.config_dir, out_dir=args.out,
-                             patterns=tuple(args.configs), engine=args.engine, reset=not args.no_reset,
-                             rerun=args.rerun, scrape_interval_s=args.scrape_interval, timeout_s=args.timeout,
-                             progress=not args.quiet and sys.stderr.isatty(), repeats=args.repeat, gpus=args.gpus,
-                             outputs=args.outputs, tool_call_max_tokens=args.tool_call_max_tokens,
-                             tool_choice=args.tool_choice, tool_check=not args.no_tool_check)
+    options = BakeoffOptions(
+        url=args.url,
+        label=args.label,
+        config_dir=args.config_dir,
+        out_dir=args.out,
+        patterns=tuple(args.configs),
+        engine=args.engine,
+        reset=not args.no_reset,
+        rerun=args.rerun,
+        scrape_interval_s=args.scrape_interval,
+        timeout_s=args.timeout,
+        progress=not args.quiet and sys.stderr.isatty(),
+        repeats=args.repeat,
+        gpus=args.gpus,
+        outputs=args.outputs,
+        tool_call_max_tokens=args.tool_call_max_tokens,
+        tool_choice=args.tool_choice,
+        tool_check=not args.no_tool_check,
+    )
     echo = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
     ended: list[RunOutcome] = []
     try:
-        outcomes = run_bakeoff(options, echo=echo, on_outcome=ended.append,
-                               warn=lambda line: print(f"fastgen: warning: {line}", file=sys.stderr))
+        outcomes = run_bakeoff(
+            options,
+            echo=echo,
+            on_outcome=ended.append,
+            warn=lambda line: print(f"fastgen: warning: {line}", file=sys.stderr),
+        )
     except KeyboardInterrupt:
         kept = sum(o.folder is not None for o in ended)
-        print(f"fastgen: interrupted; {kept} finished run{'s' if kept != 1 else ''} kept in "
-              f"{args.out / args.label}, the unfinished one removed; run the same command again to go on",
-              file=sys.stderr)
+        print(
+            f"fastgen: interrupted; {kept} finished run{'s' if kept != 1 else ''} kept in "
+            f"{args.out / args.label}, the unfinished one removed; run the same command again to go on",
+            file=sys.stderr,
+        )
         return 130
     counts = {s: sum(o.status == s for o in outcomes) for s in ("completed", "incomplete", "skipped", "failed")}
     configs = len(dict.fromkeys(o.config for o in outcomes))
     runs = f"{configs} configs" + (f" x {args.repeat} repeats" if args.repeat > 1 else "")
-    print(f"{runs}: {counts['completed']} completed, {counts['incomplete']} incomplete, {counts['skipped']} skipped "
-          f"(done before), {counts['failed']} failed; runs in {args.out / args.label}")
+    print(
+        f"{runs}: {counts['completed']} completed, {counts['incomplete']} incomplete, {counts['skipped']} skipped "
+        f"(done before), {counts['failed']} failed; runs in {args.out / args.label}"
+    )
     bad = [o for o in outcomes if o.status in ("incomplete", "failed")]
     for outcome in bad:
         print(f"  {outcome.name}: {outcome.status}: {outcome.reason}")
@@ -95,25 +165,48 @@ def run_bakeoff_command(args) -> int:
 
 
 def compare_parser() -> Parser:
-    p = Parser(prog="fastgen compare", description="Compare two servers' bakeoff runs: report.md (tables, and PNG "
-               "plots with matplotlib) and report.json, scenario by scenario, each figure for A, B and B/A with the "
-               "requests behind it and its spread.")
+    p = Parser(
+        prog="fastgen compare",
+        description="Compare two servers' bakeoff runs: report.md (tables, and PNG "
+        "plots with matplotlib) and report.json, scenario by scenario, each figure for A, B and B/A with the "
+        "requests behind it and its spread.",
+    )
     p.add_argument("runs_a", type=Path, metavar="RUNS_A", help="one server's runs (e.g. reports/vllm)")
     p.add_argument("runs_b", type=Path, metavar="RUNS_B", help="the other's (e.g. reports/sglang)")
     p.add_argument("--out", type=Path, required=True, help="the folder for report.md, report.json and the plots")
-    p.add_argument("--analysis", type=Path, metavar="FILE",
-                   help="the JSON of `fastgen analyze --json` for the same dataset: its predicted ceilings beside "
-                   "every hit ratio, for both sides")
+    p.add_argument(
+        "--analysis",
+        type=Path,
+        metavar="FILE",
+        help="the JSON of `fastgen analyze --json` for the same dataset: its predicted ceilings beside "
+        "every hit ratio, for both sides",
+    )
     p.add_argument("--analysis-a", type=Path, metavar="FILE", help="A's own analysis (e.g. at A's KV capacity)")
     p.add_argument("--analysis-b", type=Path, metavar="FILE", help="B's own analysis (e.g. at B's KV capacity)")
-    p.add_argument("--include-incomplete", action="store_true",
-                   help="put runs that are incomplete or failed into the B/A ratios too (they are shown either way)")
-    p.add_argument("--plateau", type=positive_float("--plateau", most=1), default=1.0, metavar="F",
-                   help="the steady-state window starts when F x the most sessions in flight at once are in flight")
-    p.add_argument("--slo-ttft-p95-ms", type=positive_float("--slo-ttft-p95-ms", most=10**7), metavar="MS",
-                   help="per scenario and side, the largest concurrency whose text-turn TTFT p95 is at most MS")
-    p.add_argument("--force", action="store_true", help="write over a report.md, report.json or plot compare did not "
-                   "write (or one edited since): it is kept as NAME.edited")
+    p.add_argument(
+        "--include-incomplete",
+        action="store_true",
+        help="put runs that are incomplete or failed into the B/A ratios too (they are shown either way)",
+    )
+    p.add_argument(
+        "--plateau",
+        type=positive_float("--plateau", most=1),
+        default=1.0,
+        metavar="F",
+        help="the steady-state window starts when F x the most sessions in flight at once are in flight",
+    )
+    p.add_argument(
+        "--slo-ttft-p95-ms",
+        type=positive_float("--slo-ttft-p95-ms", most=10**7),
+        metavar="MS",
+        help="per scenario and side, the largest concurrency whose text-turn TTFT p95 is at most MS",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write over a report.md, report.json or plot compare did not "
+        "write (or one edited since): it is kept as NAME.edited",
+    )
     p.add_argument("--no-plots", action="store_true", help="tables only, even with matplotlib installed")
     return p
 
@@ -121,10 +214,20 @@ def compare_parser() -> Parser:
 def run_compare(args) -> int:
     from ..results import CompareOptions, compare_runs
 
-    options = CompareOptions(include_incomplete=args.include_incomplete, plateau=args.plateau,
-                             slo_ttft_p95_ms=args.slo_ttft_p95_ms)
-    report = compare_runs(args.runs_a, args.runs_b, args.out, plots=not args.no_plots, analysis=args.analysis,
-                          analysis_a=args.analysis_a, analysis_b=args.analysis_b, options=options, force=args.force)
+    options = CompareOptions(
+        include_incomplete=args.include_incomplete, plateau=args.plateau, slo_ttft_p95_ms=args.slo_ttft_p95_ms
+    )
+    report = compare_runs(
+        args.runs_a,
+        args.runs_b,
+        args.out,
+        plots=not args.no_plots,
+        analysis=args.analysis,
+        analysis_a=args.analysis_a,
+        analysis_b=args.analysis_b,
+        options=options,
+        force=args.force,
+    )
     for problem in report.problems:
         print(f"fastgen: warning: {problem}", file=sys.stderr)
     for name in report.moved:

@@ -43,8 +43,9 @@ def split_budget(total: int, parts: int, rng: np.random.Generator) -> list[int]:
     return [int(s) for s in shares]
 
 
-def file_sections(composer: Composer, rng: np.random.Generator, *, header: str, budget: int, files: int,
-                  kind: str = "code") -> Text:
+def file_sections(
+    composer: Composer, rng: np.random.Generator, *, header: str, budget: int, files: int, kind: str = "code"
+) -> Text:
     """A header line, then `files` files (a path line and their code), exactly `budget` tokens in all."""
     v = Vocab(rng)
     head = composer.line(header)

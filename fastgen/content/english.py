@@ -12,9 +12,19 @@ import re
 __all__ = ["plural", "third_person", "participle", "fix_articles"]
 
 # Verbs whose participle is not stem + "ed", and phrasal verbs written as one word in identifiers.
-_PARTICIPLES = {"build": "built", "rebuild": "rebuilt", "freeze": "frozen", "read": "read", "reset": "reset",
-                "split": "split", "write": "written", "shutdown": "shut down", "lookup": "looked up",
-                "init": "initialized", "cancel": "canceled"}
+_PARTICIPLES = {
+    "build": "built",
+    "rebuild": "rebuilt",
+    "freeze": "frozen",
+    "read": "read",
+    "reset": "reset",
+    "split": "split",
+    "write": "written",
+    "shutdown": "shut down",
+    "lookup": "looked up",
+    "init": "initialized",
+    "cancel": "canceled",
+}
 _THIRD = {"shutdown": "shuts down", "lookup": "looks up", "init": "initializes"}
 # One-syllable (or final-stressed) stems ending consonant-vowel-consonant: the last consonant doubles before -ed.
 _DOUBLED = frozenset("commit emit format map scan stop submit tag trim wrap snapshot plan ship drop skip log".split())
@@ -64,8 +74,10 @@ def _article_for(word: str) -> str:
 
 def fix_articles(text: str) -> str:
     """Every "a" or "an" agrees with the word after it: an encrypted key, a unique id."""
+
     def agree(match: re.Match) -> str:
         article, tick, word = match.groups()
         fixed = _article_for(word)
         return f"{fixed.capitalize() if article[0] == 'A' else fixed} {tick}{word}"
+
     return _ARTICLE.sub(agree, text)

@@ -50,19 +50,27 @@ def _statement(v: Vocab, *, method: bool = False, is_async: bool = False) -> lis
     if r < 0.35:
         return [f"{v.var_name()}[{v.noun()!r}] = {v.var_name()}[{v.number(0, 8)}]"]
     if r < 0.5:
-        return [f"if {v.var_name()} is None:", f"    raise {v.class_name()}(f\"{v.noun()} {{{v.var_name()}}} not found\")"]
+        return [
+            f"if {v.var_name()} is None:",
+            f'    raise {v.class_name()}(f"{v.noun()} {{{v.var_name()}}} not found")',
+        ]
     if r < 0.62:
         item = v.name()
         return [f"for {item} in {_expr(v, **scope)}:", f"    {v.var_name()}.append({item}.{v.name()})"]
     if r < 0.72:
         level = v.pick(["debug", "info", "warning"])
-        return [f"logger.{level}(\"{v.verb()} %s for %s\", {v.var_name()}, {v.var_name()})"]
+        return [f'logger.{level}("{v.verb()} %s for %s", {v.var_name()}, {v.var_name()})']
     if r < 0.82:
-        return ["try:", f"    {v.var_name()} = {_expr(v, **scope)}", f"except {v.class_name()} as exc:",
-                f"    raise {v.class_name()}(\"{v.verb()} failed\") from exc"]
+        return [
+            "try:",
+            f"    {v.var_name()} = {_expr(v, **scope)}",
+            f"except {v.class_name()} as exc:",
+            f'    raise {v.class_name()}("{v.verb()} failed") from exc',
+        ]
     if r < 0.9:
-        return [f"# {v.verb().capitalize()} the {v.adjective()} {v.noun()} before the {v.noun()} is "
-                f"{participle(v.verb())}."]
+        return [
+            f"# {v.verb().capitalize()} the {v.adjective()} {v.noun()} before the {v.noun()} is {participle(v.verb())}."
+        ]
     return [f"return {_expr(v, **scope)}"]
 
 
@@ -94,20 +102,27 @@ def make_code(v: Vocab) -> str:
     if method:
         cls = v.class_name()
         doc = f"{third_person(v.verb()).capitalize()} {v.adjective()} {plural(v.noun())} for the {v.noun()} {v.noun()}."
-        lines += [f"class {cls}:", f"    \"\"\"{doc}\"\"\"", ""]
+        lines += [f"class {cls}:", f'    """{doc}"""', ""]
         field = v.name()
         if field in ("self", "limit"):
             field += "_value"
-        lines += _indent([f"def __init__(self, {field}: {v.class_name()}, limit: int = {v.number(1, 500)}) -> None:",
-                          f"    self._{field} = {field}", "    self._limit = limit"])
+        lines += _indent(
+            [
+                f"def __init__(self, {field}: {v.class_name()}, limit: int = {v.number(1, 500)}) -> None:",
+                f"    self._{field} = {field}",
+                "    self._limit = limit",
+            ]
+        )
         lines.append("")
     for _ in range(v.number(1, 3)):
         args = _parameters(v, {"self"})
         is_async = v.random() < 0.2
         returns = v.pick(["None", "bool", "int", "str", v.class_name()])
-        sig = (f"{'async def' if is_async else 'def'} {v.func_name()}({'self, ' if method and args else ''}"
-               f"{'self' if method and not args else ''}{args}) -> {returns}:")
-        body = [f"\"\"\"{v.verb().capitalize()} the {v.adjective()} {v.noun()} and {v.verb()} its {v.noun()}.\"\"\""]
+        sig = (
+            f"{'async def' if is_async else 'def'} {v.func_name()}({'self, ' if method and args else ''}"
+            f"{'self' if method and not args else ''}{args}) -> {returns}:"
+        )
+        body = [f'"""{v.verb().capitalize()} the {v.adjective()} {v.noun()} and {v.verb()} its {v.noun()}."""']
         for _ in range(v.number(2, 7)):
             body += _statement(v, method=method, is_async=is_async)
         lines += _indent([sig, *_indent(body)], 4 if method else 0) + [""]
@@ -132,18 +147,35 @@ def make_prose(v: Vocab) -> str:
     for _ in range(v.number(1, 5)):
         t = templates[v.index(len(templates))]
         verb, verb2 = v.verb(), v.verb()
-        sentences.append(t.format(fn=v.func_name(), verb=verb, verbs=third_person(verb), verb2=verb2,
-                                  verb2_done=participle(verb2), adj=v.adjective(), adj2=v.adjective(),
-                                  noun=v.noun(), noun2=v.noun(), noun3=v.noun(), cls=v.class_name(),
-                                  path=v.module_path(), team=v.team(), n=v.number(2, 900), hex=v.hex(7)))
+        sentences.append(
+            t.format(
+                fn=v.func_name(),
+                verb=verb,
+                verbs=third_person(verb),
+                verb2=verb2,
+                verb2_done=participle(verb2),
+                adj=v.adjective(),
+                adj2=v.adjective(),
+                noun=v.noun(),
+                noun2=v.noun(),
+                noun3=v.noun(),
+                cls=v.class_name(),
+                path=v.module_path(),
+                team=v.team(),
+                n=v.number(2, 900),
+                hex=v.hex(7),
+            )
+        )
     return " ".join(sentences) + "\n\n"
 
 
 def make_plan(v: Vocab) -> str:
     """A numbered step of an agent's plan."""
     step = v.number(1, 9)
-    return (f"{step}. {v.verb().capitalize()} `{v.func_name()}` in `{v.module_path()}` and check how it handles a "
-            f"{v.adjective()} {v.noun()}; then run `pytest tests/test_{v.noun()}.py -k {v.func_name()}`.\n")
+    return (
+        f"{step}. {v.verb().capitalize()} `{v.func_name()}` in `{v.module_path()}` and check how it handles a "
+        f"{v.adjective()} {v.noun()}; then run `pytest tests/test_{v.noun()}.py -k {v.func_name()}`.\n"
+    )
 
 
 def make_tree(v: Vocab) -> str:
@@ -151,12 +183,18 @@ def make_tree(v: Vocab) -> str:
     noun, suffix = v.noun(), v.pick(["", "s", "_core", "_api", "_jobs"])
     top = plural(noun) if suffix == "s" else noun + suffix
     lines = [f"{v.pick(['services', 'libs', 'packages', 'apps', 'tools'])}/{top}/"]
-    entries = sorted({f"{v.noun()}_{v.pick(['service', 'models', 'api', 'store', 'tasks', 'utils', 'schema'])}.py"
-                      for _ in range(v.number(3, 10))})
+    entries = sorted(
+        {
+            f"{v.noun()}_{v.pick(['service', 'models', 'api', 'store', 'tasks', 'utils', 'schema'])}.py"
+            for _ in range(v.number(3, 10))
+        }
+    )
     sub = sorted({v.noun() for _ in range(v.number(0, 3))})
     for i, name in enumerate(entries):
         last = i == len(entries) - 1 and not sub
-        lines.append(f"{'└── ' if last else '├── '}{name}  # {third_person(v.verb())} {v.adjective()} {plural(v.noun())}")
+        lines.append(
+            f"{'└── ' if last else '├── '}{name}  # {third_person(v.verb())} {v.adjective()} {plural(v.noun())}"
+        )
     for j, d in enumerate(sub):
         lines.append(f"{'└── ' if j == len(sub) - 1 else '├── '}{d}/")
         for _ in range(v.number(1, 4)):
@@ -167,10 +205,17 @@ def make_tree(v: Vocab) -> str:
 def make_api_doc(v: Vocab) -> str:
     """A reference entry for an internal API."""
     fn = v.func_name()
-    params = [(v.var_name(), v.pick(["str", "int", "bool", "datetime", v.class_name(), "list[str]"])) for _ in range(v.number(1, 4))]
-    lines = [f"### `{v.class_name()}.{fn}({', '.join(f'{p}: {t}' for p, t in params)})`", "",
-             f"{third_person(v.verb()).capitalize()} the {v.adjective()} {v.noun()} for a {v.noun()} and returns the {v.noun()} {v.noun()}.",
-             f"Raises `{v.class_name()}` when the {v.noun()} is {v.adjective()}. Rate limit: {v.number(10, 5000)} calls/min.", ""]
+    params = [
+        (v.var_name(), v.pick(["str", "int", "bool", "datetime", v.class_name(), "list[str]"]))
+        for _ in range(v.number(1, 4))
+    ]
+    lines = [
+        f"### `{v.class_name()}.{fn}({', '.join(f'{p}: {t}' for p, t in params)})`",
+        "",
+        f"{third_person(v.verb()).capitalize()} the {v.adjective()} {v.noun()} for a {v.noun()} and returns the {v.noun()} {v.noun()}.",
+        f"Raises `{v.class_name()}` when the {v.noun()} is {v.adjective()}. Rate limit: {v.number(10, 5000)} calls/min.",
+        "",
+    ]
     lines += [f"- `{p}` ({t}): the {v.adjective()} {v.noun()} to {v.verb()}." for p, t in params]
     return "\n".join(lines) + "\n\n"
 
@@ -187,8 +232,20 @@ def make_guideline(v: Vocab) -> str:
         "- A retry loop needs a bounded budget ({n} attempts max) and jitter; see `{cls}` for the helper.",
     ]
     t = templates[v.index(len(templates))]
-    return t.format(verb=v.verb(), noun=v.noun(), noun2=v.noun(), noun3=v.noun(), cls=v.class_name(),
-                    path=v.module_path(), fn=v.func_name(), adj=v.adjective(), n=v.number(2, 500)) + "\n"
+    return (
+        t.format(
+            verb=v.verb(),
+            noun=v.noun(),
+            noun2=v.noun(),
+            noun3=v.noun(),
+            cls=v.class_name(),
+            path=v.module_path(),
+            fn=v.func_name(),
+            adj=v.adjective(),
+            n=v.number(2, 500),
+        )
+        + "\n"
+    )
 
 
 def make_search(v: Vocab) -> str:
@@ -199,9 +256,11 @@ def make_search(v: Vocab) -> str:
 def make_logline(v: Vocab) -> str:
     """A structured application log line."""
     level = v.pick(["INFO", "INFO", "WARN", "ERROR", "DEBUG"])
-    return (f"2026-06-15T{v.number(0, 24):02d}:{v.number(0, 60):02d}:{v.number(0, 60):02d}.{v.number(0, 1000):03d}Z {level} "
-            f"{v.noun()}.{v.noun()} {v.verb()}_{v.noun()} {v.noun()}_id={v.hex(8)} latency_ms={v.number(1, 4000)} "
-            f"status={v.pick(['ok', 'retry', 'timeout', 'error', 'ok'])}\n")
+    return (
+        f"2026-06-15T{v.number(0, 24):02d}:{v.number(0, 60):02d}:{v.number(0, 60):02d}.{v.number(0, 1000):03d}Z {level} "
+        f"{v.noun()}.{v.noun()} {v.verb()}_{v.noun()} {v.noun()}_id={v.hex(8)} latency_ms={v.number(1, 4000)} "
+        f"status={v.pick(['ok', 'retry', 'timeout', 'error', 'ok'])}\n"
+    )
 
 
 # One- and two-token pieces let a composition hit any exact count; they are rare, so texts still read well.
@@ -211,20 +270,42 @@ _TINY_CODE = ["#\n", "...\n", "()\n", "##\n", "pass\n"]
 
 
 def _filler_code(v: Vocab) -> str:
-    return v.pick([v.pick(_TINY_CODE), f"{v.var_name()} = {v.number(0, 999)}\n",
-                   f"# TODO({v.team()}): {v.verb()} {v.noun()}\n", f"import {v.name()}\n",
-                   f"from .{v.name()} import {v.class_name()}\n", "pass\n"])
+    return v.pick(
+        [
+            v.pick(_TINY_CODE),
+            f"{v.var_name()} = {v.number(0, 999)}\n",
+            f"# TODO({v.team()}): {v.verb()} {v.noun()}\n",
+            f"import {v.name()}\n",
+            f"from .{v.name()} import {v.class_name()}\n",
+            "pass\n",
+        ]
+    )
 
 
 def _filler_prose(v: Vocab) -> str:
-    return v.pick([v.pick(_TINY), f"See {v.func_name()}.\n", f"Owner: {v.team()}.\n", f"Ref {v.hex(7)}.\n", "Done.\n",
-                   f"The {v.noun()} is {v.adjective()}.\n"])
+    return v.pick(
+        [
+            v.pick(_TINY),
+            f"See {v.func_name()}.\n",
+            f"Owner: {v.team()}.\n",
+            f"Ref {v.hex(7)}.\n",
+            "Done.\n",
+            f"The {v.noun()} is {v.adjective()}.\n",
+        ]
+    )
 
 
 def _filler_logline(v: Vocab) -> str:
     level = v.pick(["INFO", "DEBUG", "WARN"])
-    return v.pick([v.pick(_TINY), f"{level} {v.noun()} ok\n", f"{level} {v.verb()} {v.noun()}\n",
-                   f"{level} {v.noun()}.{v.noun()} {v.verb()}\n", f"DEBUG {v.noun()}_id={v.hex(8)}\n"])
+    return v.pick(
+        [
+            v.pick(_TINY),
+            f"{level} {v.noun()} ok\n",
+            f"{level} {v.verb()} {v.noun()}\n",
+            f"{level} {v.noun()}.{v.noun()} {v.verb()}\n",
+            f"DEBUG {v.noun()}_id={v.hex(8)}\n",
+        ]
+    )
 
 
 def _filler_tree(v: Vocab) -> str:
@@ -233,10 +314,13 @@ def _filler_tree(v: Vocab) -> str:
 
 KINDS = ("code", "prose", "plan", "tree", "api_doc", "guideline", "search", "logline")
 
+
 def _in_english(make: Callable[[Vocab], str]) -> Callable[[Vocab], str]:
     """A maker whose articles agree with the words after them (the templates cannot know which word comes)."""
+
     def made(v: Vocab) -> str:
         return fix_articles(make(v))
+
     made.__name__ = make.__name__
     return made
 

@@ -37,8 +37,12 @@ def _editable(line: str) -> bool:
     """Whether replacing the line keeps the file compiling: a one-line statement inside a function body (indented,
     not opening a block, not a docstring or a comment)."""
     body = line.lstrip(" ")
-    return len(body) < len(line) and bool(body.strip()) and not body.rstrip().endswith(":") \
+    return (
+        len(body) < len(line)
+        and bool(body.strip())
+        and not body.rstrip().endswith(":")
         and not body.startswith(('"""', "#", "@"))
+    )
 
 
 def _drawn(v: Vocab, lines: list[str], among: range):
@@ -78,7 +82,7 @@ def _diff(path: str, before: list[str], edits: dict[int, tuple[int, list[str]]])
         for i in group:
             body += [" " + line for line in before[k:i]]
             removed, added = edits[i]
-            body += ["-" + line for line in before[i:i + removed]] + ["+" + line for line in added]
+            body += ["-" + line for line in before[i : i + removed]] + ["+" + line for line in added]
             k = i + removed
         body += [" " + line for line in before[k:stop]]
         old = stop - start
@@ -135,9 +139,14 @@ def make_patch(v: Vocab, path: str, text: str, max_chars: int, focus: str | None
         edits[len(before)] = (0, [f"{v.var_name()} = {v.number(0, 999)}\n"])
     after = [new for k, line in enumerate(before) for new in (edits[k][1] if k in edits else [line])]
     after += edits[len(before)][1] if len(before) in edits else []
-    return Patch(path, _diff(path, before, edits), "".join(after), hunks=len(_hunks(edits)),
-                 added=sum(len(added) for _, added in edits.values()),
-                 removed=sum(removed for removed, _ in edits.values()))
+    return Patch(
+        path,
+        _diff(path, before, edits),
+        "".join(after),
+        hunks=len(_hunks(edits)),
+        added=sum(len(added) for _, added in edits.values()),
+        removed=sum(removed for removed, _ in edits.values()),
+    )
 
 
 def patch_summary(patch: Patch) -> str:

@@ -63,8 +63,13 @@ def module_tests(v: Vocab, path: str, module: str, functions: list[str], count: 
         fixture = v.name()
         doc = f"{target} {third_person(v.verb())} the {v.adjective()} {fixture} once."
         expected = v.number(0, 100)
-        lines += [f"def {name}({fixture}) -> None:", f"    \"\"\"{doc}\"\"\"",
-                  f"    assert {target}({fixture}) == {expected}", "", ""]
+        lines += [
+            f"def {name}({fixture}) -> None:",
+            f'    """{doc}"""',
+            f"    assert {target}({fixture}) == {expected}",
+            "",
+            "",
+        ]
         cases.append(UnitTest(path, name, target, fixture, doc, expected, len(lines) - 2))
     return "\n".join(lines[:-2]) + "\n", cases
 
@@ -108,9 +113,18 @@ def _other_files(v: Vocab, n: int) -> list[tuple[str, str]]:
     return out
 
 
-def pytest_log(composer: Composer, rng: np.random.Generator, *, command: str, cases: list[UnitTest],
-               failed: dict[str, int], budget: int, repo: str, other_files: int = 0,
-               report_passes: bool = False) -> Text:
+def pytest_log(
+    composer: Composer,
+    rng: np.random.Generator,
+    *,
+    command: str,
+    cases: list[UnitTest],
+    failed: dict[str, int],
+    budget: int,
+    repo: str,
+    other_files: int = 0,
+    report_passes: bool = False,
+) -> Text:
     """The output of `command`, exactly `budget` tokens where the summary line fits.
 
     `failed` maps the names of the failing tests to the value their call returned; every other case passes.
@@ -128,8 +142,11 @@ def pytest_log(composer: Composer, rng: np.random.Generator, *, command: str, ca
     total = sum(len(marks) for _, marks in runs)
     passed = sum(marks.count(".") for _, marks in runs)
     skipped = sum(marks.count("s") for _, marks in runs)
-    counts = [f"{len(failed)} failed" if failed else "", f"{passed} passed" if passed else "",
-              f"{skipped} skipped" if skipped else ""]
+    counts = [
+        f"{len(failed)} failed" if failed else "",
+        f"{passed} passed" if passed else "",
+        f"{skipped} skipped" if skipped else "",
+    ]
     seconds = f"{v.number(0, 40)}.{v.number(0, 100):02d}s"
     summary = _sep("=", f"{', '.join(c for c in counts if c)} in {seconds}") + "\n"
 
@@ -138,28 +155,33 @@ def pytest_log(composer: Composer, rng: np.random.Generator, *, command: str, ca
         done += len(marks)
         progress.append(_progress(f, marks, done, total))
     prompt = f"$ {command}\n" if command else ""
-    header = (f"{prompt}{_sep('=', 'test session starts')}\n"
-              f"platform linux -- Python 3.12.{v.number(1, 9)}, pytest-8.3.{v.number(2, 6)}, pluggy-1.5.0\n"
-              f"rootdir: /workspace/{repo}\nconfigfile: pyproject.toml\ncollected {total} items\n\n"
-              + "\n".join(progress) + "\n\n")
+    header = (
+        f"{prompt}{_sep('=', 'test session starts')}\n"
+        f"platform linux -- Python 3.12.{v.number(1, 9)}, pytest-8.3.{v.number(2, 6)}, pluggy-1.5.0\n"
+        f"rootdir: /workspace/{repo}\nconfigfile: pyproject.toml\ncollected {total} items\n\n"
+        + "\n".join(progress)
+        + "\n\n"
+    )
     failures = [c for c in cases if c.name in failed]
     sections = []
     for case in failures:
         got = failed[case.name]
         sections.append(
             f"{_sep('_', case.name)}\n\n    def {case.name}({case.fixture}) -> None:\n"
-            f"        \"\"\"{case.doc}\"\"\"\n>       assert {case.target}({case.fixture}) == {case.expected}\n"
+            f'        """{case.doc}"""\n>       assert {case.target}({case.fixture}) == {case.expected}\n'
             f"E       assert {got} == {case.expected}\n"
             f"E        +  where {got} = {case.target}(<{case.fixture.capitalize()} id=0x7f{v.hex(8)}>)\n\n"
-            f"{case.file}:{case.line}: AssertionError\n")
+            f"{case.file}:{case.line}: AssertionError\n"
+        )
     if failures:
         sections[0] = f"{_sep('=', 'FAILURES')}\n" + sections[0]
         captured = f"{_sep('-', 'Captured log call')}\n"
         short = [f"FAILED {c.node_id} - assert {failed[c.name]} == {c.expected}" for c in failures]
     else:
         first = cases[0].name if cases else "test_session"
-        captured = f"{_sep('=', 'PASSES')}\n{_sep('_', first)}\n{_sep('-', 'Captured log call')}\n" \
-            if report_passes else ""
+        captured = (
+            f"{_sep('=', 'PASSES')}\n{_sep('_', first)}\n{_sep('-', 'Captured log call')}\n" if report_passes else ""
+        )
         short = [f"PASSED {c.node_id}" for c in cases] if report_passes else []
     info = f"{_sep('=', 'short test summary info')}\n" + "".join(s + "\n" for s in short) if short else ""
 

@@ -116,8 +116,25 @@ class Vocab:
         return "_".join(parts)
 
     def class_name(self) -> str:
-        parts = [self.noun(), self.pick(["Service", "Manager", "Client", "Store", "Handler", "Builder",
-                                         "Resolver", "Repository", "Controller", "Worker", "Policy", "Error"])]
+        parts = [
+            self.noun(),
+            self.pick(
+                [
+                    "Service",
+                    "Manager",
+                    "Client",
+                    "Store",
+                    "Handler",
+                    "Builder",
+                    "Resolver",
+                    "Repository",
+                    "Controller",
+                    "Worker",
+                    "Policy",
+                    "Error",
+                ]
+            ),
+        ]
         if self.random() < 0.6:
             parts.insert(0, self.pick([self.adjective(), self.noun()]))
         return "".join(p[:1].upper() + p[1:] for p in parts)
@@ -141,7 +158,13 @@ class Vocab:
         for _ in range(depth):
             noun = self.noun()
             dirs.append(plural(noun) if self.random() < 0.3 else noun)
-        return "/".join([root, *dirs, f"{self.noun()}_{self.pick(['service', 'models', 'utils', 'api', 'store', 'handlers', 'views', 'tasks', 'client', 'schema'])}.py"])
+        return "/".join(
+            [
+                root,
+                *dirs,
+                f"{self.noun()}_{self.pick(['service', 'models', 'utils', 'api', 'store', 'handlers', 'views', 'tasks', 'client', 'schema'])}.py",
+            ]
+        )
 
     def number(self, lo: int = 0, hi: int = 10000) -> int:
         """An integer in [lo, hi)."""

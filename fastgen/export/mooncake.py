@@ -33,8 +33,15 @@ def mooncake_lines(target: ConfigTarget, corpus: Corpus, service: ServiceModel =
     lines = []
     for (outcome, request), hash_ids in zip(replay, dense_hash_ids(r for _, r in replay)):
         session = corpus.session_id(outcome.file_index)
-        lines.append({"timestamp": int(round(outcome.start_s * 1000)), "input_length": request.prompt_tokens,
-                      "output_length": request.output_tokens, "hash_ids": hash_ids, "session_id": session})
+        lines.append(
+            {
+                "timestamp": int(round(outcome.start_s * 1000)),
+                "input_length": request.prompt_tokens,
+                "output_length": request.output_tokens,
+                "hash_ids": hash_ids,
+                "session_id": session,
+            }
+        )
     return lines
 
 

@@ -4,5 +4,13 @@ from .compare import Comparison, compare_runs
 from .report import CompareOptions
 from .runs import ConfigRun, Repeat, RequestRecord, SessionRecord, read_runs
 
-__all__ = ["CompareOptions", "Comparison", "ConfigRun", "Repeat", "RequestRecord", "SessionRecord", "compare_runs",
-           "read_runs"]
+__all__ = [
+    "CompareOptions",
+    "Comparison",
+    "ConfigRun",
+    "Repeat",
+    "RequestRecord",
+    "SessionRecord",
+    "compare_runs",
+    "read_runs",
+]

@@ -57,11 +57,19 @@ def read_ceilings(path: Path) -> tuple[Optional[Ceilings], list[str]]:
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
         if doc.get("definition", "vllm") != "vllm":
-            return None, [f"{path} holds AIPerf's definition, not ceilings; run fastgen analyze --json without "
-                          f"--definition aiperf"]
+            return None, [
+                f"{path} holds AIPerf's definition, not ceilings; run fastgen analyze --json without "
+                f"--definition aiperf"
+            ]
         configs = {c["config"]: c for c in doc["configs"]}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        return None, [f"--analysis {path} is not the JSON of fastgen analyze --json ({str(exc)[:80]}); the report "
-                      f"has no ceilings"]
-    return Ceilings(doc.get("capacity_tokens"), configs, doc.get("block_size"),
-                    doc.get("rules") or doc.get("definition", "vllm"), Path(path).name), []
+        return None, [
+            f"--analysis {path} is not the JSON of fastgen analyze --json ({str(exc)[:80]}); the report has no ceilings"
+        ]
+    return Ceilings(
+        doc.get("capacity_tokens"),
+        configs,
+        doc.get("block_size"),
+        doc.get("rules") or doc.get("definition", "vllm"),
+        Path(path).name,
+    ), []

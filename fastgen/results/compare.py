@@ -49,14 +49,18 @@ def _other_datasets(a: dict[str, ConfigRun], b: dict[str, ConfigRun], labels: tu
     for label, runs in zip(labels, (a, b)):
         found = sorted({h for run in runs.values() for h in run.identity_values("dataset_sha256")})
         if len(found) > 1:
-            problems.append(f"{label}'s runs replayed {len(found)} datasets ({_short(found)}); a config is compared "
-                            f"only where every run of it replayed the same one")
+            problems.append(
+                f"{label}'s runs replayed {len(found)} datasets ({_short(found)}); a config is compared "
+                f"only where every run of it replayed the same one"
+            )
     for name in sorted(set(a) & set(b)):
         ha, hb = a[name].identity_values("dataset_sha256"), b[name].identity_values("dataset_sha256")
         if len(set(ha) | set(hb)) > 1:
             excluded.add(name)
-            problems.append(f"{name}: its runs replayed different datasets ({labels[0]}: {_short(ha)}; {labels[1]}: "
-                            f"{_short(hb)}); not compared: run both sides on one dataset")
+            problems.append(
+                f"{name}: its runs replayed different datasets ({labels[0]}: {_short(ha)}; {labels[1]}: "
+                f"{_short(hb)}); not compared: run both sides on one dataset"
+            )
     return excluded, problems
 
 
@@ -68,9 +72,18 @@ def _ceilings(path: Optional[Path], option: str, problems: list[str]):
     return ceilings
 
 
-def compare_runs(runs_a: Path, runs_b: Path, out: Path, *, plots: bool = True, analysis: Optional[Path] = None,
-                 analysis_a: Optional[Path] = None, analysis_b: Optional[Path] = None,
-                 options: CompareOptions = CompareOptions(), force: bool = False) -> Comparison:
+def compare_runs(
+    runs_a: Path,
+    runs_b: Path,
+    out: Path,
+    *,
+    plots: bool = True,
+    analysis: Optional[Path] = None,
+    analysis_a: Optional[Path] = None,
+    analysis_b: Optional[Path] = None,
+    options: CompareOptions = CompareOptions(),
+    force: bool = False,
+) -> Comparison:
     """Read both sides' runs (and the ceilings of `fastgen analyze --json`: `analysis` for both sides, or one per
     side), write the report."""
     runs_a, runs_b, out = Path(runs_a), Path(runs_b), Path(out)
@@ -102,8 +115,9 @@ def compare_runs(runs_a: Path, runs_b: Path, out: Path, *, plots: bool = True, a
         written = WrittenFiles(out)
         drawn = [p for s in sections for p in s.plots]
         comparison.plots_skipped = "--no-plots" if not plots else matplotlib_missing("fastgen compare")
-        names = ["report.json", "report.md"] + ([f"{p.name}.png" for p in drawn]
-                                               if comparison.plots_skipped is None else [])
+        names = ["report.json", "report.md"] + (
+            [f"{p.name}.png" for p in drawn] if comparison.plots_skipped is None else []
+        )
         comparison.moved = written.clear(names, force=force)
         if comparison.plots_skipped is None:
             comparison.plots = write_plots(drawn, out)
@@ -112,12 +126,12 @@ def compare_runs(runs_a: Path, runs_b: Path, out: Path, *, plots: bool = True, a
         document = report_document(pair, sections, problems, comparison.plots)
         _write(out / "report.json", json.dumps(document, indent=1, sort_keys=False) + "\n")
         written.wrote("report.json")
-        _write(out / "report.md", report_markdown(pair, sections, problems, comparison.plots,
-                                                  comparison.plots_skipped))
+        _write(out / "report.md", report_markdown(pair, sections, problems, comparison.plots, comparison.plots_skipped))
         written.wrote("report.md")
     except OSError as exc:
-        raise OutputError(f"cannot write the report into {out}: {exc.strerror or exc}; choose a writable --out") \
-            from None
+        raise OutputError(
+            f"cannot write the report into {out}: {exc.strerror or exc}; choose a writable --out"
+        ) from None
     return comparison
 
 

@@ -58,8 +58,16 @@ def draw_plot(plot: Plot):
                 axes.axvspan(*plot.shade[label], color=line.get_color(), alpha=0.12, linewidth=0)
     for label, x in plot.marks.items():  # a line named in the legend, its value written at its top
         axes.axvline(x, color="black", linestyle="--", linewidth=1, label=label)
-        axes.annotate(tokens_label(x) if plot.x_tokens else f"{x:g}", xy=(x, 0.02), xycoords=("data", "axes fraction"),
-                      xytext=(3, 0), textcoords="offset points", ha="left", va="bottom", fontsize=8)
+        axes.annotate(
+            tokens_label(x) if plot.x_tokens else f"{x:g}",
+            xy=(x, 0.02),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, 0),
+            textcoords="offset points",
+            ha="left",
+            va="bottom",
+            fontsize=8,
+        )
     if categorical:
         axes.set_xticks(xs, [str(x) for x in plot.x])
     elif plot.log_x:
@@ -96,8 +104,12 @@ def _log_ticks(values: list[float], most: int = 8) -> list[float]:
         return []
     low, high = min(values), max(values)
     for subs in ((1, 2, 3, 5), (1, 2, 5), (1, 3), (1,)):
-        ticks = [m * 10 ** k for k in range(int(f"{low:e}".split("e")[1]), int(f"{high:e}".split("e")[1]) + 1)
-                 for m in subs if low <= m * 10 ** k <= high]
+        ticks = [
+            m * 10**k
+            for k in range(int(f"{low:e}".split("e")[1]), int(f"{high:e}".split("e")[1]) + 1)
+            for m in subs
+            if low <= m * 10**k <= high
+        ]
         if 2 <= len(ticks) <= most:
             return ticks
         if len(ticks) > most:

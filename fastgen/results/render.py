@@ -25,9 +25,10 @@ __all__ = ["REPORT_FORMAT", "report_document", "report_markdown"]
 REPORT_FORMAT = 2
 CELLS = {
     "figure": "{value, n, low, high, repeats}: median over repeats (or the one run's value); n requests behind it; "
-              "[low, high] min-max over repeats, or a bootstrap 95% interval over requests for one run",
+    "[low, high] min-max over repeats, or a bootstrap 95% interval over requests for one run",
     "ratio": "{value, low, high, distinguishable, left_out}: B/A; distinguishable false when the intervals overlap; "
-             "left_out says why no value is given"}
+    "left_out says why no value is given",
+}
 
 
 def _clean(value):
@@ -41,14 +42,27 @@ def _clean(value):
 
 
 def _side(side) -> dict:
-    return {"label": side.label, "engines": side.engines, "configs": sorted(side.runs),
-            "ceilings": side.ceilings.describe() if side.ceilings else None}
+    return {
+        "label": side.label,
+        "engines": side.engines,
+        "configs": sorted(side.runs),
+        "ceilings": side.ceilings.describe() if side.ceilings else None,
+    }
 
 
 def report_document(pair: Pair, sections: list[Section], problems: list[str], plots: dict[str, str]) -> dict:
-    return _clean({"format": REPORT_FORMAT, "a": _side(pair.a), "b": _side(pair.b),
-                   "options": dataclasses.asdict(pair.options), "cells": CELLS,
-                   "sections": [dataclasses.asdict(s) for s in sections], "plots": plots, "problems": problems})
+    return _clean(
+        {
+            "format": REPORT_FORMAT,
+            "a": _side(pair.a),
+            "b": _side(pair.b),
+            "options": dataclasses.asdict(pair.options),
+            "cells": CELLS,
+            "sections": [dataclasses.asdict(s) for s in sections],
+            "plots": plots,
+            "problems": problems,
+        }
+    )
 
 
 def _number(value: float, ratio: bool = False) -> str:
@@ -64,8 +78,9 @@ def _cell(column: str, value) -> str:
         runs = f", {value.repeats} runs" if value.repeats > 1 else ""
         if value.value is None:
             return f"- (n={value.n}{runs})" if value.n else "-"
-        spread = (f" [{_number(value.low)}-{_number(value.high)}]"
-                  if value.low is not None and value.high is not None else "")
+        spread = (
+            f" [{_number(value.low)}-{_number(value.high)}]" if value.low is not None and value.high is not None else ""
+        )
         return f"{_number(value.value)}{spread} n={value.n}{runs}"
     if isinstance(value, Ratio):
         if value.left_out:
@@ -76,37 +91,53 @@ def _cell(column: str, value) -> str:
     if value is None:
         return "-"
     if isinstance(value, bool) or isinstance(value, int) or isinstance(value, str):
-        return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10000 \
+        return (
+            f"{value:,}"
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10000
             else str(value)
+        )
     return _number(value, column.endswith("B/A") or "/" in column.split()[-1])
 
 
 def _table(table: Table) -> list[str]:
-    lines = [f"**{table.title}**", "", "| " + " | ".join(table.columns) + " |",
-             "|" + "|".join("---" if i == 0 else "---:" for i in range(len(table.columns))) + "|"]
+    lines = [
+        f"**{table.title}**",
+        "",
+        "| " + " | ".join(table.columns) + " |",
+        "|" + "|".join("---" if i == 0 else "---:" for i in range(len(table.columns))) + "|",
+    ]
     lines += ["| " + " | ".join(_cell(c, v) for c, v in zip(table.columns, row)) + " |" for row in table.rows]
     if table.note:
         lines += ["", table.note]
     return lines + [""]
 
 
-READING = ("Every figure is given for A, for B, and as B/A (below 1: B is lower). A figure reads `value [low-high] "
-           "n=N`: N requests stand behind it (sessions for sessions/h); over several runs of a config the value is "
-           "their median and [low-high] their min-max (`, K runs`), over one run [low-high] is a bootstrap 95% "
-           "interval over its requests (none for figures of a whole run). `~` after a B/A: the two intervals "
-           f"overlap, the difference is not distinguishable from the spread. p99 is shown only where at least "
-           f"{P99_MIN_REQUESTS} requests stand behind it in each run (`- (n=N)` otherwise: it would be the maximum). "
-           "`excl. (incomplete)`: a run of that config failed or lost requests or sessions on a side; its figures "
-           "are shown but left out of B/A (--include-incomplete puts them in). Hit ratios are the servers' own "
-           "cached-token counts over their prompt tokens; times are inference-perf's, client side.")
+READING = (
+    "Every figure is given for A, for B, and as B/A (below 1: B is lower). A figure reads `value [low-high] "
+    "n=N`: N requests stand behind it (sessions for sessions/h); over several runs of a config the value is "
+    "their median and [low-high] their min-max (`, K runs`), over one run [low-high] is a bootstrap 95% "
+    "interval over its requests (none for figures of a whole run). `~` after a B/A: the two intervals "
+    f"overlap, the difference is not distinguishable from the spread. p99 is shown only where at least "
+    f"{P99_MIN_REQUESTS} requests stand behind it in each run (`- (n=N)` otherwise: it would be the maximum). "
+    "`excl. (incomplete)`: a run of that config failed or lost requests or sessions on a side; its figures "
+    "are shown but left out of B/A (--include-incomplete puts them in). Hit ratios are the servers' own "
+    "cached-token counts over their prompt tokens; times are inference-perf's, client side."
+)
 
 
-def report_markdown(pair: Pair, sections: list[Section], problems: list[str], plots: dict[str, str],
-                    plots_skipped: Optional[str]) -> str:
+def report_markdown(
+    pair: Pair, sections: list[Section], problems: list[str], plots: dict[str, str], plots_skipped: Optional[str]
+) -> str:
     engines = lambda side: ", ".join(side.engines) or "engine not recorded"  # noqa: E731
-    lines = ["# Bakeoff report", "",
-             f"- **A**: `{pair.a.label}` ({engines(pair.a)}), {len(pair.a.runs)} configs",
-             f"- **B**: `{pair.b.label}` ({engines(pair.b)}), {len(pair.b.runs)} configs", "", READING, ""]
+    lines = [
+        "# Bakeoff report",
+        "",
+        f"- **A**: `{pair.a.label}` ({engines(pair.a)}), {len(pair.a.runs)} configs",
+        f"- **B**: `{pair.b.label}` ({engines(pair.b)}), {len(pair.b.runs)} configs",
+        "",
+        READING,
+        "",
+    ]
     if problems:
         lines += [f"**{len(problems)} problems** were found; they are listed at the end.", ""]
     if plots_skipped:
@@ -126,4 +157,3 @@ def report_markdown(pair: Pair, sections: list[Section], problems: list[str], pl
     if problems:
         lines += ["## Problems", ""] + [f"- {p}" for p in problems] + [""]
     return "\n".join(lines)
-

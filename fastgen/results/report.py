@@ -87,8 +87,10 @@ class Pair:
 
     def requests(self, names: list[str], keep=lambda r: True) -> tuple[list[RequestRecord], list[RequestRecord]]:
         """Both sides' requests of these configs, pooled over configs and repeats, that `keep` accepts."""
-        return ([r for n in names for r in self.a.runs[n].requests if keep(r)],
-                [r for n in names for r in self.b.runs[n].requests if keep(r)])
+        return (
+            [r for n in names for r in self.a.runs[n].requests if keep(r)],
+            [r for n in names for r in self.b.runs[n].requests if keep(r)],
+        )
 
     def groups(self, side: Side, names: list[str], keep=lambda r: True) -> list[list[RequestRecord]]:
         return _by_repeat([side.runs[n] for n in names], keep)
@@ -97,25 +99,45 @@ class Pair:
         """Why B/A of these configs is left out (a run on either side incomplete or failed), or None."""
         if self.options.include_incomplete:
             return None
-        bad = sorted({run.status for side in self.sides for n in names if (run := side.runs.get(n)) is not None
-                      and not run.usable})
+        bad = sorted(
+            {
+                run.status
+                for side in self.sides
+                for n in names
+                if (run := side.runs.get(n)) is not None and not run.usable
+            }
+        )
         return "/".join(bad) if bad else None
 
     def triple(self, measure: Measure, names: list[str], keep=lambda r: True) -> tuple[Figure, Figure, Ratio]:
         """[A, B, B/A] of a measure over these configs' requests that `keep` accepts."""
         return self.triple_of(measure, self.groups(self.a, names, keep), self.groups(self.b, names, keep), names)
 
-    def triple_of(self, measure: Measure, groups_a: list[list[RequestRecord]], groups_b: list[list[RequestRecord]],
-                  names: list[str]) -> tuple[Figure, Figure, Ratio]:
+    def triple_of(
+        self,
+        measure: Measure,
+        groups_a: list[list[RequestRecord]],
+        groups_b: list[list[RequestRecord]],
+        names: list[str],
+    ) -> tuple[Figure, Figure, Ratio]:
         """(A, B, B/A) of a measure over requests already grouped by repeat (of these configs)."""
         a, b = figure(groups_a, measure), figure(groups_b, measure)
         return a, b, figure_ratio(a, b, self.left_out(names))
 
-    def run_triple(self, name: str, per_repeat: Callable[[Repeat, ConfigRun], Optional[float]],
-                   n: Callable[[Repeat], int] = lambda r: len(r.requests)) -> tuple[Figure, Figure, Ratio]:
+    def run_triple(
+        self,
+        name: str,
+        per_repeat: Callable[[Repeat, ConfigRun], Optional[float]],
+        n: Callable[[Repeat], int] = lambda r: len(r.requests),
+    ) -> tuple[Figure, Figure, Ratio]:
         """(A, B, B/A) of a figure of whole runs (one value per repeat) of one config."""
-        a, b = (run_figure([per_repeat(r, side.runs[name]) for r in side.runs[name].repeats],
-                           sum(n(r) for r in side.runs[name].repeats)) for side in self.sides)
+        a, b = (
+            run_figure(
+                [per_repeat(r, side.runs[name]) for r in side.runs[name].repeats],
+                sum(n(r) for r in side.runs[name].repeats),
+            )
+            for side in self.sides
+        )
         return a, b, figure_ratio(a, b, self.left_out([name]))
 
 
@@ -137,7 +159,9 @@ class Plot:
     series: dict[str, list[Optional[float]]]  # legend -> one value per x
     log_x: bool = False
     shade: dict[str, list[float]] = field(default_factory=dict)  # legend -> [x0, x1]: a span to shade (steady state)
-    marks: Mapping[str, float] = field(default_factory=dict)  # legend -> x: a labelled vertical line (a chosen capacity)
+    marks: Mapping[str, float] = field(
+        default_factory=dict
+    )  # legend -> x: a labelled vertical line (a chosen capacity)
     x_tokens: bool = False  # the x values are token counts: ticks read 420K, 1.2M
 
 

@@ -120,13 +120,16 @@ class ConfigRun:
 
     @property
     def reason(self) -> Optional[str]:
-        return next((f"repeat {r.index}: {r.reason}" if len(self.repeats) > 1 else r.reason
-                     for r in self.repeats if r.reason), None)
+        return next(
+            (f"repeat {r.index}: {r.reason}" if len(self.repeats) > 1 else r.reason for r in self.repeats if r.reason),
+            None,
+        )
 
     @property
     def engine(self) -> Optional[str]:
-        return next((r.server.get("engine") or r.engine for r in self.repeats if r.server.get("engine") or r.engine),
-                    None)
+        return next(
+            (r.server.get("engine") or r.engine for r in self.repeats if r.server.get("engine") or r.engine), None
+        )
 
     @property
     def seconds(self) -> Optional[float]:
@@ -189,8 +192,9 @@ def read_runs(root: Path) -> tuple[dict[str, ConfigRun], list[str]]:
     found: dict[str, dict[int, Path]] = {}
     folders = sorted({p.parent for p in root.rglob(PER_REQUEST)} | {p.parent for p in root.rglob(RUN_FILE)})
     for folder in folders:
-        if folder == root or any(part.endswith(".partial") or ".old-" in part
-                                 for part in folder.relative_to(root).parts):
+        if folder == root or any(
+            part.endswith(".partial") or ".old-" in part for part in folder.relative_to(root).parts
+        ):
             continue
         match = REPEAT_FOLDER.fullmatch(folder.name)
         config, index = (folder.parent, int(match.group(1))) if match else (folder, 0)
@@ -228,16 +232,21 @@ def _same_runs(name: str, repeats: list[Repeat], problems: list[str]) -> list[Re
         if change is None:
             kept.append(repeat)
         else:
-            problems.append(f"{name} repeat {repeat.index} is left out: it is not the run the newest repeat "
-                            f"({newest.index}) is ({change}); run the bakeoff with --repeat {newest.index} or more "
-                            f"again to replace it")
+            problems.append(
+                f"{name} repeat {repeat.index} is left out: it is not the run the newest repeat "
+                f"({newest.index}) is ({change}); run the bakeoff with --repeat {newest.index} or more "
+                f"again to replace it"
+            )
     return kept
 
 
 def _read_folder(folder: Path, index: int, problems: list[str]) -> Optional[Repeat]:
     record = read_run(folder)
-    repeat = Repeat(index=int((record or {}).get("repeat") or index), folder=folder,
-                    status=(record or {}).get("status") or "reports")
+    repeat = Repeat(
+        index=int((record or {}).get("repeat") or index),
+        folder=folder,
+        status=(record or {}).get("status") or "reports",
+    )
     if record:
         repeat.engine, repeat.seconds, repeat.reason = record.get("engine"), record.get("seconds"), record.get("reason")
         repeat.ended = record.get("ended") if isinstance(record.get("ended"), (int, float)) else None
@@ -257,8 +266,15 @@ def _read_folder(folder: Path, index: int, problems: list[str]) -> Optional[Repe
             break
     for entry in _load_json(folder / PER_SESSION, problems, list) or []:
         try:
-            repeat.sessions.append(SessionRecord(str(entry["session_id"]), bool(entry["success"]),
-                                                 float(entry["start_time"]), float(entry["end_time"]), repeat.index))
+            repeat.sessions.append(
+                SessionRecord(
+                    str(entry["session_id"]),
+                    bool(entry["success"]),
+                    float(entry["start_time"]),
+                    float(entry["end_time"]),
+                    repeat.index,
+                )
+            )
         except (KeyError, TypeError, ValueError):
             problems.append(f"{folder / PER_SESSION}: a malformed session entry; skipped")
             break
@@ -288,9 +304,11 @@ def _counts(repeat: Repeat, record: dict) -> None:
         repeat.sessions_failed, repeat.sessions_total = seen_sessions_failed, len(repeat.sessions)
     if repeat.status in ("completed", "reports") and (repeat.requests_failed or repeat.sessions_failed):
         repeat.status = "incomplete"
-        repeat.reason = repeat.reason or (f"{repeat.requests_failed} of {repeat.requests_total} requests failed, "
-                                          f"{repeat.sessions_failed} of {repeat.sessions_total} sessions failed "
-                                          f"(read from the records)")
+        repeat.reason = repeat.reason or (
+            f"{repeat.requests_failed} of {repeat.requests_total} requests failed, "
+            f"{repeat.sessions_failed} of {repeat.sessions_total} sessions failed "
+            f"(read from the records)"
+        )
 
 
 def _load_json(path: Path, problems: list[str], kind: type):
@@ -319,13 +337,23 @@ def _request(entry: dict, repeat: int = 1) -> RequestRecord:
     if prompt is not None and cached is None:
         cached = 0  # vLLM and SGLang send no details when nothing was cached
     return RequestRecord(
-        session=labels["session"], trace_dir=labels.get("trace_dir", ""), turn=int(labels["turn"]),
-        kind=labels.get("turn_kind", ""), start=float(entry["start_time"]), end=float(entry["end_time"]),
-        prompt_tokens=prompt, cached_tokens=cached,
-        output_tokens=computed.get("output_tokens"), ttft=computed.get("time_to_first_token"),
-        latency=computed.get("request_latency"), ntpot=computed.get("normalized_time_per_output_token"),
-        tpot=computed.get("time_per_output_token"), failed=entry.get("error") is not None,
-        itl=computed.get("inter_token_latency"), repeat=repeat)
+        session=labels["session"],
+        trace_dir=labels.get("trace_dir", ""),
+        turn=int(labels["turn"]),
+        kind=labels.get("turn_kind", ""),
+        start=float(entry["start_time"]),
+        end=float(entry["end_time"]),
+        prompt_tokens=prompt,
+        cached_tokens=cached,
+        output_tokens=computed.get("output_tokens"),
+        ttft=computed.get("time_to_first_token"),
+        latency=computed.get("request_latency"),
+        ntpot=computed.get("normalized_time_per_output_token"),
+        tpot=computed.get("time_per_output_token"),
+        failed=entry.get("error") is not None,
+        itl=computed.get("inter_token_latency"),
+        repeat=repeat,
+    )
 
 
 def _samples(path: Path, problems: list[str]) -> list[tuple[float, dict]]:

@@ -25,11 +25,40 @@ import numpy as np
 
 from .runs import ConfigRun, Repeat, RequestRecord
 
-__all__ = ["BOOTSTRAP", "BOOTSTRAP_SEED", "Figure", "Measure", "P99_MIN_REQUESTS", "PERCENTILES", "Ratio", "Window",
-           "counter_delta", "figure", "figure_ratio", "hit_percent", "hit_ratio", "in_window", "kv_tokens", "mean",
-           "output_tokens_per_s", "over_time", "peak", "peak_percent", "per_gpu_hour", "percentile", "percentile_ms",
-           "prompt_tokens_sent", "ratio", "run_figure", "sessions_per_hour", "steady_window", "ttft_ms", "values_ms",
-           "window_offsets", "window_output_tokens_per_s"]
+__all__ = [
+    "BOOTSTRAP",
+    "BOOTSTRAP_SEED",
+    "Figure",
+    "Measure",
+    "P99_MIN_REQUESTS",
+    "PERCENTILES",
+    "Ratio",
+    "Window",
+    "counter_delta",
+    "figure",
+    "figure_ratio",
+    "hit_percent",
+    "hit_ratio",
+    "in_window",
+    "kv_tokens",
+    "mean",
+    "output_tokens_per_s",
+    "over_time",
+    "peak",
+    "peak_percent",
+    "per_gpu_hour",
+    "percentile",
+    "percentile_ms",
+    "prompt_tokens_sent",
+    "ratio",
+    "run_figure",
+    "sessions_per_hour",
+    "steady_window",
+    "ttft_ms",
+    "values_ms",
+    "window_offsets",
+    "window_output_tokens_per_s",
+]
 
 PERCENTILES = (50, 95, 99)
 P99_MIN_REQUESTS = 100
@@ -70,15 +99,21 @@ class Measure:
 
 def _attribute(attribute: str, scale: float = 1.0) -> Callable[[list[RequestRecord]], np.ndarray]:
     def columns(requests: list[RequestRecord]) -> np.ndarray:
-        return np.asarray([[getattr(r, attribute) * scale] for r in requests
-                           if not r.failed and getattr(r, attribute) is not None], dtype=float).reshape(-1, 1)
+        return np.asarray(
+            [[getattr(r, attribute) * scale] for r in requests if not r.failed and getattr(r, attribute) is not None],
+            dtype=float,
+        ).reshape(-1, 1)
+
     return columns
 
 
 def percentile_ms(attribute: str, q: float) -> Measure:
     """The q-th percentile of a timing of the successful requests that have it, in milliseconds."""
-    return Measure(_attribute(attribute, 1000.0), lambda a: np.percentile(a[..., 0], q, axis=-1),
-                   P99_MIN_REQUESTS if q >= 99 else 1)
+    return Measure(
+        _attribute(attribute, 1000.0),
+        lambda a: np.percentile(a[..., 0], q, axis=-1),
+        P99_MIN_REQUESTS if q >= 99 else 1,
+    )
 
 
 def mean(attribute: str) -> Measure:
@@ -86,8 +121,10 @@ def mean(attribute: str) -> Measure:
 
 
 def _usage(requests: list[RequestRecord]) -> np.ndarray:
-    return np.asarray([[r.prompt_tokens, r.cached_tokens or 0] for r in requests
-                       if not r.failed and r.prompt_tokens is not None], dtype=float).reshape(-1, 2)
+    return np.asarray(
+        [[r.prompt_tokens, r.cached_tokens or 0] for r in requests if not r.failed and r.prompt_tokens is not None],
+        dtype=float,
+    ).reshape(-1, 2)
 
 
 def _pooled_hit(a: np.ndarray) -> np.ndarray:
@@ -169,6 +206,7 @@ def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
 
 # Plain values, for checks that need a number and no spread (the e2e compares them with engine logs).
 
+
 def percentile(values: Sequence[float], q: float) -> Optional[float]:
     """The q-th percentile (linear interpolation, numpy's default), or None for no values."""
     return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else None
@@ -190,6 +228,7 @@ def hit_percent(requests: Iterable[RequestRecord]) -> Optional[float]:
 
 
 # Figures of a whole run, one value per repeat.
+
 
 def peak(repeat: Repeat | ConfigRun, values: Callable[[dict], Optional[float]]) -> Optional[float]:
     """The largest value of a sampled metric over a run, or None if it was never exported."""
@@ -255,12 +294,16 @@ def per_gpu_hour(value: Optional[float], gpus: Optional[int], *, per_second: boo
 
 def prompt_tokens_sent(repeats: Sequence[Repeat], keep: Callable[[RequestRecord], bool] = lambda r: True) -> Figure:
     """The server's prompt_tokens summed over a run's successful requests: median and min-max over repeats."""
-    sums = [sum(r.prompt_tokens for r in repeat.requests if keep(r) and not r.failed and r.prompt_tokens is not None)
-            for repeat in repeats if repeat.requests]
+    sums = [
+        sum(r.prompt_tokens for r in repeat.requests if keep(r) and not r.failed and r.prompt_tokens is not None)
+        for repeat in repeats
+        if repeat.requests
+    ]
     return run_figure(sums, sum(len(repeat.requests) for repeat in repeats))
 
 
 # The steady-state window.
+
 
 @dataclass(frozen=True)
 class Window:
@@ -316,8 +359,9 @@ def in_window(requests: Sequence[RequestRecord], window: Optional[Window]) -> li
     return [] if window is None else [r for r in requests if window.start <= r.start <= window.end]
 
 
-def over_time(repeats: Sequence[Sequence[RequestRecord]], bin_s: float, bins: int
-              ) -> tuple[list[Optional[float]], list[Optional[float]]]:
+def over_time(
+    repeats: Sequence[Sequence[RequestRecord]], bin_s: float, bins: int
+) -> tuple[list[Optional[float]], list[Optional[float]]]:
     """(hit %, TTFT p95 ms) per time bin of `bin_s` seconds, each repeat's requests binned from its own first request
     and the bins pooled over repeats."""
     pooled: list[list[RequestRecord]] = [[] for _ in range(bins)]

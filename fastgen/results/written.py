@@ -39,9 +39,11 @@ class WrittenFiles:
         move each such file aside; the names it was moved to."""
         foreign = [name for name in names if not self._ours(name)]
         if foreign and not force:
-            raise OutputError(f"{self.folder / foreign[0]} was not written by fastgen compare (or was edited since); "
-                              f"move it away, choose another --out, or pass --force to keep it as "
-                              f"{foreign[0]}.edited and write the new one")
+            raise OutputError(
+                f"{self.folder / foreign[0]} was not written by fastgen compare (or was edited since); "
+                f"move it away, choose another --out, or pass --force to keep it as "
+                f"{foreign[0]}.edited and write the new one"
+            )
         moved = []
         for name in foreign:
             target = self.folder / f"{name}.edited"
@@ -57,6 +59,7 @@ class WrittenFiles:
         """Remember a file just written (its bytes as they are now)."""
         self.files[name] = _sha256(self.folder / name)
         temp = self.folder / f".{RECORD}.{os.getpid()}.tmp"
-        temp.write_text(json.dumps({"format": 1, "files": dict(sorted(self.files.items()))}, indent=1) + "\n",
-                        encoding="utf-8")
+        temp.write_text(
+            json.dumps({"format": 1, "files": dict(sorted(self.files.items()))}, indent=1) + "\n", encoding="utf-8"
+        )
         os.replace(temp, self.folder / RECORD)

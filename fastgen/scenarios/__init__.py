@@ -22,8 +22,21 @@ from .base import (
     scenario_of_layout,
 )
 
-__all__ = ["BUILTIN", "ConfigEntry", "Request", "Scenario", "Shape", "default_spec", "in_spec", "layouts",
-           "register", "registered", "scenario_by_id", "scenario_named", "scenario_of_layout"]
+__all__ = [
+    "BUILTIN",
+    "ConfigEntry",
+    "Request",
+    "Scenario",
+    "Shape",
+    "default_spec",
+    "in_spec",
+    "layouts",
+    "register",
+    "registered",
+    "scenario_by_id",
+    "scenario_named",
+    "scenario_of_layout",
+]
 
 BUILTIN: tuple[Scenario, ...] = tuple(register(m.SCENARIO) for m in (scenario1, scenario2, scenario3))
 

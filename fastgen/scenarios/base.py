@@ -15,8 +15,19 @@ from typing import Any, Callable, Optional
 from ..errors import SpecError
 from ..spec import ScenarioSpec, Spec
 
-__all__ = ["Scenario", "Shape", "Request", "ConfigEntry", "register", "registered", "scenario_named", "in_spec",
-           "scenario_by_id", "scenario_of_layout", "layouts"]
+__all__ = [
+    "Scenario",
+    "Shape",
+    "Request",
+    "ConfigEntry",
+    "register",
+    "registered",
+    "scenario_named",
+    "in_spec",
+    "scenario_by_id",
+    "scenario_of_layout",
+    "layouts",
+]
 
 
 @dataclass(frozen=True)
@@ -83,8 +94,15 @@ def register(scenario: Scenario) -> Scenario:
     for other in _REGISTRY.values():
         if other.name == scenario.name and other is scenario:
             return scenario
-        clash = ("name" if other.name == scenario.name else "id" if other.id == scenario.id else
-                 "layout" if set(other.layouts) & set(scenario.layouts) else None)
+        clash = (
+            "name"
+            if other.name == scenario.name
+            else "id"
+            if other.id == scenario.id
+            else "layout"
+            if set(other.layouts) & set(scenario.layouts)
+            else None
+        )
         if clash:
             raise SpecError(f"scenario {scenario.name!r} has the same {clash} as {other.name!r}; give it its own")
     _REGISTRY[scenario.name] = scenario

@@ -70,7 +70,6 @@ class Scenario1Spec(ScenarioSpec):
     session_spacing_ms: Millis = 120_000
 
 
-
 def _patch_call(composer: Composer, rng, patch: Patch):
     return make_call(composer, rng, "apply_patch", {"path": patch.path, "patch": patch.diff})
 
@@ -117,8 +116,12 @@ def _file_context(composer: Composer, rng, v: Vocab, budget: int) -> _Context:
 def _changed(*patches: Patch) -> dict:
     """What the patches changed, as an answer states it."""
     hunks = sum(p.hunks for p in patches)
-    return dict(hunks=hunks, hunk_word="place" if hunks == 1 else "places", added=sum(p.added for p in patches),
-                removed=sum(p.removed for p in patches))
+    return dict(
+        hunks=hunks,
+        hunk_word="place" if hunks == 1 else "places",
+        added=sum(p.added for p in patches),
+        removed=sum(p.removed for p in patches),
+    )
 
 
 def _failures(v: Vocab, cases: list[UnitTest], k: int) -> dict[str, int]:
@@ -126,8 +129,9 @@ def _failures(v: Vocab, cases: list[UnitTest], k: int) -> dict[str, int]:
     return wrong_values(v, dict.fromkeys(cases[v.index(len(cases))] for _ in range(k)))
 
 
-def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int,
-                  index: int) -> list[SessionPlan]:
+def plan_sessions(
+    composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int, index: int
+) -> list[SessionPlan]:
     s = cast(Scenario1Spec, spec.scenarios[NAME])
     rng = session_rng(seed, SCENARIO_ID, index)
     v = Vocab(rng)
@@ -139,34 +143,79 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
     still = dict(list(first_failures.items())[:1])
     first = make_patch(v, target, context.code, composer.chars_for(s.patch.draw(rng), "code"), focus=culprit)
     second = make_patch(v, target, first.after, composer.chars_for(s.patch.draw(rng), "code"), focus=culprit)
-    facts = dict(ticket=ticket, culprit=culprit, target=target, test_path=context.test_path, tests=len(cases),
-                 failing=next(iter(still)))
+    facts = dict(
+        ticket=ticket,
+        culprit=culprit,
+        target=target,
+        test_path=context.test_path,
+        tests=len(cases),
+        failing=next(iter(still)),
+    )
 
     def answer(kind: str, budget: int, **more) -> Text:
-        return opened_block(composer, opening(v, kind, **facts, **more), "plan" if kind == "plan" else "prose",
-                            budget, rng)
+        return opened_block(
+            composer, opening(v, kind, **facts, **more), "plan" if kind == "plan" else "prose", budget, rng
+        )
 
-    bug = compose_block(composer, f"Bug report {ticket}: {culprit} returns a stale {v.noun()} under "
-                                  f"concurrent {v.noun()} updates (see {target}).\n", "prose", s.bug_report.draw(rng), rng)
+    bug = compose_block(
+        composer,
+        f"Bug report {ticket}: {culprit} returns a stale {v.noun()} under "
+        f"concurrent {v.noun()} updates (see {target}).\n",
+        "prose",
+        s.bug_report.draw(rng),
+        rng,
+    )
     analysis = Output(answer("analysis", s.analysis.draw(rng)))
-    inspect = compose_block(composer, f"Before changing {target}, inspect the tests that cover it and tell me which "
-                                      f"ones should catch {ticket}.\n", "prose", s.inspect_request.draw(rng), rng)
+    inspect = compose_block(
+        composer,
+        f"Before changing {target}, inspect the tests that cover it and tell me which ones should catch {ticket}.\n",
+        "prose",
+        s.inspect_request.draw(rng),
+        rng,
+    )
     plan = Output(numbered(composer, answer("plan", s.inspection_plan.draw(rng))))
-    logs = headed_block(composer, f"Output of `pytest {context.test_path}`:\n", s.test_logs.draw(rng),
-                        lambda budget: pytest_log(composer, rng, command="", cases=cases, failed=first_failures,
-                                                  repo=repo, budget=budget))
+    logs = headed_block(
+        composer,
+        f"Output of `pytest {context.test_path}`:\n",
+        s.test_logs.draw(rng),
+        lambda budget: pytest_log(
+            composer, rng, command="", cases=cases, failed=first_failures, repo=repo, budget=budget
+        ),
+    )
     patch1 = Output(calls=(_patch_call(composer, rng, first),))
     applied1 = _patch_applied(composer, rng, first, s.patch_result.draw(rng))
     explanation = Output(answer("explanation", s.explanation.draw(rng), **_changed(first)))
-    failing = headed_block(composer, "I ran the full suite after your patch; these tests still fail:\n",
-                           s.failing_tests.draw(rng),
-                           lambda budget: pytest_log(composer, rng, command="pytest", cases=cases, failed=still,
-                                                     repo=repo, budget=budget, other_files=int(rng.integers(4, 12))))
+    failing = headed_block(
+        composer,
+        "I ran the full suite after your patch; these tests still fail:\n",
+        s.failing_tests.draw(rng),
+        lambda budget: pytest_log(
+            composer,
+            rng,
+            command="pytest",
+            cases=cases,
+            failed=still,
+            repo=repo,
+            budget=budget,
+            other_files=int(rng.integers(4, 12)),
+        ),
+    )
     patch2 = Output(calls=(_patch_call(composer, rng, second),))
-    applied2 = composer.join([_patch_applied(composer, rng, second, s.patch_result.draw(rng)),
-                              pytest_log(composer, rng, command=f"pytest -rP {context.test_path}", cases=cases,
-                                         failed={}, repo=repo, budget=s.passing_tests.draw(rng),
-                                         report_passes=True)])
+    applied2 = composer.join(
+        [
+            _patch_applied(composer, rng, second, s.patch_result.draw(rng)),
+            pytest_log(
+                composer,
+                rng,
+                command=f"pytest -rP {context.test_path}",
+                cases=cases,
+                failed={},
+                repo=repo,
+                budget=s.passing_tests.draw(rng),
+                report_passes=True,
+            ),
+        ]
+    )
     summary = Output(answer("summary", s.summary.draw(rng), **_changed(first, second)))
 
     # (the message this turn adds after the previous output, the output of this turn)
@@ -198,26 +247,56 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
 def largest_requests(spec: Spec) -> list[Request]:
     s = cast(Scenario1Spec, spec.scenarios[NAME])
     call = CALL_TOKENS_BOUND
-    t5 = (s.tools + s.system + s.repo_map + s.file_context + s.bug_report.hi + s.analysis.hi + s.inspect_request.hi
-          + s.inspection_plan.hi + s.test_logs.hi + s.patch.hi + call + s.patch_result.hi + s.explanation.hi
-          + s.failing_tests.hi)
+    t5 = (
+        s.tools
+        + s.system
+        + s.repo_map
+        + s.file_context
+        + s.bug_report.hi
+        + s.analysis.hi
+        + s.inspect_request.hi
+        + s.inspection_plan.hi
+        + s.test_logs.hi
+        + s.patch.hi
+        + call
+        + s.patch_result.hi
+        + s.explanation.hi
+        + s.failing_tests.hi
+    )
     t6 = t5 + s.patch.hi + call + s.patch_result.hi + s.passing_tests.hi
-    return [Request("scenario 1 turn 5", t5, TOOL_CALL_MIN_MAX_TOKENS, 12),
-            Request("scenario 1 turn 6", t6, s.summary.hi, 14)]
+    return [
+        Request("scenario 1 turn 5", t5, TOOL_CALL_MIN_MAX_TOKENS, 12),
+        Request("scenario 1 turn 6", t6, s.summary.hi, 14),
+    ]
 
 
 def config_entries(spec: Spec) -> list[ConfigEntry]:
     s = cast(Scenario1Spec, spec.scenarios[NAME])
-    return [ConfigEntry(f"{NAME}/c{level}.yml", DIRECTORY, level, s.sessions, EVENTS,
-                        about=f"c{level}: {level} sessions in flight at a time (the next starts when one ends), "
-                              f"{s.sessions} in all, each a chain of {EVENTS} requests")
-            for level in s.concurrency]
+    return [
+        ConfigEntry(
+            f"{NAME}/c{level}.yml",
+            DIRECTORY,
+            level,
+            s.sessions,
+            EVENTS,
+            about=f"c{level}: {level} sessions in flight at a time (the next starts when one ends), "
+            f"{s.sessions} in all, each a chain of {EVENTS} requests",
+        )
+        for level in s.concurrency
+    ]
 
 
 def shape(sc: Scenario1Spec) -> Shape:
     return Shape(EVENTS, EVENTS, "chain", TOOL_EVENTS)
 
 
-SCENARIO = Scenario(id=SCENARIO_ID, name=NAME, spec_type=Scenario1Spec, layouts=(DIRECTORY,), shape=shape,
-                    plan=plan_sessions,
-                    largest_requests=largest_requests, configs=config_entries)
+SCENARIO = Scenario(
+    id=SCENARIO_ID,
+    name=NAME,
+    spec_type=Scenario1Spec,
+    layouts=(DIRECTORY,),
+    shape=shape,
+    plan=plan_sessions,
+    largest_requests=largest_requests,
+    configs=config_entries,
+)

@@ -95,8 +95,9 @@ def _branch_output(composer: Composer, rng, budget: int, path: str, code: str):
     return composer.join([composer.fill("prose", prose, rng), fence, diff, close])
 
 
-def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int,
-                  index: int) -> list[SessionPlan]:
+def plan_sessions(
+    composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int, index: int
+) -> list[SessionPlan]:
     """The sync and the stagger session of one branch set: the same content, different branch start times."""
     s = cast(Scenario2Spec, spec.scenarios[NAME])
     rng = session_rng(seed, SCENARIO_ID, index)
@@ -104,15 +105,21 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
     ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
 
     path = v.module_path()
-    bug = compose_block(composer, f"Bug report {ticket}: intermittent {v.class_name()} in {path}.\n",
-                        "prose", s.bug_report.draw(rng), rng)
+    bug = compose_block(
+        composer,
+        f"Bug report {ticket}: intermittent {v.class_name()} in {path}.\n",
+        "prose",
+        s.bug_report.draw(rng),
+        rng,
+    )
     fixed = blocks.catalog.tokens + blocks.system.tokens + blocks.repo_map.tokens + bug.tokens
     rest = max(root_budget(spec, index) - fixed, 2)
     heading = composer.line(f"The module the failures point at:\n### {path}\n")
     body = composer.fill("code", max(min(rest // 3, _MODULE_TOKENS) - heading.tokens, 0), rng)
     module, code = composer.join([heading, body]), body.text
-    logs = compose_block(composer, f"Production logs around the failures of {ticket}:\n", "logline",
-                         max(rest - module.tokens, 1), rng)
+    logs = compose_block(
+        composer, f"Production logs around the failures of {ticket}:\n", "logline", max(rest - module.tokens, 1), rng
+    )
     root = (blocks.system, blocks.repo_map, user(bug), user(module), user(logs))
     root_output = Output(composer.fill("prose", s.root_output.draw(rng), rng))
     branches = []
@@ -125,8 +132,9 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
     return [_timed(spec, blocks, seed, index, layout, root, root_output, branches) for layout in LAYOUTS]
 
 
-def _timed(spec: Spec, blocks: ScenarioBlocks, seed: int, index: int, layout: str, root, root_output: Output,
-           branches) -> SessionPlan:
+def _timed(
+    spec: Spec, blocks: ScenarioBlocks, seed: int, index: int, layout: str, root, root_output: Output, branches
+) -> SessionPlan:
     s = cast(Scenario2Spec, spec.scenarios[NAME])
     rng = session_rng(seed, SCENARIO_ID, index, LAYOUTS.index(layout))
     start = index * s.set_spacing_ms
@@ -140,10 +148,12 @@ def _timed(spec: Spec, blocks: ScenarioBlocks, seed: int, index: int, layout: st
     last_start = root_end + offsets[-1]
     for k, ((messages, output), offset) in enumerate(zip(branches, offsets), start=1):
         b_start = root_end + offset
-        natural_end = b_start + duration_ms(spec.timing, blocks.catalog.tokens + sum(m.tokens for m in messages),
-                                            output.tokens)
-        turns.append(Turn(f"{session_id}-b{k}", k, messages, output, b_start, max(natural_end, last_start + 1000),
-                          role="branch"))
+        natural_end = b_start + duration_ms(
+            spec.timing, blocks.catalog.tokens + sum(m.tokens for m in messages), output.tokens
+        )
+        turns.append(
+            Turn(f"{session_id}-b{k}", k, messages, output, b_start, max(natural_end, last_start + 1000), role="branch")
+        )
     return SessionPlan(layout, session_id, index, blocks.catalog, tuple(turns))
 
 
@@ -163,13 +173,22 @@ def config_entries(spec: Spec) -> list[ConfigEntry]:
         sets = min(level, s.sets)
         for layout in LAYOUTS:
             timing = layout.rsplit("_", 1)[1]
-            spread = (f"within {s.sync_window_ms / 1000:g} s" if timing == "sync" else
-                      f"{s.stagger_ms.lo / 1000:g}-{s.stagger_ms.hi / 1000:g} s apart")
-            entries.append(ConfigEntry(
-                f"{NAME}/c{level}_{timing}.yml", layout, level, sets,
-                1 + len(s.branches),  # the root and its parallel branches
-                about=f"c{level}_{timing}: {sets} branch sets at once, each a root request and then "
-                      f"{len(s.branches)} branches that start {spread} ({sets * (1 + len(s.branches))} requests)"))
+            spread = (
+                f"within {s.sync_window_ms / 1000:g} s"
+                if timing == "sync"
+                else f"{s.stagger_ms.lo / 1000:g}-{s.stagger_ms.hi / 1000:g} s apart"
+            )
+            entries.append(
+                ConfigEntry(
+                    f"{NAME}/c{level}_{timing}.yml",
+                    layout,
+                    level,
+                    sets,
+                    1 + len(s.branches),  # the root and its parallel branches
+                    about=f"c{level}_{timing}: {sets} branch sets at once, each a root request and then "
+                    f"{len(s.branches)} branches that start {spread} ({sets * (1 + len(s.branches))} requests)",
+                )
+            )
     return entries
 
 
@@ -177,5 +196,13 @@ def shape(sc: Scenario2Spec) -> Shape:
     return Shape(1 + len(sc.branches), 1 + len(sc.branches), "fan")
 
 
-SCENARIO = Scenario(id=SCENARIO_ID, name=NAME, spec_type=Scenario2Spec, layouts=LAYOUTS, shape=shape,
-                    plan=plan_sessions, largest_requests=largest_requests, configs=config_entries)
+SCENARIO = Scenario(
+    id=SCENARIO_ID,
+    name=NAME,
+    spec_type=Scenario2Spec,
+    layouts=LAYOUTS,
+    shape=shape,
+    plan=plan_sessions,
+    largest_requests=largest_requests,
+    configs=config_entries,
+)

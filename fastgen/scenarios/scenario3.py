@@ -69,9 +69,16 @@ class Scenario3Spec(ScenarioSpec):
     def scaled(self, *, sessions: float, budgets: float) -> "Scenario3Spec":
         scaled = super().scaled(sessions=sessions, budgets=budgets)
         return dataclasses.replace(scaled, modules=max(1, min(self.modules, scaled.sessions)))  # a module a session
+
+
 # tool -> the kind of text its result holds ("pytest": a run of the selected tests, built by pytest_log)
-_TOOL_RESULTS = {"read_file": "code", "run_tests": "pytest", "search_code": "search", "run_command": "logline",
-                 "list_dir": "tree"}
+_TOOL_RESULTS = {
+    "read_file": "code",
+    "run_tests": "pytest",
+    "search_code": "search",
+    "run_command": "logline",
+    "list_dir": "tree",
+}
 
 
 def _tool_arguments(v: Vocab, name: str, module: str) -> dict:
@@ -101,8 +108,9 @@ def _test_run(composer: Composer, rng, v: Vocab, args: dict, tokens: int, repo: 
     return pytest_log(composer, rng, command="", cases=cases, failed=failed, repo=repo, budget=tokens)
 
 
-def _fit_results(spec: Spec, base: int, base_messages: int, calls: list, results: list[int], floors: list[int],
-                 final: int) -> list[int]:
+def _fit_results(
+    spec: Spec, base: int, base_messages: int, calls: list, results: list[int], floors: list[int], final: int
+) -> list[int]:
     """Shrink tool results (never below their floors) until every turn's request fits the window."""
     results = list(results)
     n = len(calls) + 1
@@ -127,21 +135,28 @@ def _workspace(composer: Composer, blocks: ScenarioBlocks, spec: Spec, rng):
     lo = max(s.workspace.lo, math.ceil(core * 100 / s.shared_workspace_percent.hi))
     hi = max(lo, min(s.workspace.hi, core * 100 // s.shared_workspace_percent.lo))
     size = int(rng.integers(lo, hi + 1))
-    own = file_sections(composer, rng, header="Your open files:\n", budget=max(size - core, 1),
-                        files=int(rng.integers(1, 4)))
+    own = file_sections(
+        composer, rng, header="Your open files:\n", budget=max(size - core, 1), files=int(rng.integers(1, 4))
+    )
     return module, composer.join([module.core, own])
 
 
-def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int,
-                  index: int) -> list[SessionPlan]:
+def plan_sessions(
+    composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int, index: int
+) -> list[SessionPlan]:
     """The stable and the noisy session of one developer: the same content and times, different message order."""
     s = cast(Scenario3Spec, spec.scenarios[NAME])
     rng = session_rng(seed, SCENARIO_ID, index)
     v = Vocab(rng)
     module, workspace = _workspace(composer, blocks, spec, rng)
     ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
-    task = compose_block(composer, f"Task {ticket} in {module.path}: {v.verb()} the {v.adjective()} {v.noun()} "
-                                   f"handling in {v.func_name()}.\n", "prose", s.task.draw(rng), rng)
+    task = compose_block(
+        composer,
+        f"Task {ticket} in {module.path}: {v.verb()} the {v.adjective()} {v.noun()} handling in {v.func_name()}.\n",
+        "prose",
+        s.task.draw(rng),
+        rng,
+    )
     assert blocks.guidelines is not None and blocks.api_docs is not None  # scenario 3's spec has both (blocks.py)
     stable = (blocks.system, blocks.guidelines, blocks.repo_map, blocks.api_docs, user(workspace), user(task))
     noisy = (stable[0], stable[5], stable[4], stable[2], stable[1], stable[3])
@@ -157,22 +172,41 @@ def plan_sessions(composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, see
     floors = [max(s.tool_output.lo, composer.line(h).tokens) for h in headers]
     sizes = [max(s.tool_output.draw(rng), floor) for floor in floors]
     tools = " and ".join(dict.fromkeys(f"`{c.name}`" for c in calls)) or "nothing but reading"
-    final = opened_block(composer, opening(v, "final", ticket=ticket, target=module.path, tools=tools), "prose",
-                         s.final_output.draw(rng), rng)
+    final = opened_block(
+        composer,
+        opening(v, "final", ticket=ticket, target=module.path, tools=tools),
+        "prose",
+        s.final_output.draw(rng),
+        rng,
+    )
     base = blocks.catalog.tokens + sum(m.tokens for m in stable)
     sizes = _fit_results(spec, base, len(stable), calls, sizes, floors, final.tokens)
-    results = [tool_result(c, _result_text(composer, rng, v, c, h, size, blocks.repo))
-               for c, h, size in zip(calls, headers, sizes)]
+    results = [
+        tool_result(c, _result_text(composer, rng, v, c, h, size, blocks.repo))
+        for c, h, size in zip(calls, headers, sizes)
+    ]
 
     outputs = [Output(calls=(c,)) for c in calls] + [Output(final)]
     start = int(rng.integers(0, s.arrival_window_s * 1000))
     gaps = [(spec.timing.tool_exec_ms if o.is_tool_call else spec.timing.think_gap_ms).draw(rng) for o in outputs]
-    return [_chain(spec, blocks, f"{layout}-{index:04d}", layout, index, head, outputs, results, start, gaps)
-            for layout, head in zip(LAYOUTS, (stable, noisy))]
+    return [
+        _chain(spec, blocks, f"{layout}-{index:04d}", layout, index, head, outputs, results, start, gaps)
+        for layout, head in zip(LAYOUTS, (stable, noisy))
+    ]
 
 
-def _chain(spec: Spec, blocks: ScenarioBlocks, session_id: str, layout: str, index: int, head, outputs, results,
-           start: int, gaps: list[int]) -> SessionPlan:
+def _chain(
+    spec: Spec,
+    blocks: ScenarioBlocks,
+    session_id: str,
+    layout: str,
+    index: int,
+    head,
+    outputs,
+    results,
+    start: int,
+    gaps: list[int],
+) -> SessionPlan:
     messages: tuple[Message, ...] = head
     turns = []
     t = start
@@ -191,10 +225,13 @@ def largest_requests(spec: Spec) -> list[Request]:
     head = s.tools + s.system + s.guidelines + s.repo_map + s.api_docs + s.workspace.hi + s.task.hi
     loop = CALL_TOKENS_BOUND + s.tool_output.lo  # one earlier turn's call and its (shrunk) result
     last = s.turns.hi - 1  # earlier turns the last one sees
-    return [Request("scenario 3 last turn", head + last * loop, s.final_output.hi, 6 + 2 * last),
-            # a tool-call turn: inference-perf sends max_tokens of at least 4096, more than a final answer's
-            Request("scenario 3 last tool-call turn", head + (last - 1) * loop, TOOL_CALL_MIN_MAX_TOKENS,
-                    6 + 2 * (last - 1))]
+    return [
+        Request("scenario 3 last turn", head + last * loop, s.final_output.hi, 6 + 2 * last),
+        # a tool-call turn: inference-perf sends max_tokens of at least 4096, more than a final answer's
+        Request(
+            "scenario 3 last tool-call turn", head + (last - 1) * loop, TOOL_CALL_MIN_MAX_TOKENS, 6 + 2 * (last - 1)
+        ),
+    ]
 
 
 def _arrivals_note(level: int, sessions: int, rate: float, spec: Spec) -> str:
@@ -207,10 +244,12 @@ def _arrivals_note(level: int, sessions: int, rate: float, spec: Spec) -> str:
     def approx(x: float) -> str:
         return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 
-    return (f"c{level}: {sessions} sessions arriving evenly over {s.arrival_window_s} s ({rate:.3g}/s); "
-            f"concurrent_sessions {level} is a cap, not the load: about {rate:.3g}/s x session length are in flight, "
-            f"at least {approx(rate * gaps_s)} (a session waits out ~{gaps_s:.0f} s of recorded tool gaps), "
-            f"{approx(rate * example_s)} for sessions of {example_s} s")
+    return (
+        f"c{level}: {sessions} sessions arriving evenly over {s.arrival_window_s} s ({rate:.3g}/s); "
+        f"concurrent_sessions {level} is a cap, not the load: about {rate:.3g}/s x session length are in flight, "
+        f"at least {approx(rate * gaps_s)} (a session waits out ~{gaps_s:.0f} s of recorded tool gaps), "
+        f"{approx(rate * example_s)} for sessions of {example_s} s"
+    )
 
 
 def config_entries(spec: Spec) -> list[ConfigEntry]:
@@ -221,8 +260,17 @@ def config_entries(spec: Spec) -> list[ConfigEntry]:
         rate = sessions / s.arrival_window_s  # inference-perf spaces starts by 1/session_rate: over the window
         for layout in LAYOUTS:
             variant = layout.rsplit("_", 1)[1]
-            entries.append(ConfigEntry(f"{NAME}/c{level}_{variant}.yml", layout, level, sessions, s.turns.hi,
-                                       session_rate=rate, about=_arrivals_note(level, sessions, rate, spec)))
+            entries.append(
+                ConfigEntry(
+                    f"{NAME}/c{level}_{variant}.yml",
+                    layout,
+                    level,
+                    sessions,
+                    s.turns.hi,
+                    session_rate=rate,
+                    about=_arrivals_note(level, sessions, rate, spec),
+                )
+            )
     return entries
 
 
@@ -230,5 +278,13 @@ def shape(sc: Scenario3Spec) -> Shape:
     return Shape(sc.turns.lo, sc.turns.hi, "chain")
 
 
-SCENARIO = Scenario(id=SCENARIO_ID, name=NAME, spec_type=Scenario3Spec, layouts=LAYOUTS, shape=shape,
-                    plan=plan_sessions, largest_requests=largest_requests, configs=config_entries)
+SCENARIO = Scenario(
+    id=SCENARIO_ID,
+    name=NAME,
+    spec_type=Scenario3Spec,
+    layouts=LAYOUTS,
+    shape=shape,
+    plan=plan_sessions,
+    largest_requests=largest_requests,
+    configs=config_entries,
+)

@@ -186,8 +186,11 @@ class TemplateReading:
         self._encode = tokenizer.encode
         added = {token.content: token_id for token_id, token in tokenizer.added_tokens().items()}
         self._added = added
-        self._split = re.compile("(" + "|".join(re.escape(t) for t in sorted(added, key=len, reverse=True)) + ")") \
-            if added else None
+        self._split = (
+            re.compile("(" + "|".join(re.escape(t) for t in sorted(added, key=len, reverse=True)) + ")")
+            if added
+            else None
+        )
         self._pieces = _TokenizedTexts(tokenizer)
         self._checked = 0
         self.name = "template"
@@ -227,8 +230,10 @@ def load_reading(folder: Path, reading: str = "auto") -> PromptReading:
     tokenizer = load_tokenizer(str(folder))
     if reading == "auto":
         reading = "template" if tokenizer.has_chat_template else "content"
-    kinds: dict[str, type[TemplateReading] | type[ContentReading]] = {"template": TemplateReading,
-                                                                        "content": ContentReading}
+    kinds: dict[str, type[TemplateReading] | type[ContentReading]] = {
+        "template": TemplateReading,
+        "content": ContentReading,
+    }
     kind = kinds.get(reading)
     if kind is not None:
         made = kind(tokenizer)

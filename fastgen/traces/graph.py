@@ -19,8 +19,15 @@ import orjson
 from ..compression import read_trace_bytes
 from ..extras import import_extra, require_extra
 
-__all__ = ["READERS", "build_graph", "filter_duplicate_spans", "graph_api", "quiet_transformers", "read_trace",
-           "trace_files"]
+__all__ = [
+    "READERS",
+    "build_graph",
+    "filter_duplicate_spans",
+    "graph_api",
+    "quiet_transformers",
+    "read_trace",
+    "trace_files",
+]
 
 READERS = "reading traces as inference-perf does"  # what needs the validate extra, for its message
 _GRAPH_MODULE = "inference_perf.datagen.replay.otel_trace_to_replay_graph"
@@ -61,8 +68,10 @@ def read_trace(path: Path) -> dict:
 def trace_files(folder: Path) -> list[Path]:
     """The files of one trace directory in inference-perf's order (sorted names, not recursive); a .json.zst stands
     for the .json it unpacks to."""
-    return sorted((p for p in Path(folder).iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES)),
-                  key=lambda p: p.name.removesuffix(".zst"))
+    return sorted(
+        (p for p in Path(folder).iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES)),
+        key=lambda p: p.name.removesuffix(".zst"),
+    )
 
 
 def filter_duplicate_spans(spans: list[dict]) -> list[dict]:

@@ -72,9 +72,16 @@ def _clean_tools(definitions: list[dict]) -> tuple[dict, ...]:
     tools = []
     for tool in definitions:
         fn = tool["function"] if "function" in tool else tool
-        tools.append({"type": tool.get("type", "function"), "function": {
-            "name": fn["name"], "description": fn.get("description"),
-            "parameters": _clean_parameters(fn.get("parameters"))}})
+        tools.append(
+            {
+                "type": tool.get("type", "function"),
+                "function": {
+                    "name": fn["name"],
+                    "description": fn.get("description"),
+                    "parameters": _clean_parameters(fn.get("parameters")),
+                },
+            }
+        )
     return tuple(tools)
 
 
@@ -97,10 +104,19 @@ def read_session(path: Path) -> SessionRequests:
         call = event.call
         if not call.messages:  # inference-perf drops it from the schedule
             continue
-        requests.append(ReplayRequest(
-            event_id=event.event_id, predecessors=tuple(event.predecessor_event_ids), wait_ms=int(event.wait_ms),
-            t_start_ms=int(event.t_start_ms), messages=tuple(call.messages), tools=wire_tools(call.tool_definitions),
-            max_tokens=_max_tokens(call), output_tokens=int(call.expected_output_tokens),
-            recorded_input_tokens=int(call.total_input_tokens), is_tool_call=bool(call.expected_output_is_tool_call),
-            attributes=dict(call.attributes or {})))
+        requests.append(
+            ReplayRequest(
+                event_id=event.event_id,
+                predecessors=tuple(event.predecessor_event_ids),
+                wait_ms=int(event.wait_ms),
+                t_start_ms=int(event.t_start_ms),
+                messages=tuple(call.messages),
+                tools=wire_tools(call.tool_definitions),
+                max_tokens=_max_tokens(call),
+                output_tokens=int(call.expected_output_tokens),
+                recorded_input_tokens=int(call.total_input_tokens),
+                is_tool_call=bool(call.expected_output_is_tool_call),
+                attributes=dict(call.attributes or {}),
+            )
+        )
     return SessionRequests(session_id, path, tuple(requests))

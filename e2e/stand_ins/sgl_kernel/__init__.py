@@ -12,16 +12,21 @@ import torch
 __version__ = "0.0.0+fastgen-stand-in"
 
 
-def assign_req_to_token_pool_cpu(req_pool_indices: torch.Tensor, req_to_token: torch.Tensor,
-                                 start_offset: torch.Tensor, end_offset: torch.Tensor, out_cache_loc: torch.Tensor,
-                                 *_pool_len_and_batch_bound) -> None:
+def assign_req_to_token_pool_cpu(
+    req_pool_indices: torch.Tensor,
+    req_to_token: torch.Tensor,
+    start_offset: torch.Tensor,
+    end_offset: torch.Tensor,
+    out_cache_loc: torch.Tensor,
+    *_pool_len_and_batch_bound,
+) -> None:
     """req_to_token[req_pool_indices[i], start_offset[i]:end_offset[i]] = the i-th slice of out_cache_loc, the
     slices laid end to end in request order (the compiled kernel's contract; its trailing arguments, the pool length
     and a batch-size bound, only size its loops)."""
     taken = 0
     for row, start, end in zip(req_pool_indices.tolist(), start_offset.tolist(), end_offset.tolist()):
         length = end - start
-        req_to_token[row, start:end] = out_cache_loc[taken:taken + length].to(req_to_token.dtype)
+        req_to_token[row, start:end] = out_cache_loc[taken : taken + length].to(req_to_token.dtype)
         taken += length
 
 
@@ -30,9 +35,11 @@ def __getattr__(name: str):
         raise AttributeError(name)
 
     def unavailable(*args, **kwargs):
-        raise NotImplementedError(f"sgl_kernel.{name} is not implemented by fastgen's CPU stand-in "
-                                  f"(e2e/stand_ins/sgl_kernel): SGLang called a kernel that 0.5.23 did not call "
-                                  f"on this path")
+        raise NotImplementedError(
+            f"sgl_kernel.{name} is not implemented by fastgen's CPU stand-in "
+            f"(e2e/stand_ins/sgl_kernel): SGLang called a kernel that 0.5.23 did not call "
+            f"on this path"
+        )
 
     unavailable.__name__ = name
     return unavailable

@@ -29,8 +29,10 @@ class InterpolationMode(Enum):
 
 def _unavailable(qualified: str):
     def call(*args, **kwargs):
-        raise NotImplementedError(f"{qualified} is not implemented by fastgen's import-only torchvision stand-in "
-                                  f"(e2e/stand_ins/torchvision): a text model should not need it")
+        raise NotImplementedError(
+            f"{qualified} is not implemented by fastgen's import-only torchvision stand-in "
+            f"(e2e/stand_ins/torchvision): a text model should not need it"
+        )
 
     call.__name__ = call.__qualname__ = qualified.rsplit(".", 1)[-1]
     return call

@@ -10,8 +10,16 @@ from ..report import Cell, Pair, Table
 from ..runs import ConfigRun, RequestRecord
 from ..stats import PERCENTILES, mean, percentile_ms
 
-__all__ = ["abr", "content_turn", "engine_metric", "kind_of", "output_tokens_table", "status_cell", "ttft_columns",
-           "ttft_triples"]
+__all__ = [
+    "abr",
+    "content_turn",
+    "engine_metric",
+    "kind_of",
+    "output_tokens_table",
+    "status_cell",
+    "ttft_columns",
+    "ttft_triples",
+]
 
 KINDS = ("text", "tool_call", "root", "branch")
 
@@ -43,15 +51,17 @@ def kind_of(requests: list[RequestRecord]) -> str:
 
 
 def status_cell(pair: Pair, name: str) -> str:
-    """"ok" when both sides' runs of the config completed, else what did not (with the failed counts)."""
+    """ "ok" when both sides' runs of the config completed, else what did not (with the failed counts)."""
     parts = []
     for tag, side in (("A", pair.a), ("B", pair.b)):
         run = side.runs.get(name)
         if run is None:
             parts.append(f"{tag} not run")
         elif not run.usable:
-            parts.append(f"{tag} {run.status} ({run.requests_failed}/{run.requests_total} requests, "
-                         f"{run.sessions_failed}/{run.sessions_total} sessions failed)")
+            parts.append(
+                f"{tag} {run.status} ({run.requests_failed}/{run.requests_total} requests, "
+                f"{run.sessions_failed}/{run.sessions_total} sessions failed)"
+            )
     return "; ".join(parts) or "ok"
 
 
@@ -61,14 +71,17 @@ def engine_metric(run: ConfigRun, quantity: str) -> Callable[[dict], Optional[fl
     return lambda sample: engine.metric(sample, quantity) if engine else None
 
 
-OUTPUT_NOTE = ("Output tokens per request of each turn kind, as inference-perf counted them: with live outputs each "
-               "engine answers with its own, so later prompts and decode work differ; read latencies beside these.")
+OUTPUT_NOTE = (
+    "Output tokens per request of each turn kind, as inference-perf counted them: with live outputs each "
+    "engine answers with its own, so later prompts and decode work differ; read latencies beside these."
+)
 
 
 def output_tokens_table(pair: Pair, names: list[str]) -> Table:
     """Mean output tokens per request by config and turn kind, for each side: what stands behind the latencies."""
-    table = Table("Output tokens per request, by turn kind", ["config", "kind", *abr("output tokens")],
-                  note=OUTPUT_NOTE)
+    table = Table(
+        "Output tokens per request, by turn kind", ["config", "kind", *abr("output tokens")], note=OUTPUT_NOTE
+    )
     for name in names:
         kinds = {r.kind for r in pair.a.runs[name].requests + pair.b.runs[name].requests}
         for kind in [k for k in KINDS if k in kinds] + sorted(kinds - set(KINDS)):

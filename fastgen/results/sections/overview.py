@@ -11,14 +11,18 @@ from ..stats import Figure, figure, figure_ratio, hit_ratio
 
 SCENARIO = None  # every scenario
 
-NOTE = ("hit %: 100 x cached / prompt tokens, as the server reported them, pooled over the config's requests (the "
-        "median over repeats). Status `reports`: inference-perf's reports without a bakeoff record (run by hand); "
-        "`incomplete`: it ran to the end but requests or sessions failed or were lost; `failed`: it did not run to "
-        "the end. Failed: failed or lost requests, and failed sessions, over every repeat.")
-CEILING_NOTE = (" Ceilings (--analysis, --analysis-a/-b): what `fastgen analyze` predicts an ideal cache hits on the "
-                "same requests with recorded outputs, unbounded (inf) and at the analysis's KV capacity (cap); a "
-                "measured hit below them is eviction or sharing the engine missed, one above them is explained below "
-                "the table.")
+NOTE = (
+    "hit %: 100 x cached / prompt tokens, as the server reported them, pooled over the config's requests (the "
+    "median over repeats). Status `reports`: inference-perf's reports without a bakeoff record (run by hand); "
+    "`incomplete`: it ran to the end but requests or sessions failed or were lost; `failed`: it did not run to "
+    "the end. Failed: failed or lost requests, and failed sessions, over every repeat."
+)
+CEILING_NOTE = (
+    " Ceilings (--analysis, --analysis-a/-b): what `fastgen analyze` predicts an ideal cache hits on the "
+    "same requests with recorded outputs, unbounded (inf) and at the analysis's KV capacity (cap); a "
+    "measured hit below them is eviction or sharing the engine missed, one above them is explained below "
+    "the table."
+)
 
 
 def _hit(side: Side, name: str) -> Figure:
@@ -28,11 +32,31 @@ def _hit(side: Side, name: str) -> Figure:
 
 def build(pair: Pair) -> Optional[Section]:
     names = sorted(set(pair.a.runs) | set(pair.b.runs))
-    table = Table("Runs", ["config", "status A", "failed requests A", "failed sessions A", "status B",
-                           "failed requests B", "failed sessions B", "hit % A", "hit % B", "hit % B/A",
-                           *pair.ceiling_columns(), "repeats A", "repeats B", "requests A", "requests B", "seconds A",
-                           "seconds B", "metric samples A", "metric samples B"],
-                  note=NOTE + (CEILING_NOTE if pair.ceiling_columns() else ""))
+    table = Table(
+        "Runs",
+        [
+            "config",
+            "status A",
+            "failed requests A",
+            "failed sessions A",
+            "status B",
+            "failed requests B",
+            "failed sessions B",
+            "hit % A",
+            "hit % B",
+            "hit % B/A",
+            *pair.ceiling_columns(),
+            "repeats A",
+            "repeats B",
+            "requests A",
+            "requests B",
+            "seconds A",
+            "seconds B",
+            "metric samples A",
+            "metric samples B",
+        ],
+        note=NOTE + (CEILING_NOTE if pair.ceiling_columns() else ""),
+    )
     section = Section("runs", "Runs", tables=[table])
     for name in names:
         runs = [side.runs.get(name) for side in pair.sides]
@@ -73,14 +97,22 @@ def _above_ceiling(pair: Pair, name: str, hits: list[Figure]) -> list[str]:
             continue
         outputs = side.runs[name].identity_values("outputs")
         if outputs == ["live"]:
-            why = ("its outputs were live: the engine's own answers, shorter than the recorded ones, leave later "
-                   "prompts less new text after the cached prefix than the prompts analyze rebuilt")
+            why = (
+                "its outputs were live: the engine's own answers, shorter than the recorded ones, leave later "
+                "prompts less new text after the cached prefix than the prompts analyze rebuilt"
+            )
         elif outputs == ["recorded"]:
-            why = ("its prompts were analyze's own (recorded outputs), so the engine shared prefixes across sessions "
-                   "that the simulation's schedule did not overlap")
+            why = (
+                "its prompts were analyze's own (recorded outputs), so the engine shared prefixes across sessions "
+                "that the simulation's schedule did not overlap"
+            )
         else:
-            why = ("either its live outputs were shorter than the recorded ones, or the engine shared prefixes the "
-                   "simulation's schedule did not see (the outputs mode was not recorded)")
-        found.append(f"{name}: {side.label} hits {hit.value:.1f} %, {hit.value - ceiling:.1f} points above the {which} "
-                     f"ceiling {ceiling:.1f} %: {why}.")
+            why = (
+                "either its live outputs were shorter than the recorded ones, or the engine shared prefixes the "
+                "simulation's schedule did not see (the outputs mode was not recorded)"
+            )
+        found.append(
+            f"{name}: {side.label} hits {hit.value:.1f} %, {hit.value - ceiling:.1f} points above the {which} "
+            f"ceiling {ceiling:.1f} %: {why}."
+        )
     return found

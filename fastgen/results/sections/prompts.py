@@ -20,8 +20,10 @@ def _mode(pair: Pair, name: str) -> tuple[str, Optional[str]]:
     modes = [side.runs[name].identity_values("outputs") for side in pair.sides]
     if any(len(m) > 1 for m in modes) or (all(modes) and modes[0] != modes[1]):
         shown = ["/".join(m) or "not recorded" for m in modes]
-        return "live", (f"{name}: outputs were {shown[0]} on {pair.a.label} and {shown[1]} on {pair.b.label}; run "
-                        f"both sides with the same --outputs")
+        return "live", (
+            f"{name}: outputs were {shown[0]} on {pair.a.label} and {shown[1]} on {pair.b.label}; run "
+            f"both sides with the same --outputs"
+        )
     return (modes[0] or modes[1] or ["live"])[0], None
 
 
@@ -37,12 +39,14 @@ def build(pair: Pair) -> Optional[Section]:
     names = sorted(set(pair.a.runs) & set(pair.b.runs))
     if not names:
         return None
-    table = Table("Prompt tokens sent, per config", ["config", "outputs", "prompt tokens A", "prompt tokens B",
-                                                     "prompt tokens B/A", "tolerance %", "same prompts"],
-                  note="Prompt tokens: the server's prompt_tokens summed over a run's successful requests, median over "
-                  "repeats. Tolerance: 0.5 % with recorded outputs (the same prompts, counted by each server), 5 % "
-                  "with live ones (each engine's answers are in its later prompts); outputs `live` where the runs did "
-                  "not record the mode. `NO`: the engines did different work; read that config's latencies with care.")
+    table = Table(
+        "Prompt tokens sent, per config",
+        ["config", "outputs", "prompt tokens A", "prompt tokens B", "prompt tokens B/A", "tolerance %", "same prompts"],
+        note="Prompt tokens: the server's prompt_tokens summed over a run's successful requests, median over "
+        "repeats. Tolerance: 0.5 % with recorded outputs (the same prompts, counted by each server), 5 % "
+        "with live ones (each engine's answers are in its later prompts); outputs `live` where the runs did "
+        "not record the mode. `NO`: the engines did different work; read that config's latencies with care.",
+    )
     section = Section("prompts", "Same prompts", intro=__doc__.split("\n\n")[0].replace("\n", " "), tables=[table])
     for name in names:
         _, problem = _mode(pair, name)
@@ -52,7 +56,9 @@ def build(pair: Pair) -> Optional[Section]:
         table.rows.append([name, mode, *sent, share, 100 * TOLERANCE[mode], "yes" if same else "NO"])
         if not same:
             shown = "unknown" if share.value is None else f"{share.value:.3f}"
-            section.problems.append(f"{name}: {pair.b.label} sent {shown} x the prompt tokens of {pair.a.label} "
-                                    f"({mode} outputs, tolerance {100 * TOLERANCE[mode]:g} %): the engines were not "
-                                    f"given the same prompts")
+            section.problems.append(
+                f"{name}: {pair.b.label} sent {shown} x the prompt tokens of {pair.a.label} "
+                f"({mode} outputs, tolerance {100 * TOLERANCE[mode]:g} %): the engines were not "
+                f"given the same prompts"
+            )
     return section

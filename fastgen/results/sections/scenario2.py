@@ -37,46 +37,87 @@ def _layout(requests: list[RequestRecord]) -> str:
 
 def _role_triples(pair: Pair, names: list[str]) -> dict[str, tuple]:
     groups = [[roles(g) for g in pair.groups(side, names)] for side in pair.sides]
-    return {role: pair.triple_of(percentile_ms("ttft", 50), [g[role] for g in groups[0]],
-                                 [g[role] for g in groups[1]], names) for role in ("root", "first", "later")}
+    return {
+        role: pair.triple_of(
+            percentile_ms("ttft", 50), [g[role] for g in groups[0]], [g[role] for g in groups[1]], names
+        )
+        for role in ("root", "first", "later")
+    }
 
 
 def build(pair: Pair) -> Optional[Section]:
     names = pair.configs(SCENARIO)
     if not names:
         return None
-    section = Section(SCENARIO, "Scenario 2: parallel fan-out",
-                      intro="A root request, then five branches from its context; sync starts them within a short "
-                      "window, stagger spreads them out. TTFT p50 in ms.")
-    per_config = Table("TTFT p50 of the root, the first branch to start and its later siblings",
-                       ["config", "layout", "concurrency", "status", *abr("root"), *abr("first branch"),
-                        *abr("later siblings")])
-    cache = Table("Hit ratio and peak KV usage", ["config", *abr("hit %"), *pair.ceiling_columns(), "peak KV % A",
-                                                  "peak KV % B", *abr("peak KV tokens")],
-                  note="Peak KV usage is the largest sampled value of the engine's KV-usage gauge during the run "
-                  "(vllm:kv_cache_usage_perc, sglang:token_usage); in tokens, that fraction of the KV capacity the "
-                  "run recorded (percentages of two cache sizes are not compared). Empty where no metrics were "
-                  "sampled or no capacity recorded.")
+    section = Section(
+        SCENARIO,
+        "Scenario 2: parallel fan-out",
+        intro="A root request, then five branches from its context; sync starts them within a short "
+        "window, stagger spreads them out. TTFT p50 in ms.",
+    )
+    per_config = Table(
+        "TTFT p50 of the root, the first branch to start and its later siblings",
+        ["config", "layout", "concurrency", "status", *abr("root"), *abr("first branch"), *abr("later siblings")],
+    )
+    cache = Table(
+        "Hit ratio and peak KV usage",
+        ["config", *abr("hit %"), *pair.ceiling_columns(), "peak KV % A", "peak KV % B", *abr("peak KV tokens")],
+        note="Peak KV usage is the largest sampled value of the engine's KV-usage gauge during the run "
+        "(vllm:kv_cache_usage_perc, sglang:token_usage); in tokens, that fraction of the KV capacity the "
+        "run recorded (percentages of two cache sizes are not compared). Empty where no metrics were "
+        "sampled or no capacity recorded.",
+    )
     layouts: dict[str, list[str]] = defaultdict(list)
     for name in names:
         a_requests, _ = pair.requests([name])
         triples = _role_triples(pair, [name])
-        per_config.rows.append([name, _layout(a_requests), pair.a.runs[name].concurrency, status_cell(pair, name),
-                                *triples["root"], *triples["first"], *triples["later"]])
+        per_config.rows.append(
+            [
+                name,
+                _layout(a_requests),
+                pair.a.runs[name].concurrency,
+                status_cell(pair, name),
+                *triples["root"],
+                *triples["first"],
+                *triples["later"],
+            ]
+        )
         kv = pair.run_triple(name, lambda r, run: peak_percent(r, engine_metric(run, "kv_usage")))[:2]
-        cache.rows.append([name, *pair.triple(hit_ratio(), [name]), *pair.ceiling_cells([name]),
-                           *kv,
-                           *pair.run_triple(name, lambda r, run: kv_tokens(r, engine_metric(run, "kv_usage")))])
+        cache.rows.append(
+            [
+                name,
+                *pair.triple(hit_ratio(), [name]),
+                *pair.ceiling_cells([name]),
+                *kv,
+                *pair.run_triple(name, lambda r, run: kv_tokens(r, engine_metric(run, "kv_usage"))),
+            ]
+        )
         layouts[_layout(a_requests)].append(name)
 
-    sync_stagger = Table("Sync against stagger (all load levels pooled)",
-                         ["layout", *abr("first branch TTFT p50"), *abr("later siblings TTFT p50"),
-                          "later/first A", "later/first B", *abr("hit %")],
-                         note="later/first below 1: the siblings found the prefix the first branch computed.")
+    sync_stagger = Table(
+        "Sync against stagger (all load levels pooled)",
+        [
+            "layout",
+            *abr("first branch TTFT p50"),
+            *abr("later siblings TTFT p50"),
+            "later/first A",
+            "later/first B",
+            *abr("hit %"),
+        ],
+        note="later/first below 1: the siblings found the prefix the first branch computed.",
+    )
     for layout in sorted(layouts):
         triples = _role_triples(pair, layouts[layout])
         first, later = triples["first"], triples["later"]
-        sync_stagger.rows.append([layout, *first, *later, ratio(first[0].value, later[0].value),
-                                  ratio(first[1].value, later[1].value), *pair.triple(hit_ratio(), layouts[layout])])
+        sync_stagger.rows.append(
+            [
+                layout,
+                *first,
+                *later,
+                ratio(first[0].value, later[0].value),
+                ratio(first[1].value, later[1].value),
+                *pair.triple(hit_ratio(), layouts[layout]),
+            ]
+        )
     section.tables += [per_config, sync_stagger, cache, output_tokens_table(pair, names)]
     return section

@@ -9,8 +9,17 @@ from typing import Optional
 
 from ..report import Pair, Plot, Section, Side, Table
 from ..runs import ConfigRun, Repeat, RequestRecord
-from ..stats import (counter_delta, figure, hit_ratio, kv_tokens, over_time, peak_percent, percentile_ms, ratio,
-                     window_offsets)
+from ..stats import (
+    counter_delta,
+    figure,
+    hit_ratio,
+    kv_tokens,
+    over_time,
+    peak_percent,
+    percentile_ms,
+    ratio,
+    window_offsets,
+)
 from .common import abr, engine_metric, output_tokens_table, status_cell, ttft_columns, ttft_triples
 
 SCENARIO = "scenario3"
@@ -26,8 +35,11 @@ def layout_of(name: str, requests: list[RequestRecord]) -> str:
 
 
 def _span(side: Side, name: str) -> float:
-    spans = [max(r.start for r in rep.requests) - min(r.start for r in rep.requests)
-             for rep in side.runs[name].repeats if rep.requests]
+    spans = [
+        max(r.start for r in rep.requests) - min(r.start for r in rep.requests)
+        for rep in side.runs[name].repeats
+        if rep.requests
+    ]
     return max(spans) if spans else 0.0
 
 
@@ -35,38 +47,71 @@ def build(pair: Pair) -> Optional[Section]:
     names = pair.configs(SCENARIO)
     if not names:
         return None
-    section = Section(SCENARIO, "Scenario 3: shared-monorepo swarm",
-                      intro="Sessions arrive at the config's session rate over one large shared prefix; stable "
-                      "layouts keep that prefix byte-identical, noisy ones perturb it per session.")
-    per_config = Table("Hit ratio and TTFT per config", ["config", "layout", "concurrency", "status", *abr("hit %"),
-                                                         *pair.ceiling_columns(), *ttft_columns()])
-    pressure = Table("Cache pressure (from the sampled /metrics)",
-                     ["config", "peak KV % A", "peak KV % B", *abr("peak KV tokens"), "preemptions A",
-                      "preemptions B", "evictions A", "evictions B"],
-                     note="Peak KV %: the largest sampled KV usage; in tokens, that fraction of the KV capacity the "
-                     "run recorded (no B/A of percentages of two cache sizes). Preemptions: "
-                     "vllm:num_preemptions_total, or SGLang's retracted requests; evictions: "
-                     "sglang:evicted_tokens_total (vLLM exports no eviction count). Counts are the growth over the "
-                     "run (median over repeats); empty where the engine does not export them or no metrics were "
-                     "sampled.")
+    section = Section(
+        SCENARIO,
+        "Scenario 3: shared-monorepo swarm",
+        intro="Sessions arrive at the config's session rate over one large shared prefix; stable "
+        "layouts keep that prefix byte-identical, noisy ones perturb it per session.",
+    )
+    per_config = Table(
+        "Hit ratio and TTFT per config",
+        ["config", "layout", "concurrency", "status", *abr("hit %"), *pair.ceiling_columns(), *ttft_columns()],
+    )
+    pressure = Table(
+        "Cache pressure (from the sampled /metrics)",
+        [
+            "config",
+            "peak KV % A",
+            "peak KV % B",
+            *abr("peak KV tokens"),
+            "preemptions A",
+            "preemptions B",
+            "evictions A",
+            "evictions B",
+        ],
+        note="Peak KV %: the largest sampled KV usage; in tokens, that fraction of the KV capacity the "
+        "run recorded (no B/A of percentages of two cache sizes). Preemptions: "
+        "vllm:num_preemptions_total, or SGLang's retracted requests; evictions: "
+        "sglang:evicted_tokens_total (vLLM exports no eviction count). Counts are the growth over the "
+        "run (median over repeats); empty where the engine does not export them or no metrics were "
+        "sampled.",
+    )
     levels: dict[int, dict[str, str]] = {}
     for name in names:
         a, b = pair.requests([name])
         layout = layout_of(name, a + b)
         level = pair.a.runs[name].concurrency or 0
         levels.setdefault(level, {})[layout] = name
-        per_config.rows.append([name, layout, level, status_cell(pair, name), *pair.triple(hit_ratio(), [name]),
-                                *pair.ceiling_cells([name]), *ttft_triples(pair, [name])])
+        per_config.rows.append(
+            [
+                name,
+                layout,
+                level,
+                status_cell(pair, name),
+                *pair.triple(hit_ratio(), [name]),
+                *pair.ceiling_cells([name]),
+                *ttft_triples(pair, [name]),
+            ]
+        )
         kv = pair.run_triple(name, lambda r, run: peak_percent(r, engine_metric(run, "kv_usage")))[:2]
-        row: list = [name, *kv,
-                     *pair.run_triple(name, lambda r, run: kv_tokens(r, engine_metric(run, "kv_usage")))]
+        row: list = [name, *kv, *pair.run_triple(name, lambda r, run: kv_tokens(r, engine_metric(run, "kv_usage")))]
         for quantity in ("preemptions", "evictions"):  # A and B (no B/A)
             row += pair.run_triple(name, partial(_counter_delta, quantity))[:2]
         pressure.rows.append(row)
 
-    layouts = Table("Stable against noisy, per engine", ["concurrency", "side", "hit % stable", "hit % noisy",
-                                                         "gap (points)", "TTFT p50 stable", "TTFT p50 noisy",
-                                                         "noisy/stable"])
+    layouts = Table(
+        "Stable against noisy, per engine",
+        [
+            "concurrency",
+            "side",
+            "hit % stable",
+            "hit % noisy",
+            "gap (points)",
+            "TTFT p50 stable",
+            "TTFT p50 noisy",
+            "noisy/stable",
+        ],
+    )
     for level in sorted(levels):
         pair_names = levels[level]
         if not {"stable", "noisy"} <= set(pair_names):
@@ -85,17 +130,39 @@ def build(pair: Pair) -> Optional[Section]:
 
     for name in names:
         bin_s = max(_span(pair.a, name), _span(pair.b, name)) / BINS or 1.0
-        series = {side.label: over_time([r.requests for r in side.runs[name].repeats], bin_s, BINS)
-                  for side in pair.sides}
-        shade = {side.label: list(span) for side in pair.sides if (span := window_offsets(
-            [r.requests for r in side.runs[name].repeats], pair.options.plateau))}
+        series = {
+            side.label: over_time([r.requests for r in side.runs[name].repeats], bin_s, BINS) for side in pair.sides
+        }
+        shade = {
+            side.label: list(span)
+            for side in pair.sides
+            if (span := window_offsets([r.requests for r in side.runs[name].repeats], pair.options.plateau))
+        }
         x = [round(i * bin_s, 1) for i in range(BINS)]
         stem = name.replace("/", "_")
         title = "seconds from the first request (shaded: steady state)"
-        section.plots.append(Plot(f"{stem}_hit_over_time", f"{name}: hit ratio over the run", title, "hit %", x,
-                                  {label: s[0] for label, s in series.items()}, shade=shade))
-        section.plots.append(Plot(f"{stem}_ttft_over_time", f"{name}: p95 TTFT over the run", title,
-                                  "TTFT p95 (ms)", x, {label: s[1] for label, s in series.items()}, shade=shade))
+        section.plots.append(
+            Plot(
+                f"{stem}_hit_over_time",
+                f"{name}: hit ratio over the run",
+                title,
+                "hit %",
+                x,
+                {label: s[0] for label, s in series.items()},
+                shade=shade,
+            )
+        )
+        section.plots.append(
+            Plot(
+                f"{stem}_ttft_over_time",
+                f"{name}: p95 TTFT over the run",
+                title,
+                "TTFT p95 (ms)",
+                x,
+                {label: s[1] for label, s in series.items()},
+                shade=shade,
+            )
+        )
     return section
 
 
@@ -110,8 +177,10 @@ def _verdict(level: int, gaps: list[Optional[float]], hits: list[tuple], pair: P
         return f"c{level}: not enough data for a verdict on stable against noisy"
     widths = [g for g in gaps if g is not None]  # every one
     engine_difference = max(abs(hits[0][0] - hits[1][0]), abs(hits[0][1] - hits[1][1]))
-    stated = (f"c{level}: stable beats noisy by {widths[0]:.1f} points on {pair.a.label} and {widths[1]:.1f} on "
-              f"{pair.b.label}; the engines differ by at most {engine_difference:.1f} points on the same layout")
+    stated = (
+        f"c{level}: stable beats noisy by {widths[0]:.1f} points on {pair.a.label} and {widths[1]:.1f} on "
+        f"{pair.b.label}; the engines differ by at most {engine_difference:.1f} points on the same layout"
+    )
     if min(widths) >= WIDE_MARGIN_POINTS and min(widths) > engine_difference:
         return stated + ": prompt canonicalization matters more than the engine."
     return stated + ": the layout's margin is not wide on both engines, so the engine matters as much or more."

@@ -49,28 +49,38 @@ def _reset(side: Side) -> str:
     done = sorted({str(r.reset.get("done")) for r in repeats if r.reset.get("done")})
     if not done:
         return "not recorded"
-    return (f"{'; '.join(done)}: verified in {verified} of {len(repeats)} runs"
-            + (f", seen to fail in {refuted}" if refuted else ""))
+    return f"{'; '.join(done)}: verified in {verified} of {len(repeats)} runs" + (
+        f", seen to fail in {refuted}" if refuted else ""
+    )
 
 
-ROWS = (("engine and version", _engine), ("served model", lambda s: _values(s, "server", "model")),
-        ("server URL", lambda s: _values(s, "server", "url")),
-        ("KV capacity (tokens)", lambda s: _values(s, "server", "kv_capacity_tokens")),
-        ("block size (tokens)", lambda s: _values(s, "server", "block_size")),
-        ("GPUs", lambda s: _values(s, "server", "gpus")), ("dataset (manifest sha256)", _dataset),
-        ("workload", lambda s: _values(s, "workload")), ("repeats per config", _repeats),
-        ("outputs", lambda s: _values(s, "outputs")),
-        ("tool-call max_tokens", lambda s: _values(s, "tool_call_max_tokens")),
-        ("tool_choice", lambda s: _values(s, "tool_choice")), ("cache reset", _reset),
-        ("configs", _statuses),
-        ("ceilings", lambda s: s.ceilings.describe() if s.ceilings else "none (no --analysis)"))
+ROWS = (
+    ("engine and version", _engine),
+    ("served model", lambda s: _values(s, "server", "model")),
+    ("server URL", lambda s: _values(s, "server", "url")),
+    ("KV capacity (tokens)", lambda s: _values(s, "server", "kv_capacity_tokens")),
+    ("block size (tokens)", lambda s: _values(s, "server", "block_size")),
+    ("GPUs", lambda s: _values(s, "server", "gpus")),
+    ("dataset (manifest sha256)", _dataset),
+    ("workload", lambda s: _values(s, "workload")),
+    ("repeats per config", _repeats),
+    ("outputs", lambda s: _values(s, "outputs")),
+    ("tool-call max_tokens", lambda s: _values(s, "tool_call_max_tokens")),
+    ("tool_choice", lambda s: _values(s, "tool_choice")),
+    ("cache reset", _reset),
+    ("configs", _statuses),
+    ("ceilings", lambda s: s.ceilings.describe() if s.ceilings else "none (no --analysis)"),
+)
 
 
 def build(pair: Pair) -> Optional[Section]:
-    table = Table("What each side ran", ["", f"A: {pair.a.label}", f"B: {pair.b.label}"],
-                  note="From each run's record (run.json); `-` where the runs did not record it (older bakeoffs, "
-                  "configs run by hand). Outputs: `recorded` replays the dataset's answers, so both engines get the "
-                  "same prompts; `live` feeds each engine its own. Tool-call max_tokens: `recorded` keeps the recorded "
-                  "length, `floor` lets inference-perf raise it to 4096.")
+    table = Table(
+        "What each side ran",
+        ["", f"A: {pair.a.label}", f"B: {pair.b.label}"],
+        note="From each run's record (run.json); `-` where the runs did not record it (older bakeoffs, "
+        "configs run by hand). Outputs: `recorded` replays the dataset's answers, so both engines get the "
+        "same prompts; `live` feeds each engine its own. Tool-call max_tokens: `recorded` keeps the recorded "
+        "length, `floor` lets inference-perf raise it to 4096.",
+    )
     table.rows = [[label, value(pair.a), value(pair.b)] for label, value in ROWS]
     return Section("setup", "Setup", tables=[table])

@@ -24,11 +24,13 @@ def build(pair: Pair) -> Optional[Section]:
     for name in sorted(set(pair.a.runs) & set(pair.b.runs)):
         run = pair.a.runs[name]
         groups.setdefault((run.scenario, _layout(run.config)), []).append(name)
-    table = Table(f"Largest concurrency with TTFT p95 at most {target:g} ms",
-                  ["scenario", "layout", "concurrencies", "largest A", "TTFT p95 ms A", "largest B", "TTFT p95 ms B"],
-                  note="Over each config's text, root and branch turns (median over repeats). A config whose run is "
-                  "incomplete or failed on that side is left out unless --include-incomplete; `-`: no concurrency "
-                  "meets the target.")
+    table = Table(
+        f"Largest concurrency with TTFT p95 at most {target:g} ms",
+        ["scenario", "layout", "concurrencies", "largest A", "TTFT p95 ms A", "largest B", "TTFT p95 ms B"],
+        note="Over each config's text, root and branch turns (median over repeats). A config whose run is "
+        "incomplete or failed on that side is left out unless --include-incomplete; `-`: no concurrency "
+        "meets the target.",
+    )
     for (scenario, layout), names in sorted(groups.items()):
         names = sorted(names, key=lambda n: pair.a.runs[n].concurrency or 0)
         row: list[Cell] = [scenario, layout, ", ".join(str(pair.a.runs[n].concurrency) for n in names)]
@@ -38,8 +40,9 @@ def build(pair: Pair) -> Optional[Section]:
                 run = side.runs[name]
                 if not run.usable and not pair.options.include_incomplete:
                     continue
-                p95 = figure([[r for r in rep.requests if content_turn(r)] for rep in run.repeats],
-                             percentile_ms("ttft", 95))
+                p95 = figure(
+                    [[r for r in rep.requests if content_turn(r)] for rep in run.repeats], percentile_ms("ttft", 95)
+                )
                 if p95.value is not None and p95.value <= target:
                     best = (run.concurrency, p95)
             row += list(best) if best else [None, None]

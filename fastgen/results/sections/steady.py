@@ -12,14 +12,24 @@ from __future__ import annotations
 from typing import Optional
 
 from ..report import Pair, Section, Side, Table
-from ..stats import (hit_ratio, in_window, output_tokens_per_s, percentile_ms, steady_window, window_offsets,
-                     window_output_tokens_per_s)
+from ..stats import (
+    hit_ratio,
+    in_window,
+    output_tokens_per_s,
+    percentile_ms,
+    steady_window,
+    window_offsets,
+    window_output_tokens_per_s,
+)
 from .common import abr, content_turn, status_cell
 
 SCENARIO = None  # every scenario
 
-MEASURES = (("hit %", hit_ratio()), ("TTFT p50 ms", percentile_ms("ttft", 50)),
-            ("TTFT p95 ms", percentile_ms("ttft", 95)))
+MEASURES = (
+    ("hit %", hit_ratio()),
+    ("TTFT p50 ms", percentile_ms("ttft", 50)),
+    ("TTFT p95 ms", percentile_ms("ttft", 95)),
+)
 
 
 def _window(side: Side, name: str, plateau: float) -> str:
@@ -31,22 +41,27 @@ def _window(side: Side, name: str, plateau: float) -> str:
 
 
 def _steady_groups(side: Side, name: str, plateau: float, keep) -> list:
-    return [in_window([q for q in r.requests if keep(q)], steady_window(r.requests, plateau))
-            for r in side.runs[name].repeats]
+    return [
+        in_window([q for q in r.requests if keep(q)], steady_window(r.requests, plateau))
+        for r in side.runs[name].repeats
+    ]
 
 
 def build(pair: Pair) -> Optional[Section]:
-    names = sorted(set(pair.a.runs) & set(pair.b.runs),
-                   key=lambda n: (pair.a.runs[n].scenario, pair.a.runs[n].concurrency or 0, n))
+    names = sorted(
+        set(pair.a.runs) & set(pair.b.runs), key=lambda n: (pair.a.runs[n].scenario, pair.a.runs[n].concurrency or 0, n)
+    )
     if not names:
         return None
     plateau = pair.options.plateau
-    table = Table("Whole run against steady state", ["config", "status", "figure", "window A", "window B",
-                                                     *abr("whole"), *abr("steady")],
-                  note=f"Window: seconds from the run's first request (median over repeats) while the load is at its "
-                  f"plateau: from when {plateau:g} x the most sessions in flight at once are in flight until the last "
-                  f"session starts (--plateau); `none` where every session started before that (the run is a ramp "
-                  f"and a drain). TTFT of the turns that stream text.")
+    table = Table(
+        "Whole run against steady state",
+        ["config", "status", "figure", "window A", "window B", *abr("whole"), *abr("steady")],
+        note=f"Window: seconds from the run's first request (median over repeats) while the load is at its "
+        f"plateau: from when {plateau:g} x the most sessions in flight at once are in flight until the last "
+        f"session starts (--plateau); `none` where every session started before that (the run is a ramp "
+        f"and a drain). TTFT of the turns that stream text.",
+    )
     for name in names:
         status = status_cell(pair, name)
         windows = [_window(side, name, plateau) for side in pair.sides]
@@ -55,8 +70,16 @@ def build(pair: Pair) -> Optional[Section]:
             groups_a, groups_b = (_steady_groups(side, name, plateau, keep) for side in pair.sides)
             steady = pair.triple_of(measure, groups_a, groups_b, [name])
             table.rows.append([name, status, label, *windows, *pair.triple(measure, [name], keep), *steady])
-        table.rows.append([name, status, "output tok/s", *windows,
-                           *pair.run_triple(name, lambda r, _: output_tokens_per_s(r.requests)),
-                           *pair.run_triple(name, lambda r, _: window_output_tokens_per_s(
-                               r.requests, steady_window(r.requests, plateau)))])
+        table.rows.append(
+            [
+                name,
+                status,
+                "output tok/s",
+                *windows,
+                *pair.run_triple(name, lambda r, _: output_tokens_per_s(r.requests)),
+                *pair.run_triple(
+                    name, lambda r, _: window_output_tokens_per_s(r.requests, steady_window(r.requests, plateau))
+                ),
+            ]
+        )
     return Section("steady_state", "Steady state", intro=__doc__.split("\n\n")[1].replace("\n", " "), tables=[table])

@@ -17,8 +17,11 @@ from .prompts import same_prompts
 SCENARIO = None  # every scenario
 LINES = 5
 
-MEASURES = (("hit %", hit_ratio(), lambda r: True), ("TTFT p50 ms", percentile_ms("ttft", 50), content_turn),
-            ("TTFT p95 ms", percentile_ms("ttft", 95), content_turn))
+MEASURES = (
+    ("hit %", hit_ratio(), lambda r: True),
+    ("TTFT p50 ms", percentile_ms("ttft", 50), content_turn),
+    ("TTFT p95 ms", percentile_ms("ttft", 95), content_turn),
+)
 
 
 def _number(value: Optional[float]) -> str:
@@ -28,9 +31,11 @@ def _number(value: Optional[float]) -> str:
 
 
 def _line(pair: Pair, name: str, label: str, a: Figure, b: Figure, r: Ratio) -> str:
-    return (f"{name}: {label} {_number(b.value)} on B ({pair.b.label}) against {_number(a.value)} on A "
-            f"({pair.a.label}), B/A {r.value:.2f}; B [{_number(b.low)}-{_number(b.high)}], A "
-            f"[{_number(a.low)}-{_number(a.high)}] (n {b.n} and {a.n})")
+    return (
+        f"{name}: {label} {_number(b.value)} on B ({pair.b.label}) against {_number(a.value)} on A "
+        f"({pair.a.label}), B/A {r.value:.2f}; B [{_number(b.low)}-{_number(b.high)}], A "
+        f"[{_number(a.low)}-{_number(a.high)}] (n {b.n} and {a.n})"
+    )
 
 
 def build(pair: Pair) -> Optional[Section]:
@@ -46,17 +51,22 @@ def build(pair: Pair) -> Optional[Section]:
     found.sort(key=lambda f: f[:3])
     section = Section("summary", "Summary")
     if not found and not different:
-        section.findings.append(f"No difference between A ({pair.a.label}) and B ({pair.b.label}) survives the "
-                                f"spread: in every config's hit %, TTFT p50 and p95 (text turns) and output tok/s, "
-                                f"the two intervals overlap or one is missing (one run of a whole-run figure).")
+        section.findings.append(
+            f"No difference between A ({pair.a.label}) and B ({pair.b.label}) survives the "
+            f"spread: in every config's hit %, TTFT p50 and p95 (text turns) and output tok/s, "
+            f"the two intervals overlap or one is missing (one run of a whole-run figure)."
+        )
         return section
     room = LINES - bool(different)  # the left-out line is the last one, never cut
-    shown = found if len(found) <= room else found[:room - 1]
+    shown = found if len(found) <= room else found[: room - 1]
     section.findings += [_line(pair, *f[1:]) for f in shown]
     if len(found) > len(shown):
-        section.findings.append(f"and {len(found) - len(shown)} more differences that survive the spread, in the "
-                                f"tables below (B/A without ~).")
+        section.findings.append(
+            f"and {len(found) - len(shown)} more differences that survive the spread, in the "
+            f"tables below (B/A without ~)."
+        )
     if different:
-        section.findings.append(f"Left out: {', '.join(different)}, whose sides were not sent the same prompts (see "
-                                f"Same prompts).")
+        section.findings.append(
+            f"Left out: {', '.join(different)}, whose sides were not sent the same prompts (see Same prompts)."
+        )
     return section

@@ -13,36 +13,70 @@ SCENARIO = None  # every scenario
 
 
 def build(pair: Pair) -> Optional[Section]:
-    names = sorted(set(pair.a.runs) & set(pair.b.runs),
-                   key=lambda n: (pair.a.runs[n].scenario, pair.a.runs[n].concurrency or 0, n))
+    names = sorted(
+        set(pair.a.runs) & set(pair.b.runs), key=lambda n: (pair.a.runs[n].scenario, pair.a.runs[n].concurrency or 0, n)
+    )
     if not names:
         return None
     gpus = any(r.server.get("gpus") for side in pair.sides for n in names for r in side.runs[n].repeats)
     per_gpu = [*abr("sessions/GPU-h"), *abr("output tok/GPU-h")] if gpus else []
-    table = Table("Throughput", ["config", "status", *abr("sessions/h"), *abr("output tok/s"), *per_gpu,
-                                 "failed sessions A", "failed sessions B", "failed requests A", "failed requests B"],
-                  note="sessions/h: completed sessions over the span from the first session's start to the last "
-                  "one's end (n: sessions); output tok/s: output tokens of successful requests over the span of all "
-                  "requests (n: requests). Per GPU-hour: divided by the GPUs the run recorded (fastgen bakeoff "
-                  "--gpus), empty where it recorded none. Median over repeats, min-max between brackets; one run has "
-                  "no spread.")
-    decode = Table("Decode speed of the turns that stream text (text, root, branch)",
-                   ["config", *abr("TPOT p50 ms"), *abr("ITL p50 ms")],
-                   note="TPOT: (last token time - first token time) / (output tokens - 1) per request; ITL: the mean "
-                   "gap between streamed chunks per request (inference-perf's inter_token_latency); tool calls stream "
-                   "no content and have neither.")
+    table = Table(
+        "Throughput",
+        [
+            "config",
+            "status",
+            *abr("sessions/h"),
+            *abr("output tok/s"),
+            *per_gpu,
+            "failed sessions A",
+            "failed sessions B",
+            "failed requests A",
+            "failed requests B",
+        ],
+        note="sessions/h: completed sessions over the span from the first session's start to the last "
+        "one's end (n: sessions); output tok/s: output tokens of successful requests over the span of all "
+        "requests (n: requests). Per GPU-hour: divided by the GPUs the run recorded (fastgen bakeoff "
+        "--gpus), empty where it recorded none. Median over repeats, min-max between brackets; one run has "
+        "no spread.",
+    )
+    decode = Table(
+        "Decode speed of the turns that stream text (text, root, branch)",
+        ["config", *abr("TPOT p50 ms"), *abr("ITL p50 ms")],
+        note="TPOT: (last token time - first token time) / (output tokens - 1) per request; ITL: the mean "
+        "gap between streamed chunks per request (inference-perf's inter_token_latency); tool calls stream "
+        "no content and have neither.",
+    )
     for name in names:
-        row: list[Cell] = [name, status_cell(pair, name),
-                           *pair.run_triple(name, lambda r, _: sessions_per_hour(r), n=lambda r: len(r.sessions)),
-                           *pair.run_triple(name, lambda r, _: output_tokens_per_s(r.requests))]
+        row: list[Cell] = [
+            name,
+            status_cell(pair, name),
+            *pair.run_triple(name, lambda r, _: sessions_per_hour(r), n=lambda r: len(r.sessions)),
+            *pair.run_triple(name, lambda r, _: output_tokens_per_s(r.requests)),
+        ]
         if gpus:
-            row += [*pair.run_triple(name, lambda r, _: per_gpu_hour(sessions_per_hour(r), r.server.get("gpus"),
-                                                                     per_second=False), n=lambda r: len(r.sessions)),
-                    *pair.run_triple(name, lambda r, _: per_gpu_hour(output_tokens_per_s(r.requests),
-                                                                     r.server.get("gpus"), per_second=True))]
-        row += [pair.a.runs[name].sessions_failed, pair.b.runs[name].sessions_failed,
-                pair.a.runs[name].requests_failed, pair.b.runs[name].requests_failed]
+            row += [
+                *pair.run_triple(
+                    name,
+                    lambda r, _: per_gpu_hour(sessions_per_hour(r), r.server.get("gpus"), per_second=False),
+                    n=lambda r: len(r.sessions),
+                ),
+                *pair.run_triple(
+                    name,
+                    lambda r, _: per_gpu_hour(output_tokens_per_s(r.requests), r.server.get("gpus"), per_second=True),
+                ),
+            ]
+        row += [
+            pair.a.runs[name].sessions_failed,
+            pair.b.runs[name].sessions_failed,
+            pair.a.runs[name].requests_failed,
+            pair.b.runs[name].requests_failed,
+        ]
         table.rows.append(row)
-        decode.rows.append([name, *pair.triple(percentile_ms("tpot", 50), [name], content_turn),
-                            *pair.triple(percentile_ms("itl", 50), [name], content_turn)])
+        decode.rows.append(
+            [
+                name,
+                *pair.triple(percentile_ms("tpot", 50), [name], content_turn),
+                *pair.triple(percentile_ms("itl", 50), [name], content_turn),
+            ]
+        )
     return Section("throughput", "Throughput", tables=[table, decode])
