@@ -140,3 +140,47 @@ def test_the_layer_check_sees_relative_and_function_level_imports():
     # the checker itself: validate imports the registry inside a function, two levels of relative import resolve
     assert "scenarios" in _imports(ROOT / "validate.py")
     assert {"spec", "streams", "scenarios.base"} <= _imports(ROOT / "scenarios" / "scenario1.py")
+
+
+def _import_cycles() -> list[list[str]]:
+    """Groups of modules that import each other, directly or round a loop (function-level imports count); a package's
+    door (its __init__) importing its own modules is not a loop of theirs."""
+    names = {_module_name(p) for p in _modules()}
+    graph: dict[str, set[str]] = {}
+    for path in _modules():
+        name = _module_name(path)
+        resolved = {t if t in names else t.rsplit(".", 1)[0] for t in _imports(path)}
+        # a module reaching its own package's door reaches nothing of its own through it
+        graph[name] = {t for t in resolved if t in names and not name.startswith(f"{t}.") and t != ""}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return cycles
+
+
+def test_no_modules_import_each_other():
+    assert _import_cycles() == []

@@ -314,8 +314,6 @@ class _Tallies:
 def _sweep(
     target: ConfigTarget, corpus: Corpus, options: AnalysisOptions, result: TargetResult, largest_prompt: int
 ) -> list[tuple[int, float]]:
-    from .plots import sweep_capacities
-
     bs = options.block_size
     distinct = result.prompt_tokens - result.cached_infinite  # what an unbounded cache ends up holding
     points = []
@@ -327,3 +325,10 @@ def _sweep(
 
 def _label_order(label: str):
     return (0, int(label), "") if label.isdigit() else (1, 0, label)
+
+
+def sweep_capacities(smallest: int, largest: int, points: int = 8) -> list[int]:
+    """Geometric steps from the smallest capacity that holds one request to one that holds a whole replay."""
+    largest = max(largest, smallest + 1)
+    ratio = (largest / smallest) ** (1 / (points - 1))
+    return sorted({int(smallest * ratio**i) for i in range(points)})

@@ -10,14 +10,7 @@ from typing import Optional
 from ..results.report import Plot
 from .analyze import TargetResult
 
-__all__ = ["analysis_plots", "sweep_capacities"]
-
-
-def sweep_capacities(smallest: int, largest: int, points: int = 8) -> list[int]:
-    """Geometric steps from the smallest capacity that holds one request to one that holds a whole replay."""
-    largest = max(largest, smallest + 1)
-    ratio = (largest / smallest) ** (1 / (points - 1))
-    return sorted({int(smallest * ratio**i) for i in range(points)})
+__all__ = ["analysis_plots"]
 
 
 def _scenario(name: str) -> str:
