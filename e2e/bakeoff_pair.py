@@ -17,8 +17,11 @@ at the capacity its runs recorded) under its own engine's rules: `--engine vllm`
 - every vLLM run was reset with a verified `POST /reset_prefix_cache`; every SGLang run passes
   e2e.bakeoff_sglang.check_sglang_runs (verified flush, a cold first request, counters token for token, samples
   covering the run, every forced tool call answered with the forced name, prompts as SGLang renders them);
-- the prompts: both engines' prompt_tokens of every request are the recorded ones, and the report's same-prompts
-  check says yes. With inference-perf's default tool_choice (forced: `"none"` on text turns, the recorded tool
+- the prompts: vLLM's prompt_tokens of every request are the recorded ones; SGLang's are the recorded ones plus one
+  amount, the same for every request (48 tokens here: it dumps each of the six tools with its unset fields as null,
+  `"strict": null, "defer_loading": null`, which vLLM leaves out), so B/A is 1.016-1.025 and the report's
+  same-prompts check says NO, as it should at its 0.5 % tolerance; the check is that its verdict matches the two
+  sides' prompt tokens. With inference-perf's default tool_choice (forced: `"none"` on text turns, the recorded tool
   named on tool-call turns) they are not: SGLang renders no tools into a "none" turn's prompt and the named tool
   alone into a forced one, vLLM every tool, so SGLang prefilled 0.60-0.77 of vLLM's prompt tokens and hit 22.5 %
   against 79.3 % on scenario3/c100_noisy (e2e.bakeoff_sglang keeps that mode and checks its pattern).
@@ -69,9 +72,9 @@ def _own_hit_percent(label: str, folder: Path) -> Optional[float]:
 
 
 def _prompts_check(workdir: Path, report: dict) -> list[str]:
-    """Both engines' prompt_tokens of every request are the span's recorded input_tokens (no tool_choice sent: each
-    renders every tool); the report's same-prompts verdict is what the two sides' prompt tokens make of it (B/A
-    within 0.5 %, medians over repeats), and here it must be yes."""
+    """vLLM's prompt_tokens of every request are the span's recorded input_tokens (SGLang's, the recorded plus one
+    amount, are check_sglang_runs'); the report's same-prompts verdict is what the two sides' prompt tokens make of it
+    (B/A within 0.5 %, medians over repeats)."""
     section = next((s for s in report["sections"] if s["id"] == "prompts"), None)
     if section is None or not section["tables"]:
         return ["the report has no prompt-token check"]
@@ -86,10 +89,9 @@ def _prompts_check(workdir: Path, report: dict) -> list[str]:
             )
             for label, _ in SIDES
         }
-        for label, _ in SIDES:
-            off = [r for r in runs[label][name].requests if r.prompt_tokens != recorded.get((r.session, r.turn))]
-            if off:
-                failures.append(f"{label} {name}: {len(off)} requests' prompt tokens are not the recorded ones")
+        off = [r for r in runs["vllm"][name].requests if r.prompt_tokens != recorded.get((r.session, r.turn))]
+        if off:
+            failures.append(f"vllm {name}: {len(off)} requests' prompt tokens are not the recorded ones")
         ratio = sent["sglang"] / sent["vllm"] if sent["vllm"] else None
         expected = "yes" if ratio is not None and abs(ratio - 1) <= SAME_PROMPTS_TOLERANCE else "NO"
         print(
@@ -97,7 +99,7 @@ def _prompts_check(workdir: Path, report: dict) -> list[str]:
             f"SGLang {sent['sglang']:.0f} (B/A {ratio:.3f})",
             flush=True,
         )
-        if verdict != expected or expected != "yes":
+        if verdict != expected:
             failures.append(f"{name}: the report's same-prompts check says {verdict!r}, B/A is {ratio}")
     return failures
 
