@@ -221,18 +221,8 @@ class BlockCache:
             self._take_generated(admission, -(-output_tokens // self.block_size))
 
     def _take_generated(self, admission: Admission, count: int) -> None:
-        assert self.capacity is not None  # publish: only a cache with a capacity takes room
-        room = self.capacity - self._used
-        if count > room:
-            room += self._evict(count - room)
-        if count > room:  # running requests hold the rest: a real engine would preempt one of them
-            self.overflowed += count - room
-            count = room
-        given = self._take_slots(count)
+        given = self._claim(count)
         self._block[given] = -1  # no block id: nothing will ever hit it
-        self._holders[given] = 1
-        self._entry[given] = -1
-        self._used += count
         admission.generated = given
 
     def _publish_prompt(self, admission: Admission, rest: np.ndarray) -> None:
@@ -242,23 +232,31 @@ class BlockCache:
         self._holders[found] += 1
         self._entry[found] = -1
         new = rest[~meanwhile]
-        assert self.capacity is not None  # publish: only a cache with a capacity takes room
-        room = self.capacity - self._used
-        if len(new) > room:
-            room += self._evict(len(new) - room)
+        given = self._claim(len(new))
         kept = rest
-        if len(new) > room:  # running requests hold the rest of the cache: the first `room` new blocks get it
-            self.overflowed += len(new) - room
+        if len(given) < len(new):  # running requests hold the rest of the cache: the first new blocks get the room
             keep = meanwhile.copy()
-            keep[np.flatnonzero(~meanwhile)[:room]] = True
-            kept, new = rest[keep], new[:room]
-        given = self._take_slots(len(new))
+            keep[np.flatnonzero(~meanwhile)[: len(given)]] = True
+            kept, new = rest[keep], new[: len(given)]
         self._slot[new] = given
         self._block[given] = new
+        admission.held = np.concatenate([admission.held, kept]) if admission.cached_blocks else kept
+
+    def _claim(self, count: int) -> np.ndarray:
+        """Up to `count` slots, held once, evicting free blocks for them; fewer (the shortfall counted in
+        `overflowed`) when running requests hold the rest of the cache. Their `_block` is the caller's to set."""
+        assert self.capacity is not None  # publish: only a cache with a capacity takes room
+        room = self.capacity - self._used
+        if count > room:
+            room += self._evict(count - room)
+        if count > room:
+            self.overflowed += count - room
+            count = room
+        given = self._take_slots(count)
         self._holders[given] = 1
         self._entry[given] = -1
-        self._used += len(new)
-        admission.held = np.concatenate([admission.held, kept]) if admission.cached_blocks else kept
+        self._used += count
+        return given
 
     def _take_slots(self, count: int) -> np.ndarray:
         keep = len(self._unused) - min(count, len(self._unused))  # slots evicted before, then new ones
