@@ -169,8 +169,15 @@ def start_sglang(python: Path, model: Path, workdir: Path, label: str, max_total
     )
 
 
-def run_bakeoff(url: str, label: str, workdir: Path, repeats: int, modes: tuple[str, ...] = MODES) -> list[str]:
-    """`fastgen bakeoff` of CONFIGS against `url` into workdir/reports/label, recorded outputs (and `modes`); its
+def run_bakeoff(
+    url: str,
+    label: str,
+    workdir: Path,
+    repeats: int,
+    modes: tuple[str, ...] = MODES,
+    configs: tuple[str, ...] = CONFIGS,
+) -> list[str]:
+    """`fastgen bakeoff` of `configs` against `url` into workdir/reports/label, recorded outputs (and `modes`); its
     failure, if any."""
     begun = time.monotonic()
     result = fastgen_command(
@@ -192,7 +199,7 @@ def run_bakeoff(url: str, label: str, workdir: Path, repeats: int, modes: tuple[
         str(repeats),
         *modes,
         "--configs",
-        *CONFIGS,
+        *configs,
         timeout_s=3600,
     )
     print(

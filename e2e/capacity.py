@@ -28,7 +28,7 @@ from fastgen.results import read_runs
 
 from . import sglang, vllm
 from .bakeoff import fastgen_command
-from .bakeoff_sglang import sglang_hit_percent, start_sglang
+from .bakeoff_sglang import run_bakeoff, sglang_hit_percent, start_sglang
 from .bakeoff_vllm import MAX_MODEL_LEN, SMALL_BLOCKS, _recorded_capacity, _vllm_hit_percent
 from .engine_process import DEFAULT_MODEL, TOKENIZER, build_model
 from .run import Dataset, generate
@@ -44,35 +44,6 @@ MODES = ("--outputs", "recorded", "--tool-call-max-tokens", "recorded", "--tool-
 # requests' decode; its 39.9 % is the prediction at about 12,000 of its 16,448 tokens).
 TOLERANCE_POINTS = {"vllm": 10.0, "sglang": 14.0}
 BLOCK_SIZE = {"vllm": "32", "sglang": "1"}  # vLLM's CPU build; SGLang's default page size
-
-
-def _bakeoff(url: str, label: str, workdir: Path, repeats: int) -> list[str]:
-    begun = time.monotonic()
-    result = fastgen_command(
-        "bakeoff",
-        "--url",
-        url,
-        "--label",
-        label,
-        "--config-dir",
-        str(workdir / "configs"),
-        "--out",
-        str(workdir / "reports"),
-        "--scrape-interval",
-        "1",
-        "--rerun",
-        "--repeat",
-        str(repeats),
-        *MODES,
-        "--configs",
-        CONFIG,
-        timeout_s=3600,
-    )
-    print(
-        f"{label}: fastgen bakeoff --repeat {repeats}: exit {result.returncode}, {time.monotonic() - begun:.0f} s",
-        flush=True,
-    )
-    return [] if result.returncode == 0 else [f"{label}: bakeoff exited {result.returncode}: {result.stderr[-800:]}"]
 
 
 def _predicted(workdir: Path, engine: str, capacity: int, *extra: str) -> Optional[float]:
@@ -129,7 +100,7 @@ def measure(workdir: Path, repeats: int, venvs: dict[str, Path]) -> tuple[list[s
         )
         with server:
             print(f"{engine}: serving after {server.started_s:.0f} s", flush=True)
-            ran = _bakeoff(server.base_url, engine, workdir, repeats)
+            ran = run_bakeoff(server.base_url, engine, workdir, repeats, MODES, configs=(CONFIG,))
         if ran:
             return failures + ran, figures
         label_dir = workdir / "reports" / engine
