@@ -41,8 +41,8 @@ class Outcome:
 
 
 def shape_of(trace_dir: str) -> str:
-    """ "chain" or "fan": the graph kind the trace directory's scenario declares (fastgen.scenarios)."""
-    from fastgen.scenarios import scenario_of_layout
+    """ "chain" or "fan": the graph kind the trace directory's scenario declares (fastgen.generator.scenarios)."""
+    from fastgen.generator.scenarios import scenario_of_layout
 
     scenario = scenario_of_layout(trace_dir)
     if scenario is None:

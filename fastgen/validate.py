@@ -47,9 +47,9 @@ def _build_graph(doc: dict, path: Path) -> tuple[dict, list[str]]:
 def expected_shapes(manifest_folder: Path | None = None) -> dict:
     """Trace directory -> the Shape its sessions must have: for the spec a dataset's manifest records, else for the
     benchmark's default spec. (The registry is imported here: importing this module stays light.)"""
-    from .manifest import read_manifest
-    from .scenarios import default_spec, in_spec
-    from .workload import spec_from_document
+    from .generator.manifest import read_manifest
+    from .generator.scenarios import default_spec, in_spec
+    from .generator.workload import spec_from_document
 
     spec = default_spec()
     if manifest_folder is not None:

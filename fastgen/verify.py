@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
-from .compression import ZSTD_SUFFIX, CorruptTrace, declared_size, decompress
+from .generator.compression import ZSTD_SUFFIX, CorruptTrace, declared_size, decompress
 from .errors import OutputError
 from .interrupts import signals_held
-from .manifest import (
+from .generator.manifest import (
     MANIFEST_NAME,
     FileRecord,
     human_size,
@@ -30,7 +30,7 @@ from .manifest import (
     record,
     rewrite_files,
 )
-from .writer import SessionWriter, part_path
+from .generator.writer import SessionWriter, part_path
 
 __all__ = ["VerifyReport", "verify_tree", "unpack_tree"]
 

@@ -27,10 +27,10 @@ from pathlib import Path  # noqa: E402
 def _native(p: dict) -> dict:
     """The original generator's way: one process, stdlib json re-serializing every span, a plain write per file."""
     from fastgen.cli import DEFAULT_MODEL
-    from fastgen.dataset import DatasetBuilder, file_name, tasks
-    from fastgen.native import native_session_bytes
-    from fastgen.scenarios import default_spec
-    from fastgen.tokenizer import load_tokenizer
+    from fastgen.generator.dataset import DatasetBuilder, file_name, tasks
+    from fastgen.generator.native import native_session_bytes
+    from fastgen.generator.scenarios import default_spec
+    from fastgen.generator.tokenizer import load_tokenizer
 
     out = Path(p["out"])
     spec = default_spec().scaled(sessions=p["scale"], budgets=p["budget_scale"])
@@ -78,7 +78,7 @@ def _floor(p: dict) -> dict:
     os.sync()
     time.sleep(p["settle_s"])  # the same settle time the other variants start after (launch.py)
     prepare_s = time.perf_counter() - t
-    from fastgen.writer import RWF_DONTCACHE  # Linux 6.14+, the flag fastgen's writer uses
+    from fastgen.generator.writer import RWF_DONTCACHE  # Linux 6.14+, the flag fastgen's writer uses
 
     dontcache = p.get("dontcache", False) and _supports(out, RWF_DONTCACHE)
     cpu = _cpu(resource.getrusage(resource.RUSAGE_SELF))

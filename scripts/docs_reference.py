@@ -17,15 +17,17 @@ from fastgen.cli import _COMMANDS
 REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
 FIRST = "## `fastgen [generate]`"
 # (heading, command, the page that says more, its title)
-COMMANDS = [("fastgen [generate]", "generate", "generate.md", "Generate a dataset"),
-            ("fastgen workload show", "workload", "workload.md", "Your own workload"),
-            ("fastgen validate", "validate", "generate.md", "Generate a dataset"),
-            ("fastgen verify", "verify", "reproducibility.md", "Reproducibility"),
-            ("fastgen unpack", "unpack", "generate.md", "Generate a dataset"),
-            ("fastgen analyze", "analyze", "analyze.md", "Before you run: analyze"),
-            ("fastgen export mooncake", "export", "analyze.md", "Before you run: analyze"),
-            ("fastgen bakeoff", "bakeoff", "bakeoff.md", "Run the bakeoff"),
-            ("fastgen compare", "compare", "report.md", "Read the report")]
+COMMANDS = [
+    ("fastgen [generate]", "generate", "generate.md", "Generate a dataset"),
+    ("fastgen workload show", "workload", "workload.md", "Your own workload"),
+    ("fastgen validate", "validate", "generate.md", "Generate a dataset"),
+    ("fastgen verify", "verify", "reproducibility.md", "Reproducibility"),
+    ("fastgen unpack", "unpack", "generate.md", "Generate a dataset"),
+    ("fastgen analyze", "analyze", "analyze.md", "Before you run: analyze"),
+    ("fastgen export mooncake", "export", "analyze.md", "Before you run: analyze"),
+    ("fastgen bakeoff", "bakeoff", "bakeoff.md", "Run the bakeoff"),
+    ("fastgen compare", "compare", "report.md", "Read the report"),
+]
 
 
 def _flag(action: argparse.Action) -> str:
@@ -43,8 +45,14 @@ def tables() -> str:
     for heading, name, page, title in COMMANDS:
         parser = _COMMANDS[name][0]()
         formatter = parser._get_formatter()
-        out += [f"## `{heading}`", "", " ".join(parser.description.split()) + f" More: [{title}]({page}).", "",
-                "| option | what it does |", "|---|---|"]
+        out += [
+            f"## `{heading}`",
+            "",
+            " ".join(parser.description.split()) + f" More: [{title}]({page}).",
+            "",
+            "| option | what it does |",
+            "|---|---|",
+        ]
         for action in parser._actions:
             if isinstance(action, argparse._HelpAction):
                 continue

@@ -21,14 +21,12 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from fastgen.content.kinds import FILLER_MAKERS, KINDS, UNIT_MAKERS
-from fastgen.content.vocab import Vocab
+from fastgen.generator.content.kinds import FILLER_MAKERS, KINDS, UNIT_MAKERS
+from fastgen.generator.content.vocab import Vocab
 
 VOCAB_SIZE = 32768
 # The Llama-3 split pattern (Qwen2 uses the same shape with single digits).
-SPLIT_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
+SPLIT_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CORPUS_SEEDS = range(9000, 9002)
 UNITS_PER_SEED = 300  # per kind and seed: enough to learn the words, too few to memorise whole template lines
@@ -58,21 +56,37 @@ def corpus():
 
 def build() -> Tokenizer:
     tok = Tokenizer(models.BPE(byte_fallback=False))
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, min_frequency=2, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), max_token_length=16,
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        min_frequency=2,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        max_token_length=16,
+        show_progress=False,
+    )
     tok.train_from_iterator(corpus(), trainer=trainer)
     return tok
 
 
 def tokenizer_config() -> dict:
-    added = {str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
-                      "special": True} for i, t in enumerate(SPECIAL_TOKENS)}
+    added = {
+        str(i): {
+            "content": t,
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": True,
+        }
+        for i, t in enumerate(SPECIAL_TOKENS)
+    }
     return {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "added_tokens_decoder": added,
@@ -87,7 +101,9 @@ def tokenizer_config() -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "fastgen" / "data" / "builtin-tokenizer")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parents[1] / "fastgen" / "data" / "builtin-tokenizer"
+    )
     args = parser.parse_args()
     tok = build()
     args.out.mkdir(parents=True, exist_ok=True)

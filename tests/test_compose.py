@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastgen.content.compose import Composer, check_unit
-from fastgen.content.kinds import KINDS
+from fastgen.generator.content.compose import Composer, check_unit
+from fastgen.generator.content.kinds import KINDS
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_composed_text_is_not_word_salad(composer):
 
 
 def test_an_opened_block_is_exactly_its_budget_and_drops_an_opening_too_long_for_it(composer, builtin):
-    from fastgen.content.budget import opened_block
+    from fastgen.generator.content.budget import opened_block
 
     opening = "The stale cursor comes from `load_cart` in `src/shop/cart.py`, which reads before the writer.\n\n"
     rng = np.random.default_rng(5)

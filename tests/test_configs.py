@@ -1,4 +1,4 @@
-"""fastgen.configs against the real inference-perf 0.7.0 config loader (no mocks)."""
+"""fastgen.generator.configs against the real inference-perf 0.7.0 config loader (no mocks)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 import yaml
 from inference_perf.config import read_config
 
-from fastgen.configs import config_layout, render_configs, write_configs
+from fastgen.generator.configs import config_layout, render_configs, write_configs
 from fastgen.errors import OutputError, SpecError
-from fastgen.scenarios import default_spec
-from fastgen.spans import REPORT_LABELS
-from fastgen.spec import Spec
+from fastgen.generator.scenarios import default_spec
+from fastgen.generator.spans import REPORT_LABELS
+from fastgen.generator.spec import Spec
 
 DEFAULT = default_spec()
 SCALED = default_spec().scaled(sessions=0.03, budgets=0.05)

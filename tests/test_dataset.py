@@ -8,10 +8,10 @@ from collections import defaultdict
 
 import pytest
 
-from fastgen.dataset import DatasetBuilder, Task, check_fits, directories
+from fastgen.generator.dataset import DatasetBuilder, Task, check_fits, directories
 from fastgen.errors import SpecError
-from fastgen.scenarios import default_spec
-from fastgen.spec import TOOL_CALL_MIN_MAX_TOKENS, Range
+from fastgen.generator.scenarios import default_spec
+from fastgen.generator.spec import TOOL_CALL_MIN_MAX_TOKENS, Range
 from conftest import load_spans, trace_files
 
 
@@ -249,7 +249,7 @@ def test_same_seed_same_bytes_other_seed_same_structure(builtin):
 def test_prepare_in_worker_processes_gives_the_same_bytes_as_building_lazily(builtin):
     # prepare() hands its pieces (pools, catalog stages with their RNG state) to forked processes and back; the
     # bytes must equal those of a builder that never prepared and built everything on first use, in this process.
-    from fastgen.workers import build_pieces
+    from fastgen.generator.workers import build_pieces
 
     spec = default_spec().scaled(sessions=0.02, budgets=0.03)
     prepared = DatasetBuilder(builtin, spec, seed=5, model="m")
@@ -260,8 +260,8 @@ def test_prepare_in_worker_processes_gives_the_same_bytes_as_building_lazily(bui
 
 
 def test_prepare_pieces_are_every_pool_and_catalog_once():
-    from fastgen.content.kinds import KINDS
-    from fastgen.dataset import pieces
+    from fastgen.generator.content.kinds import KINDS
+    from fastgen.generator.dataset import pieces
 
     assert sorted(pieces(default_spec()), key=repr) == sorted(
         [("pool", k) for k in KINDS] + [("catalog", s) for s in (1, 2, 3)], key=repr

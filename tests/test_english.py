@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from fastgen.content.english import fix_articles, participle, plural, third_person
-from fastgen.content.vocab import ADJECTIVES, NOUNS, VERBS
+from fastgen.generator.content.english import fix_articles, participle, plural, third_person
+from fastgen.generator.content.vocab import ADJECTIVES, NOUNS, VERBS
 from conftest import trace_files
 
 # Written out by hand (a dictionary's forms), not derived from the rules under test.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastgen.content.compose import Composer
+from fastgen.generator.content.compose import Composer
 
 
 def _compiles(source: str, name: str) -> None:

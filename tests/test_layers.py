@@ -13,45 +13,46 @@ ROOT = Path(fastgen.__file__).parent
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "version", "interrupts", "processes", "engines"),
     ("extras",),  # optional dependencies, named as such when missing
-    ("spec", "streams", "pre_token_count"),
-    ("tokenizer", "chat_template", "model_match"),
+    ("generator.spec", "generator.streams", "generator.pre_token_count"),
+    ("generator.tokenizer", "generator.chat_template", "generator.model_match"),
     (
-        "content",
-        "content.english",
-        "content.vocab",
-        "content.kinds",
-        "content.compose",
-        "content.budget",
-        "content.patch",
-        "content.plan",
-        "content.pytest_log",
-        "content.notes",
+        "generator.content",
+        "generator.content.english",
+        "generator.content.vocab",
+        "generator.content.kinds",
+        "generator.content.compose",
+        "generator.content.budget",
+        "generator.content.patch",
+        "generator.content.plan",
+        "generator.content.pytest_log",
+        "generator.content.notes",
     ),
-    ("pool_cache",),  # prepared pools kept between runs: below the dataset that reads them
-    ("tools",),
-    ("messages",),
-    ("prompt_tokens",),
-    ("blocks",),
+    ("generator.pool_cache",),  # prepared pools kept between runs: below the dataset that reads them
+    ("generator.tools",),
+    ("generator.messages",),
+    ("generator.prompt_tokens",),
+    ("generator.blocks",),
     (
-        "scenarios.base",
-        "scenarios.common",
-        "scenarios.scenario1",
-        "scenarios.scenario2",
-        "scenarios.scenario3",
-        "scenarios",
+        "generator.scenarios.base",
+        "generator.scenarios.common",
+        "generator.scenarios.scenario1",
+        "generator.scenarios.scenario2",
+        "generator.scenarios.scenario3",
+        "generator.scenarios",
     ),
-    ("workload",),
-    ("spans", "native"),
-    ("dataset",),
-    ("configs",),
-    ("compression", "manifest"),
-    ("writer",),
-    ("workers", "outdir"),
+    ("generator.workload",),
+    ("generator.spans", "generator.native"),
+    ("generator.dataset",),
+    ("generator.configs",),
+    ("generator.compression", "generator.manifest"),
+    ("generator.writer",),
+    ("generator.workers", "generator.outdir"),
+    ("generator.output", "generator"),  # the whole run, and the generator's folder
     # the read side: trace files as inference-perf reads them (validate uses it too)
     ("traces.graph",),
     ("traces.requests",),
     ("traces.blocks", "traces"),
-    ("output", "verify", "validate"),
+    ("verify", "validate"),
     # bakeoff: runs against a live server; results reads the run folders it writes
     ("bakeoff.server", "bakeoff.sampler", "bakeoff.runs", "bakeoff.plan", "bakeoff.status"),
     ("bakeoff.identity", "bakeoff.reset", "bakeoff.preflight"),
@@ -138,8 +139,10 @@ def test_no_module_imports_one_above_it_in_the_pipeline():
 
 def test_the_layer_check_sees_relative_and_function_level_imports():
     # the checker itself: validate imports the registry inside a function, two levels of relative import resolve
-    assert "scenarios" in _imports(ROOT / "validate.py")
-    assert {"spec", "streams", "scenarios.base"} <= _imports(ROOT / "scenarios" / "scenario1.py")
+    assert "generator.scenarios" in _imports(ROOT / "validate.py")
+    assert {"generator.spec", "generator.streams", "generator.scenarios.base"} <= _imports(
+        ROOT / "generator" / "scenarios" / "scenario1.py"
+    )
 
 
 def _import_cycles() -> list[list[str]]:

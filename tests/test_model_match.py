@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from fastgen.engines import ENGINES
-from fastgen.model_match import family_of, is_builtin, missing_tokens, model_mismatch
-from fastgen.tokenizer import BUILTIN_DIR, load_tokenizer
+from fastgen.generator.model_match import family_of, is_builtin, missing_tokens, model_mismatch
+from fastgen.generator.tokenizer import BUILTIN_DIR, load_tokenizer
 from native_bench.vocab import qwen3_tokenizer
 from templates import LLAMA3_STYLE, builtin_template, without_template
 

@@ -19,8 +19,8 @@ import pytest
 import xxhash
 
 from conftest import SMALL, load_spans, run_fastgen, trace_files
-from fastgen.scenarios import default_spec
-from fastgen.tokenizer import BUILTIN_DIR
+from fastgen.generator.scenarios import default_spec
+from fastgen.generator.tokenizer import BUILTIN_DIR
 
 ONE_WORKER = [*SMALL, "--workers", "1"]
 

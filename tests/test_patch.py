@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from e2e.realism import git_apply
-from fastgen.content.compose import Composer
-from fastgen.content.patch import make_patch, patch_summary
-from fastgen.content.vocab import Vocab
+from fastgen.generator.content.compose import Composer
+from fastgen.generator.content.patch import make_patch, patch_summary
+from fastgen.generator.content.vocab import Vocab
 
 
 def _git_apply(path: str, before: str, diff: str) -> str:
@@ -61,7 +61,7 @@ def test_a_file_without_functions_gets_a_module_level_line():
 
 def _patch_by_rewriting_the_diff(v: Vocab, path: str, text: str, max_chars: int, focus: str | None = None):
     """make_patch as it was before it bounded the diff's length: the whole diff written again for every edit tried."""
-    from fastgen.content import patch as p
+    from fastgen.generator.content import patch as p
 
     before = text.splitlines(keepends=True)
     body = p._body(before, focus) if focus else range(0)

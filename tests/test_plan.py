@@ -6,8 +6,8 @@ import re
 
 import numpy as np
 
-from fastgen.content.compose import Composer
-from fastgen.content.plan import numbered
+from fastgen.generator.content.compose import Composer
+from fastgen.generator.content.plan import numbered
 
 
 def test_a_composed_plan_is_numbered_in_order_and_counted_again(builtin):

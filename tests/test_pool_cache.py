@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import xxhash
 
-from fastgen import pool_cache
-from fastgen.content.compose import Composer
-from fastgen.content.kinds import KINDS
-from fastgen.pool_cache import PoolCache, cache_folder
+from fastgen.generator import pool_cache
+from fastgen.generator.content.compose import Composer
+from fastgen.generator.content.kinds import KINDS
+from fastgen.generator.pool_cache import PoolCache, cache_folder
 
 from conftest import SMALL, run_fastgen
 

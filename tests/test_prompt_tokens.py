@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from conftest import RenderedPrompt, run_fastgen
-from fastgen.dataset import DatasetBuilder, Task
-from fastgen.prompt_tokens import ContentCount, TemplateCount, prompt_count
-from fastgen.scenarios import default_spec
-from fastgen.tokenizer import BUILTIN_DIR, load_tokenizer
+from fastgen.generator.dataset import DatasetBuilder, Task
+from fastgen.generator.prompt_tokens import ContentCount, TemplateCount, prompt_count
+from fastgen.generator.scenarios import default_spec
+from fastgen.generator.tokenizer import BUILTIN_DIR, load_tokenizer
 from native_bench.vocab import qwen3_tokenizer
 from templates import LLAMA3_STYLE, MISTRAL_STYLE, with_template
 
@@ -134,8 +134,8 @@ def test_the_manifest_records_the_count_and_a_template_count_without_a_template_
 
 
 def test_the_measured_margin_covers_every_sampled_turn_and_never_drops_below_the_floor():
-    from fastgen.prompt_tokens import _MARGIN_SLACK, measured_margin
-    from fastgen.spec import TemplateMargin
+    from fastgen.generator.prompt_tokens import _MARGIN_SLACK, measured_margin
+    from fastgen.generator.spec import TemplateMargin
 
     floor = TemplateMargin(100, 4)
     # two sessions: (messages, template - content tokens) per turn
@@ -165,7 +165,7 @@ def test_with_template_counts_the_window_check_uses_the_measured_margin(builtin)
 def test_a_content_splits_at_its_edge_pre_tokens_under_real_vocabularies(name, tmp_path):
     # Qwen's tokenizer normalizes (NFC): offsets still hold for text NFC leaves alone, so contents decompose there
     # too (were they kept whole, counts would stay exact but every prompt would be tokenized whole)
-    from fastgen.prompt_tokens import _edges
+    from fastgen.generator.prompt_tokens import _edges
 
     tokenizer = load_tokenizer(str(_folder(name, tmp_path)))
     text = "def main(argv):\n    return run(argv) + 1\n\n# the end.\n"
@@ -210,7 +210,7 @@ def test_replayed_on_a_second_real_vocabulary_the_server_counts_every_prompt_as_
 
 
 def test_the_tools_fastgen_renders_are_the_ones_inference_perfs_request_body_carries(builtin):
-    from fastgen.prompt_tokens import wire_tools
+    from fastgen.generator.prompt_tokens import wire_tools
     from fastgen.traces.requests import wire_tools as replay_tools  # inference-perf's own cleaning
 
     builder = DatasetBuilder(builtin, SPEC, seed=4, model="m", count="content").prepare()

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastgen.dataset import DatasetBuilder, Task
-from fastgen.scenarios import default_spec
+from fastgen.generator.dataset import DatasetBuilder, Task
+from fastgen.generator.scenarios import default_spec
 from fastgen.validate import check_file
 from test_dataset import _output_tokens
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from e2e.realism import Report, check_pytest_log
-from fastgen.content.compose import Composer
-from fastgen.content.pytest_log import module_functions, pytest_log, synthetic_cases, module_tests
-from fastgen.content.vocab import Vocab
+from fastgen.generator.content.compose import Composer
+from fastgen.generator.content.pytest_log import module_functions, pytest_log, synthetic_cases, module_tests
+from fastgen.generator.content.vocab import Vocab
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,23 @@ from inference_perf.config import read_config
 
 from conftest import run_fastgen
 from fastgen import RunOptions, SpecError, generate, validate_tree
-from fastgen.blocks import ScenarioBlocks
-from fastgen.content.budget import compose_block
-from fastgen.content.compose import Composer
-from fastgen.messages import Output, SessionPlan, Turn, user
-from fastgen.scenarios import ConfigEntry, Request, Scenario, Shape, default_spec, register, registered, scenario_named
-from fastgen.scenarios.common import duration_ms
-from fastgen.spec import Range, ScenarioSpec, Spec
-from fastgen.streams import session_rng
+from fastgen.generator.blocks import ScenarioBlocks
+from fastgen.generator.content.budget import compose_block
+from fastgen.generator.content.compose import Composer
+from fastgen.generator.messages import Output, SessionPlan, Turn, user
+from fastgen.generator.scenarios import (
+    ConfigEntry,
+    Request,
+    Scenario,
+    Shape,
+    default_spec,
+    register,
+    registered,
+    scenario_named,
+)
+from fastgen.generator.scenarios.common import duration_ms
+from fastgen.generator.spec import Range, ScenarioSpec, Spec
+from fastgen.generator.streams import session_rng
 
 TOY = "toy"
 
@@ -195,7 +204,7 @@ def test_library_window_check_gives_the_commands_one_line_error(tmp_path, builti
 
 
 def test_the_spec_a_manifest_records_loads_back_equal(toy):
-    from fastgen.workload import spec_from_document
+    from fastgen.generator.workload import spec_from_document
 
     spec = _small(default_spec(max_model_len=65536))
     assert spec_from_document(json.loads(json.dumps(spec.to_dict()))) == spec

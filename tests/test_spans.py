@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from fastgen.dataset import DatasetBuilder, Task
-from fastgen.native import native_session_bytes
-from fastgen.spans import iso_time, session_bytes
-from fastgen.scenarios import default_spec
+from fastgen.generator.dataset import DatasetBuilder, Task
+from fastgen.generator.native import native_session_bytes
+from fastgen.generator.spans import iso_time, session_bytes
+from fastgen.generator.scenarios import default_spec
 
 HOSTILE_MODELS = ["meta-llama/Llama-3.3-70B-Instruct", 'q"uote\\back\nnew\tline', "ünï\u2028cødé\x01", "m" * 5000]
 

@@ -6,9 +6,9 @@ import itertools
 
 import numpy as np
 
-from fastgen.content.kinds import KINDS
-from fastgen.scenarios import BUILTIN
-from fastgen.streams import agent_rng, catalog_rng, pool_rng, session_rng
+from fastgen.generator.content.kinds import KINDS
+from fastgen.generator.scenarios import BUILTIN
+from fastgen.generator.streams import agent_rng, catalog_rng, pool_rng, session_rng
 
 
 def _first_draws(rng: np.random.Generator) -> tuple[int, ...]:

@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastgen.content.compose import Composer
+from fastgen.generator.content.compose import Composer
 from fastgen.errors import TokenizerError
-from fastgen.tokenizer import BUILTIN_DIR, load_tokenizer
+from fastgen.generator.tokenizer import BUILTIN_DIR, load_tokenizer
 
 
 def test_load_tokenizer_builtin_is_a_32k_byte_level_bpe(builtin):

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from fastgen.tools import CORE_TOOLS, build_catalog
+from fastgen.generator.tools import CORE_TOOLS, build_catalog
 
 
 def test_build_catalog_fills_the_budget_in_flat_json_schema_form(builtin):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fastgen.tokenizer import BUILTIN_DIR
+from fastgen.generator.tokenizer import BUILTIN_DIR
 
 ROOT = Path(__file__).parents[1]
 

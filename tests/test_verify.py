@@ -15,10 +15,11 @@ import pytest
 import zstandard
 
 from conftest import SMALL, run_fastgen
-from fastgen import verify, writer
-from fastgen.compression import read_trace_bytes
+from fastgen import verify
+from fastgen.generator import writer
+from fastgen.generator.compression import read_trace_bytes
 from fastgen.errors import OutputError
-from fastgen.manifest import HASH_NAME, listed_record, record
+from fastgen.generator.manifest import HASH_NAME, listed_record, record
 from fastgen.validate import check_file
 
 
@@ -455,11 +456,11 @@ def test_verify_unpacked_dataset_against_the_compressed_manifest(packed, tmp_pat
 _GENERATOR_MODULES = (
     "numpy",
     "tokenizers",
-    "fastgen.dataset",
+    "fastgen.generator.dataset",
     "fastgen.plans",
-    "fastgen.scenarios",
-    "fastgen.content",
-    "fastgen.blocks",
+    "fastgen.generator.scenarios",
+    "fastgen.generator.content",
+    "fastgen.generator.blocks",
 )
 
 

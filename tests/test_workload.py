@@ -9,9 +9,16 @@ import pytest
 import yaml
 
 from conftest import run_fastgen
-from fastgen.scenarios import default_spec
+from fastgen.generator.scenarios import default_spec
 from fastgen.errors import WorkloadError
-from fastgen.workload import SCHEMA_PATH, WORKLOADS_DIR, load_workload, parse_workload, workload_schema, workload_yaml
+from fastgen.generator.workload import (
+    SCHEMA_PATH,
+    WORKLOADS_DIR,
+    load_workload,
+    parse_workload,
+    workload_schema,
+    workload_yaml,
+)
 
 QUIET = ["--tokenizer", "builtin", "--quiet", "--workers", "1"]
 

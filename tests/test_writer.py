@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from fastgen import writer
-from fastgen.manifest import record
+from fastgen.generator import writer
+from fastgen.generator.manifest import record
 
 
 def _chunks() -> list[bytes]:

@@ -16,10 +16,10 @@ from typing import Optional
 
 import yaml
 
-from ..configs import replay_modes, report_section
+from ..generator.configs import replay_modes, report_section
 from ..errors import OutputError
-from ..manifest import read_manifest
-from ..spans import REPORT_LABELS
+from ..generator.manifest import read_manifest
+from ..generator.spans import REPORT_LABELS
 
 __all__ = ["ConfigRun", "replay_modes_of", "select_configs", "run_config_text"]
 

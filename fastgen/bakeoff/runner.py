@@ -24,7 +24,7 @@ from typing import Callable, Optional
 
 import yaml
 
-from ..configs import check_label
+from ..generator.configs import check_label
 from ..errors import FastgenError
 from ..extras import require_extra
 from ..version import __version__

@@ -26,7 +26,13 @@ __all__ = ["generate_parser", "run_generate", "run_workload", "workload_parser"]
 
 
 def generate_parser() -> argparse.ArgumentParser:
-    from ..configs import METRICS_TYPES, OUTPUTS_MODES, SERVER_TYPES, TOOL_CALL_MAX_TOKENS_MODES, TOOL_CHOICE_MODES
+    from ..generator.configs import (
+        METRICS_TYPES,
+        OUTPUTS_MODES,
+        SERVER_TYPES,
+        TOOL_CALL_MAX_TOKENS_MODES,
+        TOOL_CHOICE_MODES,
+    )
 
     p = Parser(
         prog="fastgen",
@@ -208,7 +214,7 @@ def workload_parser() -> argparse.ArgumentParser:
 
 def _effective_workload(args):
     """The workload of --workload (the shipped default without it), with the command line's changes applied."""
-    from ..workload import default_workload, resolve_workload
+    from ..generator.workload import default_workload, resolve_workload
 
     spec = resolve_workload(args.workload) if args.workload else default_workload()
     if hasattr(args, "max_model_len"):
@@ -227,7 +233,7 @@ def _effective_workload(args):
 
 
 def run_workload(args) -> int:
-    from ..workload import workload_yaml
+    from ..generator.workload import workload_yaml
 
     sys.stdout.write(workload_yaml(_effective_workload(args)))
     return 0
@@ -284,8 +290,8 @@ def _run_plan(args):
         raise UsageError(
             f"--from-manifest takes the workload, seed, model and compression from the manifest; drop {taken[0]}"
         )
-    from ..manifest import read_manifest_file
-    from ..workload import spec_from_document
+    from ..generator.manifest import read_manifest_file
+    from ..generator.workload import spec_from_document
 
     doc = read_manifest_file(args.from_manifest)
     arguments = doc.get("arguments") or {}
@@ -305,7 +311,7 @@ def _run_plan(args):
 
 
 def _config_options(args):
-    from ..configs import ConfigOptions
+    from ..generator.configs import ConfigOptions
 
     metrics = args.metrics or ("prometheus" if args.prometheus_url else "default")
     return ConfigOptions(
@@ -328,7 +334,7 @@ def _use_chat_template(tokenizer, args, arguments: dict, recorded: dict | None) 
     tokenizer folder) needs no file."""
     import hashlib
 
-    from ..chat_template import TEMPLATE_FILE, read_template_file
+    from ..generator.chat_template import TEMPLATE_FILE, read_template_file
 
     path = args.chat_template or arguments.get("chat_template")
     want = (recorded or {}).get("chat_template")
@@ -350,7 +356,7 @@ def _use_chat_template(tokenizer, args, arguments: dict, recorded: dict | None) 
 def _counting(tokenizer, count: str, spec) -> str:
     """How input_tokens are counted, for the start-up line: as a template renders the prompts, or content only
     (with the template share the window check assumes instead)."""
-    from ..chat_template import template_origin
+    from ..generator.chat_template import template_origin
 
     ident = tokenizer.identity
     if count != "content" and tokenizer.has_chat_template:
@@ -379,8 +385,8 @@ def _warn_of_tokenizer(tokenizer, *, model: str, model_given: bool, tokenizer_na
     """One line each: a tokenizer for the default model, one without a chat template, one that is not --model's
     family's, one that lacks special tokens its template or the server's tool-call parser need."""
     from ..engines import engine_named
-    from ..model_match import missing_tokens, model_mismatch
-    from ..tokenizer import BUILTIN_NAME
+    from ..generator.model_match import missing_tokens, model_mismatch
+    from ..generator.tokenizer import BUILTIN_NAME
 
     if model == DEFAULT_MODEL and tokenizer_name not in (DEFAULT_MODEL, BUILTIN_NAME):
         warn(
@@ -402,8 +408,8 @@ def _warn_of_tokenizer(tokenizer, *, model: str, model_given: bool, tokenizer_na
 
 def run_generate(args) -> int:
     spec, model, tokenizer_name, revision, seed, zstd_level, arguments, recorded = _run_plan(args)
-    from ..output import TOKENIZER_FOLDER, RunOptions, generate
-    from ..tokenizer import load_tokenizer
+    from ..generator.output import TOKENIZER_FOLDER, RunOptions, generate
+    from ..generator.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(tokenizer_name, revision)
     if recorded is not None and tokenizer.identity.sha256 != recorded["sha256"]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from ..compression import read_trace_bytes
+from ..generator.compression import read_trace_bytes
 from ..extras import import_extra, require_extra
 
 __all__ = [

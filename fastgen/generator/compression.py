@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import OutputError
+from ..errors import OutputError
 
 __all__ = [
     "ZSTD_SUFFIX",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Mapping, TypeVar
 
 from annotated_types import Ge, Le, MinLen
 
-from .errors import SpecError
+from ..errors import SpecError
 
 __all__ = [
     "Range",
@@ -56,7 +56,7 @@ class TemplateMargin:
     per_message: int = TEMPLATE_OVERHEAD_PER_MESSAGE
 
 
-# The types of a spec's numbers, with the bounds a workload file is checked against (fastgen/workload.py reads the
+# The types of a spec's numbers, with the bounds a workload file is checked against (fastgen/generator/workload.py reads the
 # annotations; nothing here imports pydantic, so generating does not pay for it). Units are in the field names or
 # the scenario's docs: plain ints are token budgets, *_ms milliseconds, *_s seconds.
 Tokens = Annotated[int, Ge(0), Le(10_000_000)]
@@ -160,7 +160,7 @@ class ScenarioSpec:
 class Spec:
     """The whole workload: each scenario's spec by name (in the registry's order), timing and the context window.
 
-    `spec.NAME` is the spec of the scenario called NAME. Build the default one with `fastgen.scenarios.default_spec`.
+    `spec.NAME` is the spec of the scenario called NAME. Build the default one with `fastgen.generator.scenarios.default_spec`.
     """
 
     scenarios: Mapping[str, ScenarioSpec]
@@ -195,7 +195,7 @@ class Spec:
         return dataclasses.replace(self, scenarios={name: changed.get(name, sc) for name, sc in self.scenarios.items()})
 
     def to_dict(self) -> dict:
-        """The workload document: what a workload file holds, and what the manifest records (fastgen/workload.py)."""
+        """The workload document: what a workload file holds, and what the manifest records (fastgen/generator/workload.py)."""
         return {
             "format": WORKLOAD_FORMAT,
             "max_model_len": self.max_model_len,

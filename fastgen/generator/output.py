@@ -19,7 +19,7 @@ from typing import Callable, Optional
 from .compression import ZSTD_SUFFIX, compress_chunks, make_compressor
 from .configs import ConfigOptions, render_configs, write_configs
 from .dataset import DatasetBuilder, Task, check_fits, directories, file_name, files_per_task, tasks
-from .errors import OutputError
+from ..errors import OutputError
 from .manifest import MANIFEST_NAME, FileRecord, human_size, manifest_bytes, record
 from .outdir import Staging, discard, open_staging, place_all
 from .pool_cache import PoolCache, cache_folder

@@ -27,7 +27,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import yaml
 
-from .errors import WorkloadError
+from ..errors import WorkloadError
 from .scenarios import Scenario, registered
 from .spec import DEFAULT_MAX_MODEL_LEN, WORKLOAD_FORMAT, Spec, Timing, Window
 
@@ -44,8 +44,8 @@ __all__ = [
     "resolve_workload",
 ]
 
-WORKLOADS_DIR = Path(__file__).parent / "data" / "workloads"
-SCHEMA_PATH = Path(__file__).parent / "data" / "workload.schema.json"
+WORKLOADS_DIR = Path(__file__).parents[1] / "data" / "workloads"
+SCHEMA_PATH = Path(__file__).parents[1] / "data" / "workload.schema.json"
 _MAX_BYTES = 256 * 1024  # a workload is a few KB: cap what is read, so a huge file is refused before parsing
 _MAX_LISTED = 10  # a workload with more errors lists the first ten, then how many more
 _MAX_DEPTH = 8  # format > scenarios > name > field > {lo, hi}: anything deeper is not a workload

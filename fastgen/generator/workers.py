@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Callable
 
 from .dataset import DatasetBuilder, Piece, Task
-from .errors import OutputError
+from ..errors import OutputError
 from .manifest import FileRecord
-from .processes import context
+from ..processes import context
 from .writer import SessionWriter
 
 __all__ = ["run_tasks", "build_pieces", "describe_task"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Callable, Optional
 
-from ..errors import SpecError
+from ...errors import SpecError
 from ..spec import ScenarioSpec, Spec
 
 __all__ = [

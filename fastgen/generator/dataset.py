@@ -3,7 +3,7 @@
 A `DatasetBuilder` holds what one process needs to make any session: the tokenizer, the content pools, and each
 scenario's shared blocks (built lazily, once). `files_for(task)` returns the files of one session index (one per
 layout of its scenario: scenarios 2 and 3 write two from the same content), so a worker builds the content once and
-writes all of them. Which scenarios there are is the spec's business (fastgen.scenarios); nothing here names one.
+writes all of them. Which scenarios there are is the spec's business (fastgen.generator.scenarios); nothing here names one.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .errors import TokenizerError
+from ..errors import TokenizerError
 
 __all__ = [
     "ChatTemplate",

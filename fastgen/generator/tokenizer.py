@@ -18,13 +18,13 @@ from typing import Any
 
 import xxhash
 
-from .errors import TokenizerError
+from ..errors import TokenizerError
 from .pre_token_count import PreTokenCount
 
 __all__ = ["Tokenizer", "load_tokenizer", "BUILTIN_DIR", "BUILTIN_NAME", "hub_cache_dir"]
 
 BUILTIN_NAME = "builtin"
-BUILTIN_DIR = Path(__file__).parent / "data" / "builtin-tokenizer"
+BUILTIN_DIR = Path(__file__).parents[1] / "data" / "builtin-tokenizer"
 # Files a transformers tokenizer folder may need; exported beside the traces so configs can point at them offline.
 # What the hub accepts as a repo id ("gpt2", "Qwen/Qwen3-32B"); anything else that is not on disk is a mistyped path.
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .compression import ZSTD_SUFFIX, compress_chunks, make_compressor
-from .errors import OutputError
+from ..errors import OutputError
 from .manifest import FileRecord, record
 
 __all__ = ["SessionWriter", "PART_SUFFIX", "RWF_DONTCACHE", "part_path"]

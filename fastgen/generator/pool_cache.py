@@ -28,7 +28,7 @@ import tokenizers
 import xxhash
 
 from .content.compose import Pool
-from .version import __version__
+from ..version import __version__
 
 __all__ = ["PoolCache", "cache_folder", "code_fingerprint"]
 
@@ -59,7 +59,7 @@ def cache_folder(env: Mapping[str, str] = os.environ) -> Path | None:
 def code_fingerprint() -> str:
     """A hash of fastgen's version, every module of the package (path and bytes, in path order) and the versions of
     what pools are drawn and counted with."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # all of fastgen, not only the generator
     digest = xxhash.xxh3_128(
         "|".join((__version__, numpy.__version__, tokenizers.__version__, platform.python_version())).encode()
     )

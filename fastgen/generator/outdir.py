@@ -20,8 +20,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from .errors import OutputError
-from .interrupts import signals_held
+from ..errors import OutputError
+from ..interrupts import signals_held
 from .manifest import MANIFEST_NAME, listed_record, read_manifest, record
 
 __all__ = ["Staging", "open_staging", "discard", "place_all", "STAGING_MARK"]

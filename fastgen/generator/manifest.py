@@ -15,9 +15,9 @@ from pathlib import Path
 
 import xxhash
 
-from .version import __version__
+from ..version import __version__
 from .compression import ZSTD_SUFFIX
-from .errors import OutputError
+from ..errors import OutputError
 
 __all__ = [
     "MANIFEST_NAME",

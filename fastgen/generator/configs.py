@@ -14,7 +14,7 @@ from typing import Optional
 
 import yaml
 
-from .errors import OutputError, SpecError
+from ..errors import OutputError, SpecError
 from .scenarios import ConfigEntry, in_spec
 from .spans import REPORT_LABELS
 from .spec import Spec
