@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Sequence
 
 import xxhash
 
@@ -146,32 +147,49 @@ def _document(path: Path) -> dict:
     return doc
 
 
+def _read_explained(
+    path: Path,
+    explanations: Sequence[tuple[type[Exception] | tuple[type[Exception], ...], Callable[[str], str]]],
+) -> dict:
+    """The manifest at path, or an OutputError saying why not: the message of the first explanation whose exception
+    type the failure is, given the reason in words. First match wins, so a subclass (FileNotFoundError) goes before
+    its base (OSError); every caller's list ends with OSError and ValueError, all that _document raises."""
+    try:
+        return _document(path)
+    except (OSError, ValueError) as exc:
+        # an OSError's str() repeats the path the message names already; its strerror is the OS's words alone
+        reason = str(exc.strerror or exc) if isinstance(exc, OSError) else str(exc)
+        explain = next(explain for kind, explain in explanations if isinstance(exc, kind))
+        raise OutputError(explain(reason)) from None
+
+
 def read_manifest(folder: Path, name: str = MANIFEST_NAME) -> dict:
     """A dataset folder's own manifest. Every failure is an OutputError (outdir.py takes one to mean "not a
     fastgen output"); a manifest that is there but broken means the dataset is, so the fix is to regenerate it."""
     path = folder / name
-    try:
-        return _document(path)
-    except FileNotFoundError:
-        raise OutputError(f"{path} does not exist; is {folder} a fastgen output?") from None
-    except NotADirectoryError:
-        raise OutputError(f"{folder} is a file, not a dataset folder; give the folder that holds {name}") from None
-    except OSError as exc:
-        raise OutputError(f"cannot read {path} ({exc.strerror or exc}); check its permissions") from None
-    except ValueError as exc:
-        raise OutputError(f"{path} is not a fastgen manifest ({exc}); regenerate the dataset") from None
+    return _read_explained(
+        path,
+        [
+            (FileNotFoundError, lambda _: f"{path} does not exist; is {folder} a fastgen output?"),
+            (
+                NotADirectoryError,
+                lambda _: f"{folder} is a file, not a dataset folder; give the folder that holds {name}",
+            ),
+            (OSError, lambda reason: f"cannot read {path} ({reason}); check its permissions"),
+            (ValueError, lambda reason: f"{path} is not a fastgen manifest ({reason}); regenerate the dataset"),
+        ],
+    )
 
 
 def read_manifest_file(path: Path) -> dict:
     """A manifest named on the command line (verify --manifest): its errors are about that file, not the dataset."""
     fix = f"give a dataset's {MANIFEST_NAME} or a golden manifest (e.g. golden/default.manifest.json)"
-    try:
-        return _document(path)
-    except (FileNotFoundError, NotADirectoryError):
-        raise OutputError(f"manifest {path} does not exist; {fix}") from None
-    except IsADirectoryError:
-        raise OutputError(f"manifest {path} is a folder; {fix}") from None
-    except OSError as exc:
-        raise OutputError(f"cannot read manifest {path} ({exc.strerror or exc}); {fix}") from None
-    except ValueError as exc:
-        raise OutputError(f"{path} is not a fastgen manifest ({exc}); {fix}") from None
+    return _read_explained(
+        path,
+        [
+            ((FileNotFoundError, NotADirectoryError), lambda _: f"manifest {path} does not exist; {fix}"),
+            (IsADirectoryError, lambda _: f"manifest {path} is a folder; {fix}"),
+            (OSError, lambda reason: f"cannot read manifest {path} ({reason}); {fix}"),
+            (ValueError, lambda reason: f"{path} is not a fastgen manifest ({reason}); {fix}"),
+        ],
+    )

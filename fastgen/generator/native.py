@@ -10,7 +10,7 @@ import json
 
 from .messages import SessionPlan
 from .prompt_tokens import PromptCount
-from .spans import CONTENT_COUNT, output_parts, session_dict, span_dict
+from .spans import CONTENT_COUNT, output_parts, session_dict, session_spans
 
 __all__ = ["native_session_bytes"]
 
@@ -20,16 +20,12 @@ def _dumps(value) -> str:
 
 
 def native_session_bytes(plan: SessionPlan, *, model: str, count: PromptCount = CONTENT_COUNT) -> bytes:
-    spans = [
-        span_dict(
-            plan,
-            turn,
-            model=model,
-            input_tokens=count.input_tokens(plan, turn),
-            input_messages=_dumps([m.wire for m in turn.messages]),
-            output_messages=_dumps(output_parts(turn.output)),
-            tool_definitions=_dumps(list(plan.catalog.tools)),
-        )
-        for turn in plan.turns
-    ]
+    spans = session_spans(
+        plan,
+        model=model,
+        count=count,
+        input_messages=lambda turn: _dumps([m.wire for m in turn.messages]),
+        output_messages=lambda turn: _dumps(output_parts(turn.output)),
+        tool_definitions=_dumps(list(plan.catalog.tools)),
+    )
     return _dumps(session_dict(plan, spans)).encode()

@@ -12,6 +12,7 @@ Python at all. `native.py` builds the same file the slow, obvious way; tests hol
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Callable
 
 import orjson
 
@@ -25,6 +26,7 @@ __all__ = [
     "iso_time",
     "output_parts",
     "span_dict",
+    "session_spans",
     "session_dict",
     "session_chunks",
     "session_bytes",
@@ -86,6 +88,31 @@ def span_dict(
     }
 
 
+def session_spans(
+    plan: SessionPlan,
+    *,
+    model: str,
+    count: PromptCount,
+    input_messages: Callable[[Turn], object],
+    output_messages: Callable[[Turn], str],
+    tool_definitions: object,
+) -> list[dict]:
+    """Every turn's span; the three JSON-string attributes come from the caller, serialized its own way (the spliced
+    path puts placeholders where the native one puts whole JSON strings), so the two paths share the rest."""
+    return [
+        span_dict(
+            plan,
+            turn,
+            model=model,
+            input_tokens=count.input_tokens(plan, turn),
+            input_messages=input_messages(turn),
+            output_messages=output_messages(turn),
+            tool_definitions=tool_definitions,
+        )
+        for turn in plan.turns
+    ]
+
+
 def session_dict(plan: SessionPlan, spans: list[dict]) -> dict:
     return {"session_id": plan.session_id, "scenario": plan.scenario, "spans": spans}
 
@@ -101,18 +128,14 @@ CONTENT_COUNT = ContentCount()
 
 def session_chunks(plan: SessionPlan, *, model: str, count: PromptCount = CONTENT_COUNT) -> list[bytes]:
     """The trace file of a session as chunks whose concatenation is the file; `count` counts each span's input."""
-    spans = [
-        span_dict(
-            plan,
-            turn,
-            model=model,
-            input_tokens=count.input_tokens(plan, turn),
-            input_messages=_INPUT,
-            output_messages=orjson.dumps(output_parts(turn.output)).decode(),
-            tool_definitions=_TOOLS,
-        )
-        for turn in plan.turns
-    ]
+    spans = session_spans(
+        plan,
+        model=model,
+        count=count,
+        input_messages=lambda turn: _INPUT,
+        output_messages=lambda turn: orjson.dumps(output_parts(turn.output)).decode(),
+        tool_definitions=_TOOLS,
+    )
     skeleton = orjson.dumps(session_dict(plan, spans)).split(b"\x00")
     chunks: list[bytes] = [skeleton[0]]
     turns = iter(plan.turns)

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Callable, Optional
 
 from ...engines import ENGINES
-from ..report import Cell, Pair, Table
+from ..report import Cell, Pair, Section, Table
 from ..runs import ConfigRun, RequestRecord
 from ..stats import PERCENTILES, mean, percentile_ms
 
@@ -16,6 +16,7 @@ __all__ = [
     "engine_metric",
     "kind_of",
     "output_tokens_table",
+    "scenario_section",
     "status_cell",
     "ttft_columns",
     "ttft_triples",
@@ -43,6 +44,15 @@ def ttft_triples(pair: Pair, names: list[str], keep=lambda r: True) -> list[Cell
 
 def ttft_columns() -> list[str]:
     return [c for q in PERCENTILES for c in abr(f"TTFT p{q} ms")]
+
+
+def scenario_section(pair: Pair, scenario: str, title: str, intro: str) -> Optional[tuple[list[str], Section]]:
+    """The configs of `scenario` that both sides ran, and the empty section that will report them; None when there
+    are none, so that the report leaves the scenario out instead of showing empty tables."""
+    names = pair.configs(scenario)
+    if not names:
+        return None
+    return names, Section(scenario, title, intro=intro)
 
 
 def kind_of(requests: list[RequestRecord]) -> str:

@@ -7,9 +7,11 @@ from typing import Optional
 
 from ..report import Pair, Plot, Section, Table
 from ..stats import hit_ratio, percentile_ms
-from .common import abr, kind_of, output_tokens_table, status_cell, ttft_columns, ttft_triples
+from .common import abr, kind_of, output_tokens_table, scenario_section, status_cell, ttft_columns, ttft_triples
 
 SCENARIO = "scenario1"
+TITLE = "Scenario 1: long-context tool-call loops"
+INTRO = "Six turns per session over a large stable prefix; turns 3 and 5 are forced tool calls."
 
 TOOL_TTFT_NOTE = (
     "Tool-call turns have no TTFT, TPOT or ITL: their answer streams as tool_calls deltas, not content, "
@@ -23,14 +25,9 @@ def _value(cell) -> Optional[float]:
 
 
 def build(pair: Pair) -> Optional[Section]:
-    names = pair.configs(SCENARIO)
-    if not names:
+    if (opened := scenario_section(pair, SCENARIO, TITLE, INTRO)) is None:
         return None
-    section = Section(
-        SCENARIO,
-        "Scenario 1: long-context tool-call loops",
-        intro="Six turns per session over a large stable prefix; turns 3 and 5 are forced tool calls.",
-    )
+    names, section = opened
     turns = sorted({r.turn for n in names for r in pair.a.runs[n].requests + pair.b.runs[n].requests})
 
     by_turn = Table("TTFT by turn (all load levels pooled)", ["turn", "kind", *ttft_columns()], note=TOOL_TTFT_NOTE)

@@ -9,9 +9,14 @@ from typing import Optional
 from ..report import Pair, Section, Table
 from ..runs import RequestRecord
 from ..stats import hit_ratio, kv_tokens, peak_percent, percentile_ms, ratio
-from .common import abr, engine_metric, output_tokens_table, status_cell
+from .common import abr, engine_metric, output_tokens_table, scenario_section, status_cell
 
 SCENARIO = "scenario2"
+TITLE = "Scenario 2: parallel fan-out"
+INTRO = (
+    "A root request, then five branches from its context; sync starts them within a short window, stagger "
+    "spreads them out. TTFT p50 in ms."
+)
 
 
 def roles(requests: list[RequestRecord]) -> dict[str, list[RequestRecord]]:
@@ -46,15 +51,9 @@ def _role_triples(pair: Pair, names: list[str]) -> dict[str, tuple]:
 
 
 def build(pair: Pair) -> Optional[Section]:
-    names = pair.configs(SCENARIO)
-    if not names:
+    if (opened := scenario_section(pair, SCENARIO, TITLE, INTRO)) is None:
         return None
-    section = Section(
-        SCENARIO,
-        "Scenario 2: parallel fan-out",
-        intro="A root request, then five branches from its context; sync starts them within a short "
-        "window, stagger spreads them out. TTFT p50 in ms.",
-    )
+    names, section = opened
     per_config = Table(
         "TTFT p50 of the root, the first branch to start and its later siblings",
         ["config", "layout", "concurrency", "status", *abr("root"), *abr("first branch"), *abr("later siblings")],

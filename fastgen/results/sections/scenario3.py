@@ -20,11 +20,22 @@ from ..stats import (
     ratio,
     window_offsets,
 )
-from .common import abr, engine_metric, output_tokens_table, status_cell, ttft_columns, ttft_triples
+from .common import abr, engine_metric, output_tokens_table, scenario_section, status_cell, ttft_columns, ttft_triples
 
 SCENARIO = "scenario3"
+TITLE = "Scenario 3: shared-monorepo swarm"
+INTRO = (
+    "Sessions arrive at the config's session rate over one large shared prefix; stable layouts keep that "
+    "prefix byte-identical, noisy ones perturb it per session."
+)
 BINS = 10  # time bins of a run for the over-time series
 WIDE_MARGIN_POINTS = 10.0  # hit-ratio points by which stable must beat noisy, on both engines, to be "wide"
+# The plots of a config over its run: (file stem suffix, caption, y-axis label, the series' index in what
+# stats.over_time returns), one per metric it bins.
+OVER_TIME_PLOTS = (
+    ("hit_over_time", "hit ratio over the run", "hit %", 0),
+    ("ttft_over_time", "p95 TTFT over the run", "TTFT p95 (ms)", 1),
+)
 
 
 def layout_of(name: str, requests: list[RequestRecord]) -> str:
@@ -44,15 +55,9 @@ def _span(side: Side, name: str) -> float:
 
 
 def build(pair: Pair) -> Optional[Section]:
-    names = pair.configs(SCENARIO)
-    if not names:
+    if (opened := scenario_section(pair, SCENARIO, TITLE, INTRO)) is None:
         return None
-    section = Section(
-        SCENARIO,
-        "Scenario 3: shared-monorepo swarm",
-        intro="Sessions arrive at the config's session rate over one large shared prefix; stable "
-        "layouts keep that prefix byte-identical, noisy ones perturb it per session.",
-    )
+    names, section = opened
     per_config = Table(
         "Hit ratio and TTFT per config",
         ["config", "layout", "concurrency", "status", *abr("hit %"), *pair.ceiling_columns(), *ttft_columns()],
@@ -140,29 +145,18 @@ def build(pair: Pair) -> Optional[Section]:
         }
         x = [round(i * bin_s, 1) for i in range(BINS)]
         stem = name.replace("/", "_")
-        title = "seconds from the first request (shaded: steady state)"
-        section.plots.append(
-            Plot(
-                f"{stem}_hit_over_time",
-                f"{name}: hit ratio over the run",
-                title,
-                "hit %",
-                x,
-                {label: s[0] for label, s in series.items()},
-                shade=shade,
+        for suffix, caption, y_label, index in OVER_TIME_PLOTS:
+            section.plots.append(
+                Plot(
+                    f"{stem}_{suffix}",
+                    f"{name}: {caption}",
+                    "seconds from the first request (shaded: steady state)",
+                    y_label,
+                    x,
+                    {label: s[index] for label, s in series.items()},
+                    shade=shade,
+                )
             )
-        )
-        section.plots.append(
-            Plot(
-                f"{stem}_ttft_over_time",
-                f"{name}: p95 TTFT over the run",
-                title,
-                "TTFT p95 (ms)",
-                x,
-                {label: s[1] for label, s in series.items()},
-                shade=shade,
-            )
-        )
     return section
 
 
