@@ -70,6 +70,7 @@ bench: env-all
 # (e2e/README.md).
 e2e: env-all
 	$(BIN)/python -m e2e.run $(E2E_ARGS)
+	$(BIN)/python -m e2e.run --workdir .e2e-agent --workload agent --scale 0.1 --recorded-answers
 	$(BIN)/python -m e2e.bakeoff
 
 # fastgen bakeoff and compare against two real vLLM servers on the CPU that differ in KV cache size
@@ -106,4 +107,4 @@ docs: $(BIN)/python
 	$(BIN)/mkdocs build --strict --site-dir build/site
 
 clean:
-	rm -rf traces build *.egg-info .e2e .e2e-bakeoff .e2e-vllm .e2e-sglang .e2e-pair .e2e-aiperf
+	rm -rf traces build *.egg-info .e2e .e2e-agent .e2e-bakeoff .e2e-vllm .e2e-sglang .e2e-pair .e2e-aiperf

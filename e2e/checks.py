@@ -154,7 +154,9 @@ def _role_content(messages) -> list[tuple]:
 
 
 def _check_request(span: Span, *, spans: list[Span], sent: dict[int, dict], shape: str) -> list[str]:
-    """The request extends its predecessor's exact request plus its live answer; the tool choice is right."""
+    """The request holds its predecessor's live answer where the recording holds the recorded one (its last assistant
+    message), the predecessor's exact request before it (all of it in a chain; only the start after a compaction,
+    which keeps the system prompt and drops the rest), the recorded messages after it; the tool choice is right."""
     name = f"{Path(span.file).name} span {span.index}"
     out = _check_tool_choice(name, span, sent[span.index])
     messages = sent[span.index]["body"]["messages"]
@@ -163,15 +165,16 @@ def _check_request(span: Span, *, spans: list[Span], sent: dict[int, dict], shap
             out.append(f"{name}: the root request is not the recorded prompt")
         return out
     parent_index = span.index - 1 if shape == "chain" else 0
-    parent, parent_span = sent[parent_index], spans[parent_index]
-    prefix = parent["body"]["messages"]
+    parent = sent[parent_index]
+    at = max(i for i, m in enumerate(span.messages) if m.get("role") == "assistant")
+    prefix = parent["body"]["messages"][:at]
     live = parent["response"]["message"]
-    if messages[: len(prefix)] != prefix:
+    if messages[:at] != prefix:
         first = next((i for i, (a, b) in enumerate(zip(messages, prefix)) if a != b), min(len(messages), len(prefix)))
         out.append(f"{name}: does not start with span {parent_index}'s request (first difference at message {first})")
-    elif len(messages) <= len(prefix) or _wire(messages[len(prefix)]) != _wire(live):
-        out.append(f"{name}: message {len(prefix)} is not span {parent_index}'s live output")
-    elif _role_content(messages[len(prefix) + 1 :]) != _role_content(span.messages[len(parent_span.messages) + 1 :]):
+    elif len(messages) <= at or _wire(messages[at]) != _wire(live):
+        out.append(f"{name}: message {at} is not span {parent_index}'s live output")
+    elif _role_content(messages[at + 1 :]) != _role_content(span.messages[at + 1 :]):
         out.append(f"{name}: the messages after span {parent_index}'s live output are not the recorded ones")
     return out
 
@@ -191,11 +194,12 @@ def _check_recorded_counts(sessions: dict[str, list[Span]], matched: dict[str, d
 
 
 def _check_tool_choice(name: str, span: Span, record: dict) -> list[str]:
-    # A recorded tool-call turn must force that very tool (flat tool definitions make inference-perf name it);
-    # a text turn must not force one.
+    # A recorded tool-call turn must force that very tool (flat tool definitions make inference-perf name it), or
+    # any tool where it made several calls at once (one name cannot say that: "required"); a text turn must not.
     choice = record["body"].get("tool_choice")
     if span.tool_names and span.has_tools:
-        want = {"type": "function", "function": {"name": span.tool_names[0]}}
+        several = len(span.tool_names) > 1
+        want: object = "required" if several else {"type": "function", "function": {"name": span.tool_names[0]}}
         if choice != want:
             return [f"{name}: tool_choice {choice!r}, expected {want!r}"]
         if not record["response"]["message"].get("tool_calls"):

@@ -56,10 +56,15 @@ class Dataset:
     metrics: str = "default"
     prometheus_url: Optional[str] = None  # None: a loopback port nobody listens on (queries are refused at once)
     tokenizer: str = "builtin"  # or a tokenizer folder (the server serves the dataset's own copy of it)
+    workload: Optional[str] = None  # a shipped workload's name or a file; None: the benchmark's (default)
+    # the server answers each request with its span's recorded output (a model making the recorded k parallel calls,
+    # which no real model promises); False: its own short answers, one call where a tool is forced
+    recorded_answers: bool = False
 
     def arguments(self, workdir: Path, base_url: str) -> list[str]:
         prometheus = self.prometheus_url or f"http://127.0.0.1:{free_port()}"
         return [
+            *(["--workload", self.workload] if self.workload else []),
             "--tokenizer",
             self.tokenizer,
             "--scale",
@@ -145,7 +150,8 @@ def run_e2e(
     generate(workdir, f"http://127.0.0.1:{port}", dataset)
     paths = config_files(workdir / "configs", only)
     outcomes = []
-    with ServerThread(workdir / "traces" / "tokenizer", port=port) as server:  # the dataset's own tokenizer
+    answers_from = workdir / "traces" if dataset.recorded_answers else None
+    with ServerThread(workdir / "traces" / "tokenizer", port=port, answers_from=answers_from) as server:
         for path in paths:
             outcome = replay_one(server, path, workdir, timeout_s=timeout_s)
             echo(_line(outcome))
@@ -213,6 +219,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     )
     p.add_argument("--prometheus-url", help="with --metrics prometheus: a real Prometheus (default: a closed port)")
     p.add_argument("--timeout", type=float, default=CONFIG_TIMEOUT_S, help="seconds per config before it is stopped")
+    p.add_argument("--workload", help="a shipped workload (e.g. agent) or a file; default: the benchmark's")
+    p.add_argument(
+        "--recorded-answers",
+        action="store_true",
+        help="the server answers with each span's recorded output (every parallel call the recording made)",
+    )
     args = p.parse_args(argv)
     started = time.monotonic()
     dataset = Dataset(
@@ -222,6 +234,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         max_wait_ms=args.max_wait_ms,
         metrics=args.metrics,
         prometheus_url=args.prometheus_url,
+        workload=args.workload,
+        recorded_answers=args.recorded_answers,
     )
     outcomes = run_e2e(args.workdir, dataset=dataset, only=args.only, timeout_s=args.timeout)
     print(summary_table(outcomes))

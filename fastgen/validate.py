@@ -89,23 +89,30 @@ def _shape_deviations(scenario: str, graph: dict, shapes: dict) -> list[str]:
         out.append(f"{len(ids)} events, expected {want}")
     if ids and graph["root_event_ids"] != ids[:1]:
         out.append(f"roots {[index[r] for r in graph['root_event_ids']]}, expected only event 0")
-    for i, event in enumerate(graph["events"].values()):
+    events = list(graph["events"].values())
+    for i, event in enumerate(events):
         if i > 0:
             src = ids[i - 1] if kind == "chain" else ids[0]
-            out += _edge_deviations(i, event, src, index)
+            restarts = shape.restart_kind is not None and _turn_kind(events[index[src]]) == shape.restart_kind
+            out += _edge_deviations(i, event, src, index, shared_from=ids[0] if restarts else src)
         out += _tool_flag_deviations(shape.tool_events, i, event["call"])
     return out
 
 
-def _edge_deviations(i: int, event: dict, src: str, index: dict[str, int]) -> list[str]:
+def _turn_kind(event: dict) -> str | None:
+    return (event["call"].get("attributes") or {}).get("fastgen.turn_kind")
+
+
+def _edge_deviations(i: int, event: dict, src: str, index: dict[str, int], *, shared_from: str) -> list[str]:
     out = []
     deps = event["predecessor_dependency_types"]
     if list(deps) != [src] or deps[src] not in _CAUSAL:
         out.append(f"event {i}: predecessors {_fmt_deps(deps, index) or 'none'}, expected event {index[src]} (causal)")
     segments = [(s["type"], s.get("source_event_id")) for s in event["call"]["input_segments"]]
-    if segments != [("shared", src), ("output", src), ("unique", None)]:
+    if segments != [("shared", shared_from), ("output", src), ("unique", None)]:
         got = " ".join(_fmt_segment(s, index) for s in event["call"]["input_segments"])
-        out.append(f"event {i}: segments {got}, expected shared(<-{index[src]}) output(<-{index[src]}) unique")
+        want = f"shared(<-{index[shared_from]}) output(<-{index[src]}) unique"
+        out.append(f"event {i}: segments {got}, expected {want}")
     return out
 
 

@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
         "generator.scenarios.scenario1",
         "generator.scenarios.scenario2",
         "generator.scenarios.scenario3",
+        "generator.scenarios.agent_loop",
         "generator.scenarios",
     ),
     ("generator.workload",),
@@ -81,7 +82,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("analysis.schedule",),
     ("analysis.corpus", "analysis.side_by_side", "analysis.calibrate"),
     ("analysis.analyze", "analysis.summary", "analysis.report", "analysis.plots", "analysis"),
-    ("export.mooncake", "export"),
+    ("export.mooncake", "export.dag", "export"),
     ("cli.options", "cli.generate", "cli.datasets", "cli.runs", "cli.analysis"),
     ("cli", "__main__", ""),  # "" is the package door, fastgen/__init__.py
 ]

@@ -229,7 +229,7 @@ def test_workload_with_more_than_ten_errors_lists_ten_then_how_many_more():
         ("scenarios: {scenaro1: {}}", "scenarios.scenaro1: no such scenario; did you mean 'scenario1'?"),
         (
             "timing: {think_gap_ms: {lo: 1, hi: 2, mid: 1}}\nscenarios: {scenario1: {}}",
-            "timing.think_gap_ms.mid: unknown key; the known ones: lo, hi",
+            "timing.think_gap_ms.mid: unknown key; this value takes one of {lo, hi}; {median, p90, cap}",
         ),
     ],
 )

@@ -18,6 +18,8 @@ from ..errors import SpecError
 
 __all__ = [
     "Range",
+    "LogNormal",
+    "Delay",
     "Timing",
     "ScenarioSpec",
     "Spec",
@@ -86,8 +88,49 @@ class Range:
     def draw(self, rng) -> int:
         return int(rng.integers(self.lo, self.hi + 1))
 
+    @property
+    def mean(self) -> float:
+        return (self.lo + self.hi) / 2
+
     def scaled(self, factor: float) -> "Range":
         return Range(_scale_tokens(self.lo, factor), _scale_tokens(self.hi, factor))
+
+
+@dataclass(frozen=True)
+class LogNormal:
+    """A duration with a long right tail, as think times and tool latencies are: {median, p90, cap} in milliseconds
+    in a workload file. Half the draws fall below `median`, nine in ten below `p90`; none above `cap`."""
+
+    __pydantic_config__: ClassVar[dict] = _STRICT_KEYS
+
+    median: Annotated[int, Ge(1), Le(86_400_000)]
+    p90: Annotated[int, Ge(1), Le(86_400_000)]
+    cap: Annotated[int, Ge(1), Le(86_400_000)]
+
+    def __post_init__(self) -> None:
+        if not (self.median <= self.p90 <= self.cap):
+            raise SpecError(
+                f"log-normal {{median: {self.median}, p90: {self.p90}, cap: {self.cap}}} is out of order; "
+                "use median <= p90 <= cap"
+            )
+
+    def draw(self, rng) -> int:
+        sigma = math.log(self.p90 / self.median) / _Z90
+        # math.exp, not numpy's: glibc's is correctly rounded, so a draw is the same integer on every machine
+        return min(self.cap, int(round(self.median * math.exp(sigma * float(rng.standard_normal())))))
+
+    @property
+    def mean(self) -> float:
+        """The mean of the log-normal (median x e^(sigma^2 / 2)), at most `cap`: what sizing notes go by."""
+        sigma = math.log(self.p90 / self.median) / _Z90
+        return min(float(self.cap), self.median * math.exp(sigma * sigma / 2))
+
+
+_Z90 = 1.2815515655446004  # the standard normal's 90th percentile
+
+
+# A duration a workload draws: uniform over {lo, hi}, or log-normal {median, p90, cap}
+Delay = Range | LogNormal
 
 
 def _scale_tokens(n: int, factor: float) -> int:
@@ -106,8 +149,8 @@ class Timing:
 
     prefill_ms_per_1k_tokens: Millis = 40
     decode_ms_per_token: Millis = 25
-    think_gap_ms: Range = Range(800, 2500)
-    tool_exec_ms: Range = Range(1500, 6000)
+    think_gap_ms: Delay = Range(800, 2500)  # after a text answer, before the user's next message
+    tool_exec_ms: Delay = Range(1500, 6000)  # after a tool-call answer: the tools run (in parallel: the slowest)
 
 
 _ScenarioSpecT = TypeVar("_ScenarioSpecT", bound="ScenarioSpec")

@@ -29,7 +29,7 @@ import yaml
 
 from ..errors import WorkloadError
 from .scenarios import Scenario, registered
-from .spec import DEFAULT_MAX_MODEL_LEN, WORKLOAD_FORMAT, Spec, Timing, Window
+from .spec import DEFAULT_MAX_MODEL_LEN, WORKLOAD_FORMAT, Delay, Spec, Timing, Window
 
 __all__ = [
     "WORKLOADS_DIR",
@@ -127,6 +127,11 @@ def _problem(error: Mapping[str, Any]) -> str:
         return f"expected an integer {'>=' if kind == 'greater_than_equal' else '<='} {bound}"
     if kind in ("too_short",):
         return "expected at least one entry"
+    if kind == "unexpected_keyword_argument" and "form" in error:
+        forms = "; ".join(
+            f"{{{', '.join(_FORMS[name])}}}" for name in (error["form"], *sorted(set(_FORMS) - {error["form"]}))
+        )
+        return f"unknown key; this value takes one of {forms}"
     if kind == "unexpected_keyword_argument":
         return _unknown_key(error["loc"])
     if kind == "missing":
@@ -163,8 +168,36 @@ def _document_order(doc: Any, loc: tuple) -> list[int]:
     return order
 
 
+# The mappings a field may take one of (a Delay: {lo, hi} or {median, p90, cap}): pydantic reports a bad one against
+# every form, each under the form's class name; the user wrote one form, so only that one's errors are theirs.
+_FORMS = {kind.__name__: [f.name for f in dataclasses.fields(kind)] for kind in typing.get_args(Delay)}
+
+
+def _meant_form(doc: Any, loc: tuple) -> tuple[Optional[int], Optional[str]]:
+    """Where in `loc` a form's name stands, and the form the document's mapping there means (most keys in common)."""
+    node = doc
+    for i, part in enumerate(loc):
+        if part in _FORMS and not (isinstance(node, dict) and part in node):
+            keys = set(node) if isinstance(node, dict) else set()
+            return i, max(sorted(_FORMS), key=lambda name: len(set(_FORMS[name]) & keys))
+        node = node.get(part) if isinstance(node, dict) else node[part] if isinstance(node, list) else None
+    return None, None
+
+
+def _one_form(doc: Any, errors: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    kept = []
+    for error in errors:
+        at, meant = _meant_form(doc, tuple(error["loc"]))
+        if at is None:
+            kept.append(error)
+        elif error["loc"][at] == meant:
+            kept.append({**error, "loc": tuple(error["loc"][:at]) + tuple(error["loc"][at + 1 :]), "form": meant})
+    return kept
+
+
 def _errors_message(source: str, doc: Any, errors: Sequence[Mapping[str, Any]]) -> str:
     """One line for one error; for more, one line each (the first _MAX_LISTED), in the document's order."""
+    errors = _one_form(doc, errors)
     if len(errors) == 1:
         return f"{source}: {_error_line(errors[0])}"
     ordered = sorted(errors, key=lambda e: _document_order(doc, e["loc"]))

@@ -1,13 +1,14 @@
 """The scenarios: one module each, and the registry every stage looks them up in (base.py).
 
-The benchmark's three are registered here; a scenario defined elsewhere (a plugin, a test) calls `register` with its
+The benchmark's three (BUILTIN, the default workload) and more agent shapes (MORE, generated when a workload names
+them) are registered here; a scenario defined elsewhere (a plugin, a test) calls `register` with its
 SCENARIO and is then generated, configured and validated wherever a spec names it.
 """
 
 from __future__ import annotations
 
 from ..spec import DEFAULT_MAX_MODEL_LEN, Spec, Timing
-from . import scenario1, scenario2, scenario3
+from . import agent_loop, scenario1, scenario2, scenario3
 from .base import (
     ConfigEntry,
     Request,
@@ -24,6 +25,7 @@ from .base import (
 
 __all__ = [
     "BUILTIN",
+    "MORE",
     "ConfigEntry",
     "Request",
     "Scenario",
@@ -39,6 +41,8 @@ __all__ = [
 ]
 
 BUILTIN: tuple[Scenario, ...] = tuple(register(m.SCENARIO) for m in (scenario1, scenario2, scenario3))
+# Agent shapes beyond the benchmark's three: generated when a workload names them, never by default
+MORE: tuple[Scenario, ...] = (register(agent_loop.SCENARIO),)
 
 
 def default_spec(*, timing: Timing | None = None, max_model_len: int = DEFAULT_MAX_MODEL_LEN) -> Spec:

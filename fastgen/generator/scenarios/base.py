@@ -38,6 +38,9 @@ class Shape:
     most: int
     kind: str  # "chain": each event hangs off the one before it; "fan": every event after the first off the root
     tool_events: Optional[frozenset[int]] = None  # the events that answer with a tool call; None: as each span says
+    # A turn kind (fastgen.turn_kind) after which the session starts over from its first messages (a compaction): the
+    # next event's shared segment is then the one every request of the session begins with, found in event 0
+    restart_kind: Optional[str] = None
 
 
 @dataclass(frozen=True)

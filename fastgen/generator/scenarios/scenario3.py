@@ -238,7 +238,7 @@ def _arrivals_note(level: int, sessions: int, rate: float, spec: Spec) -> str:
     """Scenario 3's names count arrivals, not sessions in flight: in flight is rate x session length (Little's law)."""
     s, timing = cast(Scenario3Spec, spec.scenarios[NAME]), spec.timing
     # The replay waits out every recorded tool gap (capped by max_wait_ms): a session lasts at least this long.
-    gaps_s = ((s.turns.lo + s.turns.hi) / 2 - 1) * (timing.tool_exec_ms.lo + timing.tool_exec_ms.hi) / 2 / 1000
+    gaps_s = ((s.turns.lo + s.turns.hi) / 2 - 1) * timing.tool_exec_ms.mean / 1000
     example_s = 36
 
     def approx(x: float) -> str:
