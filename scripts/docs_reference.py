@@ -24,7 +24,7 @@ COMMANDS = [
     ("fastgen verify", "verify", "reproducibility.md", "Reproducibility"),
     ("fastgen unpack", "unpack", "generate.md", "Generate a dataset"),
     ("fastgen analyze", "analyze", "analyze.md", "Before you run: analyze"),
-    ("fastgen export mooncake", "export", "analyze.md", "Before you run: analyze"),
+    ("fastgen export", "export", "analyze.md", "Before you run: analyze"),
     ("fastgen bakeoff", "bakeoff", "bakeoff.md", "Run the bakeoff"),
     ("fastgen compare", "compare", "report.md", "Read the report"),
 ]

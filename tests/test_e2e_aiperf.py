@@ -1,5 +1,6 @@
 """`fastgen analyze --definition aiperf` against AIPerf's own `aiperf analyze-trace` on fastgen's Mooncake export,
-to 6 decimal places: a hand-made trace with known answers, and every config of a scaled-down default set.
+to 6 decimal places: a hand-made trace with known answers, and every config of a scaled-down default set. And
+`fastgen export dag_jsonl` read by AIPerf's own dag_jsonl loader: what it builds is what fastgen wrote.
 
 Skipped unless FASTGEN_AIPERF_VENV names a venv where e2e.aiperf.install() finished (`make e2e-aiperf` installs
 one into .e2e-aiperf/venv and runs this file).
@@ -9,13 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from e2e.aiperf import INSTALL_MARKER, analyze_trace
+from e2e.aiperf import INSTALL_MARKER, analyze_trace, load_dag
 
 VENV = os.environ.get("FASTGEN_AIPERF_VENV")
 pytestmark = pytest.mark.skipif(
@@ -95,3 +98,95 @@ def test_aiperf_analyze_trace_on_the_export_equals_analyze_definition_aiperf(sma
         measured = analyze_trace(Path(VENV), trace, tmp_path / f"{trace.stem}.out.json")["cache_hit_rate"]
         assert round(measured, 6) == round(rate, 6), name
         assert 0 < rate < 1
+
+
+# fastgen export dag_jsonl, read by AIPerf's own dag_jsonl loader (e2e.aiperf.load_dag): one config of each trace
+# directory, and the hand-made graphs of tests/test_export_dag.py (a new prompt, a join, a second root).
+DAG_CONFIGS = [
+    "scenario1/c10",
+    "scenario2/c10_sync",
+    "scenario2/c10_stagger",
+    "scenario3/c100_stable",
+    "scenario3/c100_noisy",
+]
+
+
+def _spawned(turn: dict) -> list[str]:
+    return [c for entry in turn.get("spawns", ()) for c in ([entry] if isinstance(entry, str) else entry["children"])]
+
+
+def _as_written(lines: list[dict]) -> dict:
+    """What AIPerf's loader should build from fastgen's lines, in load_dag's shape."""
+    named = {c for line in lines for c in line.get("pre_session_spawns", ())}
+    named |= {c for line in lines for turn in line["turns"] for c in [*turn.get("forks", ()), *_spawned(turn)]}
+    out = {}
+    for line in lines:
+        turns, joins = line["turns"], defaultdict(list)
+        for i, turn in enumerate(turns):
+            for entry in turn.get("spawns", ()):
+                if isinstance(entry, dict):
+                    joins[entry["join_at"]] += entry["children"]
+                elif i + 1 < len(turns):  # a bare spawn before the last turn joins the next one
+                    joins[i + 1].append(entry)
+        out[line["session_id"]] = {
+            "root": line["session_id"] not in named,
+            "pre": line.get("pre_session_spawns", []),
+            "turns": [
+                {
+                    "messages": len(turn["messages"]),
+                    "max_tokens": turn["max_tokens"],
+                    "delay": float(turn["delay"]),
+                    "tools": "tools" in turn,
+                    "extra": turn.get("extra"),
+                    "forks": turn.get("forks", []),
+                    "spawns": _spawned(turn),
+                    "joins": joins[i],
+                }
+                for i, turn in enumerate(turns)
+            ],
+        }
+    return out
+
+
+@pytest.mark.parametrize("name", DAG_CONFIGS)
+def test_aiperf_loads_the_dag_export_as_fastgen_wrote_it(small, tmp_path, name):
+    out = tmp_path / "dag.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-m", "fastgen", "export", "dag_jsonl", str(small / "traces"), "--config", name]
+        + ["--out", str(out)],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    said = re.match(
+        r"wrote (\d+) sessions of \S+ \((\d+) requests in (\d+) conversations, (\d+) forked, (\d+) spawned\)",
+        result.stdout,
+    )
+    assert said, result.stdout
+    sessions, requests, conversations, forks, spawns = map(int, said.groups())
+    loaded = load_dag(Path(VENV), out)
+    assert loaded == _as_written([json.loads(line) for line in out.read_text().splitlines()])
+    assert sum(c["root"] for c in loaded.values()) == sessions
+    assert (sum(len(c["turns"]) for c in loaded.values()), len(loaded)) == (requests, conversations)
+    assert sum(len(t["forks"]) for c in loaded.values() for t in c["turns"]) == forks
+    assert sum(len(t["spawns"]) for c in loaded.values() for t in c["turns"]) == spawns == 0
+    assert forks == (sum(len(c["turns"]) for c in loaded.values()) - sessions if name.startswith("scenario2") else 0)
+
+
+def test_aiperf_loads_the_hand_made_graphs(tmp_path):
+    from fastgen.export import session_conversations, write_dag
+    from test_export_dag import hand_made_sessions
+
+    lines = []
+    for name, session in hand_made_sessions().items():
+        lines += session_conversations(session, 15000, name.replace(" ", "-"))[0]
+    out = tmp_path / "hand.jsonl"
+    write_dag(lines, out)
+    loaded = load_dag(Path(VENV), out)
+    assert loaded == _as_written(lines)
+    assert loaded["join"]["turns"][1]["joins"] == ["join/1"] and loaded["roots"]["pre"] == ["roots/1"]
+    assert loaded["compaction"]["turns"][1]["spawns"] == ["compaction/1"]
+    assert sorted(c for c, v in loaded.items() if v["root"]) == sorted(
+        n.replace(" ", "-") for n in hand_made_sessions()
+    )

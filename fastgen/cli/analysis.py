@@ -241,9 +241,11 @@ def export_parser() -> Parser:
     p = Parser(prog="fastgen export", description="Write a replay in another tool's trace format.")
     p.add_argument(
         "format",
-        choices=["mooncake"],
+        choices=["mooncake", "dag_jsonl"],
         help="mooncake: one JSON line per request with hash_ids, for "
-        "AIPerf (analyze-trace, mooncake_trace), vLLM bench serve (timed_trace), SGLang bench_serving",
+        "AIPerf (analyze-trace, mooncake_trace), vLLM bench serve (timed_trace), SGLang bench_serving; "
+        "dag_jsonl: one JSON line per conversation with the messages, sessions as turns, forks and spawns, "
+        "for AIPerf's dag_jsonl dataset (--custom-dataset-type dag_jsonl)",
     )
     p.add_argument("dir", type=Path, help="a dataset folder, or one trace directory")
     p.add_argument("--out", type=Path, required=True, help="the JSON-lines file to write")
@@ -282,6 +284,8 @@ def run_export(args) -> int:
         )
     (target,) = targets
     corpus = Corpus(target.trace_dir, load_reading(tokenizer, args.reading), args.block_size)
+    if args.format == "dag_jsonl":
+        return _export_dag(args, target, corpus)
     lines = mooncake_lines(target, corpus)
     write_mooncake(lines, args.out)
     if not args.quiet:
@@ -289,4 +293,21 @@ def run_export(args) -> int:
             f"wrote {len(lines)} requests of {target.name} ({len({r['session_id'] for r in lines})} sessions) to "
             f"{args.out}"
         )
+    return 0
+
+
+def _export_dag(args, target, corpus) -> int:
+    from ..export import dag_export, write_dag
+
+    export = dag_export(target, corpus)
+    write_dag(export.conversations, args.out)
+    if not args.quiet:
+        print(
+            f"wrote {export.sessions} sessions of {target.name} ({export.requests} requests in "
+            f"{len(export.conversations)} conversations, {export.forks} forked, {export.spawns} spawned) to {args.out}"
+        )
+        for note in export.unexpressed[:5]:
+            print(f"  not as inference-perf replays it: {note}")
+        if len(export.unexpressed) > 5:
+            print(f"  ... and {len(export.unexpressed) - 5} more")
     return 0
