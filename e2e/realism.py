@@ -2,14 +2,19 @@
 
     python -m e2e.realism traces/          # or: make realism (the default set)
 
-- every Python file a prompt shows compiles, and so does every file an apply_patch call leaves behind;
+- every file a prompt shows stands in its own fenced block (a line with its path, ```python, the file, ```), closed
+  before whatever follows; every Python file a prompt shows compiles, and so does every file an apply_patch call
+  leaves behind; no statement follows a return (or a raise) in its block;
+- every read_file result numbers its lines 1, 2, 3 (a number and a tab before each), and the code without its numbers
+  compiles;
 - every apply_patch diff applies (`git apply --check`) to the file as the context showed it, the second to the file
   the first one made, and the tool's answer reports the diff's own hunks and line counts; every scenario-2
   candidate's diff applies to the module its root prompt shows;
 - every pytest log agrees with itself: its summary counts what its progress lines mark, `collected` is their total,
   the percentages rise to 100 once, each failure's assert, `E` and `where` lines carry the same values, the short
   summary names the failures the log shows; in scenario 1, the failing tests are tests of the shown test file and the
-  passing run lists all of them;
+  passing run lists all of them; every log of a session says the same Python, pytest, plugins and rootdir;
+- scenario 1's inspection plan names only the session's own files (those its context shows);
 - numbered lists count 1, 2, 3; no assistant text says the same line twice in a row; a/an agree with the next word;
 - the share of distinct sentences in the assistant's prose (reported, and held to a floor by the test).
 
@@ -19,6 +24,7 @@ Prints what it checked and every problem (the first 20), and exits 1 if there is
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import subprocess
 import sys
@@ -30,9 +36,12 @@ from pathlib import Path
 import orjson
 import xxhash
 
-_SECTION = re.compile(r"^### (\S+\.py)\n", re.MULTILINE)
-# what ends a file's section: the next file, or the header of a message's next part
-_SECTION_END = re.compile(r"^(### |Your open files:$|Workspace )", re.MULTILINE)
+# a shown file: its path on a line, then its text in a fence; the fence's close ends it (files hold no ``` line)
+_FILE = re.compile(r"^(\S+\.py)\n```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+_FENCE_OPEN = re.compile(r"^```python$", re.MULTILINE)
+_NUMBERED_LINE = re.compile(r"(\d+)\t(.*)")
+_PLATFORM = re.compile(r"^platform linux -- .*\nrootdir: .*\nconfigfile: .*\n(?:plugins: .*\n)?", re.MULTILINE)
+_PATH = re.compile(r"(?<![\w/.])((?:src|tests)/[\w/]+\.py)(?!\w)")  # a module or test file named in prose
 _PROGRESS = re.compile(r"^(\S+\.py) ([.Fs]+) +\[ *(\d+)%\]$", re.MULTILINE)
 _SUMMARY = re.compile(r"^=+ ((?:\d+ \w+, )*\d+ \w+) in [\d.]+s =+$", re.MULTILINE)
 _COLLECTED = re.compile(r"^collected (\d+) items$", re.MULTILINE)
@@ -77,13 +86,8 @@ def _text(content) -> str:
 
 
 def file_sections(text: str) -> list[tuple[str, str]]:
-    """(path, code) of each `### path.py` section of a prompt; a section ends at the next one or the next header."""
-    out = []
-    for match in _SECTION.finditer(text):
-        rest = text[match.end() :]
-        end = _SECTION_END.search(rest)
-        out.append((match.group(1), rest[: end.start()] if end else rest))
-    return out
+    """(path, code) of each file a prompt shows: a line with its path, then ```python, the file, and ```."""
+    return [(m.group(1), m.group(2)) for m in _FILE.finditer(text)]
 
 
 def _compiles(code: str) -> bool:
@@ -92,6 +96,34 @@ def _compiles(code: str) -> bool:
     except SyntaxError:
         return False
     return True
+
+
+def nothing_after_return(code: str) -> bool:
+    """Whether no statement follows a return or a raise in its block (code that compiles; else True: the compile
+    check reports it)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return True
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if isinstance(block, list) and any(isinstance(s, (ast.Return, ast.Raise)) for s in block[:-1]):
+                return False
+        for handler in getattr(node, "handlers", ()):
+            if any(isinstance(s, (ast.Return, ast.Raise)) for s in handler.body[:-1]):
+                return False
+    return True
+
+
+def read_file_code(result: str) -> str | None:
+    """The code of a read_file result (its first line the call, then each line numbered 1, 2, 3: a number and a tab),
+    or None where a line is not numbered so."""
+    lines = result.split("\n", 1)[1].splitlines() if "\n" in result else []
+    matches = [_NUMBERED_LINE.fullmatch(line) for line in lines]
+    if not all(matches) or [int(m.group(1)) for m in matches if m] != list(range(1, len(lines) + 1)):
+        return None
+    return "".join(m.group(2) + "\n" for m in matches if m)
 
 
 def check_pytest_log(log: str, report: Report, where: str) -> tuple[set[str], set[str]]:
@@ -165,6 +197,7 @@ def check_patches(messages: list[dict], report: Report, where: str) -> None:
         if after is None:
             continue
         report.check(_compiles(after), "the patched file compiles", where)
+        report.check(nothing_after_return(after), "nothing follows a return in its block", where)
         files[path] = after
         lines = diff.splitlines()[2:]
         stats = (
@@ -215,11 +248,31 @@ def check_session_tests(messages: list[dict], report: Report, where: str) -> Non
         report.check(passed == shown, "the passing run lists every test of the shown file", where)
 
 
+def check_session_env(texts: list[str], report: Report, where: str) -> None:
+    """Every pytest header of a session says the same Python, pytest, plugins and rootdir."""
+    headers = {h for text in texts for h in _PLATFORM.findall(text)}
+    if headers:
+        report.check(len(headers) == 1, "a session's pytest logs share one environment", where)
+
+
+def check_plan(messages: list[dict], plan: str, report: Report, where: str) -> None:
+    """Scenario 1: the files the inspection plan names are files the session's context shows."""
+    shown = {p for m in messages if m["role"] == "user" for p, _ in file_sections(_text(m.get("content")))}
+    named = set(_PATH.findall(plan))
+    report.check(named <= shown, "the plan names only the session's own files", where)
+
+
 def check_text(text: str, report: Report, where: str, *, assistant: bool) -> None:
-    for _path, code in file_sections(text):
+    sections = file_sections(text)
+    report.check(len(_FENCE_OPEN.findall(text)) == len(sections), "every shown file's fence is closed", where)
+    for _path, code in sections:
         report.check(_compiles(code), "a shown Python file compiles", where)
+        report.check(nothing_after_return(code), "nothing follows a return in its block", where)
     if text.startswith("$ read_file "):
-        report.check(_compiles(text.split("\n", 1)[1]), "a read_file result compiles", where)
+        listed = read_file_code(text)
+        report.check(listed is not None, "a read_file result numbers its lines", where)
+        report.check(listed is not None and _compiles(listed), "a read_file result compiles", where)
+        report.check(listed is None or nothing_after_return(listed), "nothing follows a return in its block", where)
     if "test session starts" in text or _SUMMARY.search(text):
         check_pytest_log(text, report, where)
     report.check(not _DISAGREEING_ARTICLE.search(text), "articles agree with the next word", where)
@@ -251,10 +304,13 @@ def check_file(path: Path, report: Report, seen: set[int]) -> None:
             _text(m.get("parts")) for s in spans for m in orjson.loads(s["attributes"]["gen_ai.output.messages"])
         ]
         check_branch_diffs(orjson.loads(spans[0]["attributes"]["gen_ai.input.messages"]), outputs, report, where)
+    last = orjson.loads(spans[-1]["attributes"]["gen_ai.input.messages"])
+    check_session_env([_text(m.get("content")) for m in last], report, where)
     if path.parent.name == "scenario1":
-        last = orjson.loads(spans[-1]["attributes"]["gen_ai.input.messages"])
         check_patches(last, report, where)
         check_session_tests(last, report, where)
+        plan = orjson.loads(spans[1]["attributes"]["gen_ai.output.messages"])
+        check_plan(last, "".join(_text(m.get("parts")) for m in plan), report, where)
 
 
 def check_dataset(traces: Path) -> Report:

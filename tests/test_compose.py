@@ -89,3 +89,38 @@ def test_no_unit_twice_in_a_row_and_no_filler_twice_in_a_tail(composer):
         fillers = {f for options in pool.fillers.values() for f in options}
         tail = [line for line in tail if line + "\n" in fillers]
         assert len(tail) == len(set(tail)), tail
+
+
+def test_files_are_each_fenced_under_their_path_and_closed_before_what_follows(composer, builtin):
+    """A reader and a parser see where each shown file ends: a line with its path, ```python, the file, ``` (they used
+    to run into the next `### path` line, or into the next header, with nothing between)."""
+    from e2e.realism import file_sections as shown_files
+    from fastgen.generator.content.budget import file_sections
+
+    rng = np.random.default_rng(6)
+    for budget, files in ((40, 1), (700, 3), (5000, 4)):
+        text = file_sections(composer, rng, header="Workspace services/x/:\n", budget=budget, files=files)
+        assert text.tokens == builtin.encoded_count(text.text) == budget
+        shown = shown_files(text.text + "Your open files:\n")
+        assert len(shown) == files
+        rebuilt = "".join(f"{path}\n```python\n{code}```\n" for path, code in shown)
+        assert text.text == "Workspace services/x/:\n" + rebuilt  # nothing outside a fence but the header
+        assert all(code.endswith("\n") and "```" not in code for _, code in shown)
+
+
+@pytest.mark.parametrize("budget", [0, 3, 4, 5, 9, 17, 60, 333, 1000, 4999])
+def test_code_with_numbered_lines_is_exactly_its_budget_and_compiles_without_its_numbers(composer, builtin, budget):
+    """What read_file returns (the catalog says: the text with line numbers): each line after its number and a tab,
+    numbered 1, 2, 3, in exactly the tokens asked."""
+    from e2e.realism import read_file_code
+    from fastgen.generator.content.budget import numbered_code
+
+    for seed in range(3):
+        text = numbered_code(composer, budget, np.random.default_rng([budget, seed]))
+        assert text.tokens == builtin.encoded_count(text.text) == budget
+        code = read_file_code("$ read_file {}\n" + text.text)
+        assert code is not None, text.text[:200]
+        compile(code, "numbered", "exec")
+        assert len(code.splitlines()) == text.text.count("\n")
+    assert read_file_code("$ read_file {}\ndef f():\n    return 1\n") is None  # unnumbered
+    assert read_file_code("$ read_file {}\n1\tx = 1\n3\ty = 2\n") is None  # a line missing

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections import defaultdict
 
 import pytest
@@ -164,6 +165,52 @@ def test_full_size_scenario3_layouts_have_the_same_messages_in_another_order(ful
     )
     assert 89000 <= prefix <= 90000
     assert 4000 <= builtin.count(head[4]["content"]) <= 20000
+
+
+def _messages(doc, span: int = -1, key: str = "gen_ai.input.messages") -> list[dict]:
+    return json.loads(doc["spans"][span]["attributes"][key])
+
+
+def test_full_size_prompts_fence_every_file_they_show_and_close_it_before_what_follows(full_size):
+    """Every shown file: a line with its path, ```python, the file, ```: the next header or file starts after the close
+    (a file used to run into the next `### path` line, and scenario 3's last workspace file into "Your open files:")."""
+    from e2e.realism import file_sections
+
+    def files(text: str) -> list[tuple[str, str]]:
+        shown = file_sections(text)
+        assert text.count("```python\n") == len(shown)
+        for path, code in shown:  # the close comes right after the file's own text, and only then what follows
+            block = f"{path}\n```python\n{code}```\n"
+            assert block in text and "```" not in code
+        return shown
+
+    s1 = _messages(full_size["scenario1/session_0000.json"], 0)
+    context = files(s1[2]["content"])
+    assert len(context) >= 4 and context[-1][0].startswith("tests/")
+    assert s1[2]["content"].endswith("```\n")
+    root = _messages(full_size["scenario2_sync/session_0000.json"], 0)
+    assert [len(files(m["content"])) for m in root if m["role"] == "user"] == [0, 0, 1, 0]
+    for name in ("scenario3_stable/session_0000.json", "scenario3_stable/session_0007.json"):
+        workspace = _messages(full_size[name], 0)[4]["content"]
+        assert len(files(workspace)) >= 3
+        assert "```\nYour open files:\n" in workspace and workspace.endswith("```\n")
+
+
+def test_full_size_sessions_say_one_test_environment_and_plan_about_their_own_files(full_size):
+    """A session's pytest logs all name one Python, pytest and plugins (they used to differ log to log); scenario 1's
+    inspection plan names the module and test file the context shows (its pooled steps used to name random ones)."""
+    from e2e.realism import _PATH, file_sections
+
+    doc = full_size["scenario1/session_0000.json"]
+    texts = [m.get("content") or "" for m in _messages(doc)]
+    platforms = [line for t in texts for line in t.splitlines() if line.startswith(("platform linux", "plugins: "))]
+    assert len([p for p in platforms if p.startswith("platform")]) == 3 and len(set(platforms)) <= 2
+    shown = [path for path, _ in file_sections(texts[2])]
+    target, test_path = shown[0], shown[-1]  # the module the bug is in comes first, its tests last
+    plan = _messages(doc, 1, "gen_ai.output.messages")[0]["parts"][0]["content"]
+    named = _PATH.findall(plan)
+    assert set(named) <= set(shown) and named.count(target) >= 3 and named.count(test_path) >= 3
+    assert len(re.findall(r"^\d+\. ", plan, re.M)) >= 8
 
 
 def test_scenario3_sessions_on_one_module_share_20_to_40_percent_of_their_workspace(builtin):

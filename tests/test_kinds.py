@@ -47,3 +47,23 @@ def test_generated_code_has_the_characters_per_token_of_real_python(builtin):
     generated = "".join(pool.units)
     ours = len(generated) / builtin.encoded_count(generated)
     assert min(ratio.values()) <= ours <= max(ratio.values()), (ours, ratio)
+
+
+def test_a_return_ends_its_block_in_every_code_unit_and_every_patch(builtin):
+    """Nothing follows a return at its indentation: code after it would never run, which no reviewer believes. Units
+    used to draw a return as any statement of a body, and patches to put one among the lines they add."""
+    from e2e.realism import nothing_after_return
+    from fastgen.generator.content.patch import make_patch
+    from fastgen.generator.content.vocab import Vocab
+
+    assert not nothing_after_return("def f():\n    return 1\n    x = 2\n")
+    assert not nothing_after_return("def f():\n    for a in b:\n        raise E\n        a()\n")
+    assert nothing_after_return("def f():\n    if a:\n        return 1\n    return 2\n")
+    pool = Composer(builtin, seed=9).pool("code")
+    bad = [unit for unit in pool.units if not nothing_after_return(unit)]
+    assert not bad, bad[0]
+    assert sum("    return " in unit for unit in pool.units) > len(pool.units) // 4  # returns are still drawn
+    v = Vocab(np.random.default_rng(4))
+    for unit in pool.units[:200]:
+        patch = make_patch(v, "src/app/store.py", unit, 1500)
+        assert nothing_after_return(patch.after), patch.diff

@@ -7,13 +7,22 @@ import pytest
 
 from e2e.realism import Report, check_pytest_log
 from fastgen.generator.content.compose import Composer
-from fastgen.generator.content.pytest_log import module_functions, pytest_log, synthetic_cases, module_tests
+from fastgen.generator.content.pytest_log import (
+    module_functions,
+    module_tests,
+    pytest_env,
+    pytest_log,
+    synthetic_cases,
+)
 from fastgen.generator.content.vocab import Vocab
 
 
 @pytest.fixture(scope="module")
 def composer(builtin):
     return Composer(builtin, seed=5)
+
+
+ENV = pytest_env(Vocab(np.random.default_rng(0)), "shop")
 
 
 def _cases(seed: int):
@@ -52,7 +61,7 @@ def test_a_log_is_exactly_its_budget_and_consistent(composer, builtin, budget, f
         cases=cases,
         failed=failed,
         budget=budget,
-        repo="shop",
+        env=ENV,
         other_files=3 if failing else 0,
         report_passes=not failing,
     )
@@ -77,7 +86,7 @@ def test_the_checker_finds_a_log_that_contradicts_itself(composer):
         cases=cases,
         failed={cases[0].name: 99},
         budget=1500,
-        repo="shop",
+        env=ENV,
     ).text
     for broken in (
         log.replace("1 failed", "2 failed"),
@@ -92,3 +101,19 @@ def test_the_checker_finds_a_log_that_contradicts_itself(composer):
 def test_tests_of_a_file_the_context_does_not_show_carry_the_keyword(composer):
     cases = synthetic_cases(Vocab(np.random.default_rng(2)), "billing/tests/test_cart.py", "load_cart", 8)
     assert cases and all(c.name.startswith("test_load_cart_") and c.target == "load_cart" for c in cases)
+
+
+def test_the_logs_of_one_environment_all_say_the_same_python_pytest_plugins_and_rootdir(composer):
+    """One session, one machine: its logs' headers are one environment, drawn once (pytest_env); each log used to
+    draw its own Python and pytest versions (3.12.7, 3.12.1 and 3.12.8 in one session)."""
+    _, cases = _cases(4)
+    headers = set()
+    for seed in range(6):
+        log = pytest_log(
+            composer, np.random.default_rng(seed), command="pytest", cases=cases, failed={}, budget=800, env=ENV
+        ).text
+        headers.add(log[log.index("platform ") : log.index("collected ")])
+    assert headers == {ENV.header()}
+    assert "platform linux -- Python 3.12." in ENV.header() and "rootdir: /workspace/shop\n" in ENV.header()
+    envs = {pytest_env(Vocab(np.random.default_rng(seed)), "shop") for seed in range(20)}
+    assert len({e.python for e in envs}) > 1 and len({e.plugins for e in envs}) > 1  # sessions differ

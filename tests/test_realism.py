@@ -6,12 +6,17 @@ import orjson
 import pytest
 
 from conftest import run_fastgen
-from e2e.realism import Report, check_dataset, check_patches
+from e2e.realism import Report, check_dataset, check_patches, check_session_env, check_text
 
 # Checks a small dataset exercises (its budgets are 5% of the default: its logs are too short for tracebacks).
 SMALL_CHECKS = {
     "a shown Python file compiles",
+    "every shown file's fence is closed",
+    "nothing follows a return in its block",
     "a read_file result compiles",
+    "a read_file result numbers its lines",
+    "a session's pytest logs share one environment",
+    "the plan names only the session's own files",
     "git apply --check accepts the patch",
     "the patched file compiles",
     "the tool's answer reports the diff's hunks and lines",
@@ -29,7 +34,8 @@ CHECKS = SMALL_CHECKS | {
     "short summary repeats the values",
 }
 # Across the 100 sessions of scenario 1 at the default budgets, more than half of the sentences the agent says are
-# said once: 0.55 measured; prose drawn from the old pool alone, with no session facts, gave 0.23.
+# said once: 0.59 measured (0.55 while plans drew pooled steps); prose drawn from the old pool alone, with no session
+# facts, gave 0.23.
 DISTINCT_SENTENCES = 0.5
 
 
@@ -61,7 +67,11 @@ def scenario1_at_full_size(tmp_path_factory):
 def test_the_agent_rarely_says_a_sentence_twice_across_100_sessions(scenario1_at_full_size):
     report = check_dataset(scenario1_at_full_size)
     assert not report.problems, report.problems[:10]
-    not_in_scenario1 = {"a read_file result compiles", "a candidate's diff applies to the module shown"}
+    not_in_scenario1 = {
+        "a read_file result compiles",
+        "a read_file result numbers its lines",
+        "a candidate's diff applies to the module shown",
+    }
     assert CHECKS - not_in_scenario1 <= set(report.counts)
     assert sum(report.sentences.values()) > 10_000
     assert report.distinct_sentences > DISTINCT_SENTENCES
@@ -93,3 +103,26 @@ def test_the_patch_check_fails_a_patch_that_does_not_apply_or_is_misreported(sce
 
     assert "edited: git apply --check accepts the patch" in broken(context_line_changed).problems
     assert "edited: the tool's answer reports the diff's hunks and lines" in broken(answer_miscounts).problems
+
+
+def test_the_layout_checks_fail_prompts_laid_out_as_they_were():
+    """Files that run into what follows, an unnumbered read_file result, code after a return, and a session whose
+    logs name two Pythons: what fastgen wrote before issue 26, each caught."""
+
+    def problems(text: str) -> list[str]:
+        report = Report()
+        check_text(text, report, "t", assistant=False)
+        return report.problems
+
+    good = "Files:\nsrc/a.py\n```python\ndef f():\n    return 1\n```\ntests/test_a.py\n```python\nx = 1\n```\n"
+    assert problems(good) == []
+    assert "t: every shown file's fence is closed" in problems(good.replace("    return 1\n```\n", "    return 1\n"))
+    assert "t: nothing follows a return in its block" in problems(good.replace("return 1\n", "return 1\n    f()\n"))
+    assert problems("$ read_file {}\n1\tdef f():\n2\t    return 1\n") == []
+    assert "t: a read_file result numbers its lines" in problems("$ read_file {}\ndef f():\n    return 1\n")
+    header = "platform linux -- Python 3.12.{}, pytest-8.3.2, pluggy-1.5.0\nrootdir: /w/r\nconfigfile: pyproject.toml\n"
+    report = Report()
+    check_session_env([header.format(7), header.format(7)], report, "t")
+    assert report.problems == []
+    check_session_env([header.format(7), header.format(1)], report, "t")
+    assert report.problems == ["t: a session's pytest logs share one environment"]

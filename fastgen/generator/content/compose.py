@@ -10,6 +10,7 @@ joined text is counted by encoding it whole, so recorded counts stay exact eithe
 from __future__ import annotations
 
 import bisect
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,14 +62,7 @@ class Pool:
     the constructor's arguments: everything else is derived from them (a pool cache stores just those)."""
 
     def __init__(self, units: list[str], counts: list[int], fillers: list[str], filler_counts: list[int]):
-        self.units = units
-        self.counts = np.asarray(counts, dtype=np.int64)
-        self.count_list = list(counts)  # the same, for single lookups (a numpy scalar index is slow)
-        self.parts = (units, self.count_list, fillers, list(filler_counts))
-        self.mean = float(self.counts.mean())
-        self.chars_per_token = sum(map(len, units)) / max(int(self.counts.sum()), 1)
-        self.by_count = sorted(range(len(counts)), key=counts.__getitem__)  # unit indexes, fewest tokens first
-        self.sorted_counts = [counts[i] for i in self.by_count]
+        self._set_units(units, counts, fillers, list(filler_counts))
         by_count: dict[int, list[str]] = {}
         for text, c in zip(fillers, filler_counts):
             by_count.setdefault(c, []).append(text)
@@ -84,6 +78,25 @@ class Pool:
         for r in range(_TAIL_PLAN_LIMIT - 1, -1, -1):
             if self.tail_plans[r] is None:
                 self.tail_plans[r] = self.tail_plans[r + 1]
+
+    def with_units(self, units: list[str], counts: list[int]) -> Pool:
+        """A pool of other units with this one's fillers (and what they make): a session's own sentences, say, whose
+        tails are the fillers of their kind. The same as Pool(units, counts, *fillers), without working out again
+        what the fillers make."""
+        pool = copy.copy(self)
+        pool._set_units(units, counts, self.parts[2], self.parts[3])
+        return pool
+
+    def _set_units(self, units: list[str], counts: list[int], fillers: list[str], filler_counts: list[int]) -> None:
+        """The units and all that is derived from them alone (the fillers' part is the constructor's)."""
+        self.units = units
+        self.counts = np.asarray(counts, dtype=np.int64)
+        self.count_list = list(counts)  # the same, for single lookups (a numpy scalar index is slow)
+        self.parts = (units, self.count_list, fillers, filler_counts)
+        self.mean = float(self.counts.mean())
+        self.chars_per_token = sum(map(len, units)) / max(int(self.counts.sum()), 1)
+        self.by_count = sorted(range(len(counts)), key=counts.__getitem__)  # unit indexes, fewest tokens first
+        self.sorted_counts = [counts[i] for i in self.by_count]
 
     def draw_units(self, budget: int, rng: np.random.Generator) -> tuple[list[int], int]:
         """Random units, in one vectorized draw, whose counts add up to at most `budget`."""
@@ -204,7 +217,11 @@ class Composer:
 
     def fill(self, kind: str, n: int, rng: np.random.Generator) -> Text:
         """A text of `kind` with exactly n tokens (or the smallest possible text, if n is below that)."""
-        pool = self.pool(kind)
+        return self.fill_from(self.pool(kind), n, rng)
+
+    def fill_from(self, pool: Pool, n: int, rng: np.random.Generator) -> Text:
+        """A text of `pool`'s units and fillers with exactly n tokens (or the smallest possible text, if n is below
+        that): fill, from a pool of the caller's (Pool.with_units)."""
         chosen, total = pool.draw_units(n, rng)  # whole units while any fits, then short fillers of exact size
         pieces = [pool.units[i] for i in chosen]
         tail = self._fill_tail(pool, n - total, rng, pieces)

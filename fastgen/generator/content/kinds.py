@@ -75,11 +75,11 @@ def _statement(v: Vocab, *, method: bool = False, is_async: bool = False) -> lis
 
 
 def statement(v: Vocab) -> list[str]:
-    """The lines of a statement that compiles anywhere in a plain function's body (no self, no await) and is not
-    only a comment, so it may stand alone in a block."""
+    """The lines of a statement that compiles anywhere in a plain function's body (no self, no await), is not only
+    a comment, so it may stand alone in a block, and is not a return, which would end the block it is put in."""
     while True:
         lines = _statement(v)
-        if not lines[0].startswith("#"):
+        if not lines[0].startswith(("#", "return ")):
             return lines
 
 
@@ -125,6 +125,8 @@ def make_code(v: Vocab) -> str:
         body = [f'"""{v.verb().capitalize()} the {v.adjective()} {v.noun()} and {v.verb()} its {v.noun()}."""']
         for _ in range(v.number(2, 7)):
             body += _statement(v, method=method, is_async=is_async)
+            if body[-1].startswith("return "):  # a return ends its block: nothing after it would ever run
+                break
         lines += _indent([sig, *_indent(body)], 4 if method else 0) + [""]
     return "\n".join(lines) + "\n"
 

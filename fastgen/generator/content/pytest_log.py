@@ -18,7 +18,16 @@ from .compose import Composer, Text
 from .english import fix_articles, third_person
 from .vocab import Vocab
 
-__all__ = ["UnitTest", "module_tests", "pytest_log", "module_functions", "synthetic_cases", "wrong_values"]
+__all__ = [
+    "UnitTest",
+    "PytestEnv",
+    "pytest_env",
+    "module_tests",
+    "pytest_log",
+    "module_functions",
+    "synthetic_cases",
+    "wrong_values",
+]
 
 _WIDTH = 80
 _TOP_LEVEL_DEF = re.compile(r"^def (\w+)\(", re.MULTILINE)
@@ -39,6 +48,41 @@ class UnitTest:
     @property
     def node_id(self) -> str:
         return f"{self.file}::{self.name}"
+
+
+@dataclass(frozen=True)
+class PytestEnv:
+    """Where a session's tests run, as a pytest header says it: one machine, so the same in every log of a session."""
+
+    python: str
+    pytest: str
+    pluggy: str
+    plugins: tuple[str, ...]
+    rootdir: str
+
+    def header(self) -> str:
+        """The header's lines after the `test session starts` rule, up to `collected`."""
+        plugins = f"plugins: {', '.join(self.plugins)}\n" if self.plugins else ""
+        return (
+            f"platform linux -- Python {self.python}, pytest-{self.pytest}, pluggy-{self.pluggy}\n"
+            f"rootdir: {self.rootdir}\nconfigfile: pyproject.toml\n{plugins}"
+        )
+
+
+# Plugins a project's dev dependencies bring, at versions of pytest 8.3's time; none that adds header lines of its own
+# (pytest-asyncio prints its mode, hypothesis its profile).
+_PLUGINS = ("anyio-4.6.2", "cov-5.0.0", "mock-3.14.0", "timeout-2.3.1", "xdist-3.6.1")
+
+
+def pytest_env(v: Vocab, repo: str) -> PytestEnv:
+    """The environment of one session's test runs, drawn once and given to every log of the session."""
+    return PytestEnv(
+        python=f"3.12.{v.number(1, 9)}",
+        pytest=f"8.3.{v.number(2, 6)}",
+        pluggy="1.5.0",
+        plugins=tuple(p for p in _PLUGINS if v.random() < 0.5),
+        rootdir=f"/workspace/{repo}",
+    )
 
 
 def module_functions(code: str) -> list[str]:
@@ -121,13 +165,14 @@ def pytest_log(
     cases: list[UnitTest],
     failed: dict[str, int],
     budget: int,
-    repo: str,
+    env: PytestEnv,
     other_files: int = 0,
     report_passes: bool = False,
 ) -> Text:
     """The output of `command`, exactly `budget` tokens where the summary line fits.
 
     `failed` maps the names of the failing tests to the value their call returned; every other case passes.
+    `env` is the session's (pytest_env): its logs all say the same Python, pytest, plugins and rootdir.
     `other_files` adds passing test files of a wider run; `report_passes` (-rP) lists the passed tests and shows the
     captured log of the first one.
     """
@@ -156,9 +201,7 @@ def pytest_log(
         progress.append(_progress(f, marks, done, total))
     prompt = f"$ {command}\n" if command else ""
     header = (
-        f"{prompt}{_sep('=', 'test session starts')}\n"
-        f"platform linux -- Python 3.12.{v.number(1, 9)}, pytest-8.3.{v.number(2, 6)}, pluggy-1.5.0\n"
-        f"rootdir: /workspace/{repo}\nconfigfile: pyproject.toml\ncollected {total} items\n\n"
+        f"{prompt}{_sep('=', 'test session starts')}\n{env.header()}collected {total} items\n\n"
         + "\n".join(progress)
         + "\n\n"
     )

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import cast
 
 from ..blocks import ScenarioBlocks
-from ..content.budget import compose_block, headed_block, opened_block, split_budget
+from ..content.budget import compose_block, file_frame, headed_block, opened, opened_block, split_budget
 from ..content.compose import Composer, Text
 from ..content.patch import Patch, make_patch, patch_summary
 from ..content.notes import opening
-from ..content.plan import numbered
-from ..content.pytest_log import UnitTest, module_functions, pytest_log, module_tests, wrong_values
+from ..content.plan import PlanFacts, numbered, plan_steps
+from ..content.pytest_log import UnitTest, module_functions, pytest_env, pytest_log, module_tests, wrong_values
 from ..content.vocab import Vocab
 from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
 from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
@@ -87,6 +87,7 @@ class _Context:
     code: str  # the target module's text, as shown
     test_path: str
     cases: list[UnitTest]
+    neighbours: list[str]  # the other modules shown
 
 
 def _file_context(composer: Composer, rng, v: Vocab, budget: int) -> _Context:
@@ -95,10 +96,10 @@ def _file_context(composer: Composer, rng, v: Vocab, budget: int) -> _Context:
     package, stem = target.removeprefix("src/").rsplit("/", 1)
     test_path = f"tests/{package}/test_{stem}"
     head = composer.line("Files relevant to the bug report:\n")
-    path_lines = [composer.line(f"### {p}\n") for p in [*paths, test_path]]
+    frames = [file_frame(composer, p) for p in [*paths, test_path]]
     tests = int(rng.integers(4, 9))
     estimate = _TOKENS_PER_TEST * tests  # the test file is written after its module, from the module's functions
-    body = budget - head.tokens - sum(p.tokens for p in path_lines) - estimate
+    body = budget - head.tokens - sum(top.tokens + end.tokens for top, end in frames) - estimate
     shares = split_budget(max(body, len(paths)), len(paths), rng)
     code = composer.fill("code", shares[0], rng)
     module = f"{package.replace('/', '.')}.{stem.removesuffix('.py')}"
@@ -108,9 +109,9 @@ def _file_context(composer: Composer, rng, v: Vocab, budget: int) -> _Context:
         shares[-1] = max(shares[-1] + estimate - test_file.tokens, 1)
     bodies = [code, *(composer.fill("code", share, rng) for share in shares[1:]), test_file]
     parts = [head]
-    for path, file in zip(path_lines, bodies):
-        parts += [path, file]
-    return _Context(composer.join(parts), target, code.text, test_path, cases)
+    for (top, end), file in zip(frames, bodies):
+        parts += [top, file, end]
+    return _Context(composer.join(parts), target, code.text, test_path, cases, paths[1:])
 
 
 def _changed(*patches: Patch) -> dict:
@@ -137,8 +138,10 @@ def plan_sessions(
     v = Vocab(rng)
     ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
     context = _file_context(composer, rng, v, s.file_context)
-    target, cases, repo = context.target, context.cases, blocks.repo
-    culprit = (module_functions(context.code) or [v.func_name()])[0]
+    target, cases = context.target, context.cases
+    env = pytest_env(v, blocks.repo)  # one machine runs the session's tests: every log says the same versions
+    functions = module_functions(context.code) or [v.func_name()]
+    culprit = functions[0]
     first_failures = _failures(v, cases, 1 + v.index(3))
     still = dict(list(first_failures.items())[:1])
     first = make_patch(v, target, context.code, composer.chars_for(s.patch.draw(rng), "code"), focus=culprit)
@@ -153,9 +156,10 @@ def plan_sessions(
     )
 
     def answer(kind: str, budget: int, **more) -> Text:
-        return opened_block(
-            composer, opening(v, kind, **facts, **more), "plan" if kind == "plan" else "prose", budget, rng
-        )
+        return opened_block(composer, opening(v, kind, **facts, **more), "prose", budget, rng)
+
+    # the plan's steps name the session's own module, functions, test file and tests (not pooled steps' random ones)
+    plan_facts = PlanFacts(target, functions, context.test_path, cases, context.neighbours)
 
     bug = compose_block(
         composer,
@@ -173,13 +177,17 @@ def plan_sessions(
         s.inspect_request.draw(rng),
         rng,
     )
-    plan = Output(numbered(composer, answer("plan", s.inspection_plan.draw(rng))))
+    plan_budget = s.inspection_plan.draw(rng)
+    plan_text = opened(
+        composer, opening(v, "plan", **facts), plan_budget, lambda n: plan_steps(composer, v, rng, n, plan_facts)
+    )
+    plan = Output(numbered(composer, plan_text))
     logs = headed_block(
         composer,
         f"Output of `pytest {context.test_path}`:\n",
         s.test_logs.draw(rng),
         lambda budget: pytest_log(
-            composer, rng, command="", cases=cases, failed=first_failures, repo=repo, budget=budget
+            composer, rng, command="", cases=cases, failed=first_failures, env=env, budget=budget
         ),
     )
     patch1 = Output(calls=(_patch_call(composer, rng, first),))
@@ -195,7 +203,7 @@ def plan_sessions(
             command="pytest",
             cases=cases,
             failed=still,
-            repo=repo,
+            env=env,
             budget=budget,
             other_files=int(rng.integers(4, 12)),
         ),
@@ -210,7 +218,7 @@ def plan_sessions(
                 command=f"pytest -rP {context.test_path}",
                 cases=cases,
                 failed={},
-                repo=repo,
+                env=env,
                 budget=s.passing_tests.draw(rng),
                 report_passes=True,
             ),

@@ -18,7 +18,7 @@ from typing import Annotated, cast
 from annotated_types import MinLen
 
 from ..blocks import ScenarioBlocks
-from ..content.budget import compose_block
+from ..content.budget import compose_block, file_frame
 from ..content.compose import Composer
 from ..content.patch import make_patch
 from ..content.vocab import Vocab
@@ -114,9 +114,11 @@ def plan_sessions(
     )
     fixed = blocks.catalog.tokens + blocks.system.tokens + blocks.repo_map.tokens + bug.tokens
     rest = max(root_budget(spec, index) - fixed, 2)
-    heading = composer.line(f"The module the failures point at:\n### {path}\n")
-    body = composer.fill("code", max(min(rest // 3, _MODULE_TOKENS) - heading.tokens, 0), rng)
-    module, code = composer.join([heading, body]), body.text
+    heading = composer.line("The module the failures point at:\n")
+    opening, closing = file_frame(composer, path)
+    frame = heading.tokens + opening.tokens + closing.tokens
+    body = composer.fill("code", max(min(rest // 3, _MODULE_TOKENS) - frame, 0), rng)
+    module, code = composer.join([heading, opening, body, closing]), body.text
     logs = compose_block(
         composer, f"Production logs around the failures of {ticket}:\n", "logline", max(rest - module.tokens, 1), rng
     )

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import cast
 
 from ..blocks import ScenarioBlocks
-from ..content.budget import compose_block, file_sections, headed_block, opened_block
+from ..content.budget import compose_block, file_sections, headed_block, numbered_code, opened_block
 from ..content.compose import Composer, Text
 from ..content.notes import opening
-from ..content.pytest_log import pytest_log, synthetic_cases, wrong_values
+from ..content.pytest_log import PytestEnv, pytest_env, pytest_log, synthetic_cases, wrong_values
 from ..content.vocab import Vocab
 from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
 from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Range, ScenarioSpec, Seconds, Spec, Tokens
@@ -71,9 +71,10 @@ class Scenario3Spec(ScenarioSpec):
         return dataclasses.replace(scaled, modules=max(1, min(self.modules, scaled.sessions)))  # a module a session
 
 
-# tool -> the kind of text its result holds ("pytest": a run of the selected tests, built by pytest_log)
+# tool -> the kind of text its result holds ("pytest": a run of the selected tests, built by pytest_log;
+# "numbered": code with its lines numbered, as the catalog's read_file says it returns a file)
 _TOOL_RESULTS = {
-    "read_file": "code",
+    "read_file": "numbered",
     "run_tests": "pytest",
     "search_code": "search",
     "run_command": "logline",
@@ -93,19 +94,22 @@ def _tool_arguments(v: Vocab, name: str, module: str) -> dict:
     return {"path": module, "depth": 2}
 
 
-def _result_text(composer: Composer, rng, v: Vocab, call, header: str, size: int, repo: str) -> Text:
-    """A tool's answer, `size` tokens: a pytest run of the tests the call selected, or text of the tool's kind."""
+def _result_text(composer: Composer, rng, v: Vocab, call, header: str, size: int, env: PytestEnv) -> Text:
+    """A tool's answer, `size` tokens: a pytest run of the tests the call selected, a file with its lines numbered,
+    or text of the tool's kind."""
+    if call.name == "read_file":
+        return headed_block(composer, header, size, lambda tokens: numbered_code(composer, tokens, rng))
     if call.name != "run_tests":
         return compose_block(composer, header, _TOOL_RESULTS[call.name], size, rng)
     args = call.arguments
-    return headed_block(composer, header, size, lambda tokens: _test_run(composer, rng, v, args, tokens, repo))
+    return headed_block(composer, header, size, lambda tokens: _test_run(composer, rng, v, args, tokens, env))
 
 
-def _test_run(composer: Composer, rng, v: Vocab, args: dict, tokens: int, repo: str) -> Text:
+def _test_run(composer: Composer, rng, v: Vocab, args: dict, tokens: int, env: PytestEnv) -> Text:
     """The log of the tests a run_tests call selects (named after its -k keyword), some of them failing."""
     cases = synthetic_cases(v, args["target"], args["keyword"], v.number(2, 12))
     failed = wrong_values(v, [c for c in cases if v.random() < 0.3])
-    return pytest_log(composer, rng, command="", cases=cases, failed=failed, repo=repo, budget=tokens)
+    return pytest_log(composer, rng, command="", cases=cases, failed=failed, env=env, budget=tokens)
 
 
 def _fit_results(
@@ -181,9 +185,9 @@ def plan_sessions(
     )
     base = blocks.catalog.tokens + sum(m.tokens for m in stable)
     sizes = _fit_results(spec, base, len(stable), calls, sizes, floors, final.tokens)
+    env = pytest_env(v, blocks.repo)  # the session's every test run says the same Python, pytest and plugins
     results = [
-        tool_result(c, _result_text(composer, rng, v, c, h, size, blocks.repo))
-        for c, h, size in zip(calls, headers, sizes)
+        tool_result(c, _result_text(composer, rng, v, c, h, size, env)) for c, h, size in zip(calls, headers, sizes)
     ]
 
     outputs = [Output(calls=(c,)) for c in calls] + [Output(final)]
