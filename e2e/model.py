@@ -81,11 +81,16 @@ class FakeModel:
         recorded: Optional[dict[tuple, dict]] = None,
         output_scale: float = 1.0,
         ignore_tool_choice: bool = False,
+        fresh_call_ids: bool = False,
     ) -> None:
         self.tokenizer = tokenizer
         # request key (traces.request_key) -> the span's recorded output: answered as is, so the replay sends the
         # recorded prompts byte for byte (what `fastgen analyze` predicts from)
         self.recorded = recorded or {}
+        # a recorded answer's tool calls under ids of the server's own, as a real server mints them: the replay must
+        # then carry these ids into the next request's tool results (inference-perf rewrites them), or the results
+        # answer calls nobody made (checks.py)
+        self.fresh_call_ids = fresh_call_ids
         self.output_cap = output_cap
         self.output_scale = output_scale  # text answers of this fraction of min(max_tokens, cap), at least 1 token
         self.ignore_tool_choice = ignore_tool_choice  # a named tool_choice answered with another tool
@@ -119,7 +124,7 @@ class FakeModel:
         ids = self.prompt_ids(messages, tools)
         recorded = self.recorded.get(request_key(body))
         if recorded is not None:
-            message = recorded
+            message = _with_fresh_ids(recorded) if self.fresh_call_ids else recorded
             if message.get("tool_calls"):
                 reason, pieces = "tool_calls", []
                 completion = sum(
@@ -167,6 +172,13 @@ class FakeModel:
             "function": {"name": spec["name"], "arguments": arguments},
         }
         return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+def _with_fresh_ids(message: dict) -> dict:
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    return {**message, "tool_calls": [{**c, "id": f"call_{secrets.token_hex(12)}"} for c in calls]}
 
 
 def _max_tokens(body: dict) -> int:

@@ -57,8 +57,9 @@ class Dataset:
     prometheus_url: Optional[str] = None  # None: a loopback port nobody listens on (queries are refused at once)
     tokenizer: str = "builtin"  # or a tokenizer folder (the server serves the dataset's own copy of it)
     workload: Optional[str] = None  # a shipped workload's name or a file; None: the benchmark's (default)
-    # the server answers each request with its span's recorded output (a model making the recorded k parallel calls,
-    # which no real model promises); False: its own short answers, one call where a tool is forced
+    # the server answers each request with its span's recorded output under tool-call ids of its own (a model making
+    # the recorded k parallel calls, which no real model promises); False: its own short answers, one call where a
+    # tool is forced
     recorded_answers: bool = False
 
     def arguments(self, workdir: Path, base_url: str) -> list[str]:
@@ -151,7 +152,10 @@ def run_e2e(
     paths = config_files(workdir / "configs", only)
     outcomes = []
     answers_from = workdir / "traces" if dataset.recorded_answers else None
-    with ServerThread(workdir / "traces" / "tokenizer", port=port, answers_from=answers_from) as server:
+    server = ServerThread(
+        workdir / "traces" / "tokenizer", port=port, answers_from=answers_from, fresh_call_ids=dataset.recorded_answers
+    )
+    with server:
         for path in paths:
             outcome = replay_one(server, path, workdir, timeout_s=timeout_s)
             echo(_line(outcome))

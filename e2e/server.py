@@ -256,6 +256,7 @@ class ServerThread:
         record: Optional[Path] = None,
         profile: EngineProfile = EngineProfile(),
         answers_from: Optional[Path] = None,
+        fresh_call_ids: bool = False,
     ) -> None:
         self.state = EngineState(profile, model_name)
         recorded = recorded_answers(answers_from) if answers_from else None
@@ -263,6 +264,7 @@ class ServerThread:
             load_tokenizer(str(tokenizer_dir)),
             cache=self.state.cache,
             recorded=recorded,
+            fresh_call_ids=fresh_call_ids,
             output_scale=profile.output_scale,
             ignore_tool_choice=profile.ignore_tool_choice,
         )

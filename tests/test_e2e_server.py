@@ -175,3 +175,22 @@ def test_server_cli_prints_the_port_and_records_requests_to_the_file(tmp_path):
         proc.wait(timeout=30)
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     assert len(lines) == 1 and lines[0]["body"]["max_tokens"] == 3 and lines[0]["t"] > 0
+
+
+def test_model_answers_a_recorded_call_under_ids_of_its_own_only_when_asked():
+    from e2e.model import FakeModel, load_tokenizer
+    from e2e.traces import request_key
+
+    messages = [{"role": "user", "content": "Read both files."}]
+    calls = [
+        {"id": f"call_{n}", "type": "function", "function": {"name": "read_file", "arguments": f'{{"path":"{n}.py"}}'}}
+        for n in ("a", "b")
+    ]
+    recorded = {request_key({"messages": messages}): {"role": "assistant", "content": None, "tool_calls": calls}}
+    tokenizer = load_tokenizer(str(TOKENIZER))
+    as_recorded = FakeModel(tokenizer, recorded=recorded).answer({"messages": messages}).message
+    fresh = FakeModel(tokenizer, recorded=recorded, fresh_call_ids=True).answer({"messages": messages}).message
+    assert as_recorded["tool_calls"] == calls
+    assert [c["function"] for c in fresh["tool_calls"]] == [c["function"] for c in calls]
+    ids = [c["id"] for c in fresh["tool_calls"]]
+    assert len(set(ids)) == 2 and not set(ids) & {"call_a", "call_b"}

@@ -28,7 +28,7 @@ from typing import cast
 import numpy as np
 
 from ..blocks import ScenarioBlocks
-from ..content.budget import compose_block
+from ..content.budget import compose_block, numbered_code
 from ..content.compose import Composer, Text
 from ..content.vocab import Vocab
 from ..messages import Message, Output, SessionPlan, ToolCall, Turn, assistant_text, tool_result, user
@@ -62,7 +62,7 @@ class AgentLoopSpec(ScenarioSpec):
     task: Range = Range(300, 800)
     turns: Range = Range(8, 14)  # answers with tool calls before the final answer
     parallel_calls: Range = Range(1, 4)  # tool calls in one answer
-    tool_result: Range = Range(300, 2500)  # tokens of each tool's result (at most; a file is cut at a line)
+    tool_result: Range = Range(300, 2500)  # tokens of each tool's result
     compact_trigger: Tokens = 40000  # a prompt of this many tokens or more is compacted instead of sent
     summary: Range = Range(1500, 3000)  # the compaction's answer: what the new prompt starts from
     final_output: Range = Range(300, 800)
@@ -81,20 +81,6 @@ class AgentLoopSpec(ScenarioSpec):
         )
 
 
-def _numbered(composer: Composer, code: str, budget: int) -> Text:
-    """`code` as read_file gives it (the line number, a tab, the line; `cat -n` pads the numbers, which a text may not start with), its first lines up to `budget`
-    tokens: a result is cut at a line, as a tool cuts a long file."""
-    lines = [f"{n}\t{line}\n" for n, line in enumerate(code.splitlines(), start=1)]
-    lo, hi = 1, len(lines)  # the most whole lines that fit, by bisection (counts grow with lines)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if composer.count("".join(lines[:mid])) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return composer.line("".join(lines[:lo]))
-
-
 def _tool_turn(
     composer: Composer, rng: np.random.Generator, v: Vocab, s: AgentLoopSpec, read: set[str]
 ) -> tuple[Output, list[Text]]:
@@ -110,7 +96,7 @@ def _tool_turn(
                 path = v.module_path()
             read.add(path)
             calls.append(make_call(composer, rng, "read_file", {"path": path}))
-            results.append(_numbered(composer, composer.fill("code", budget, rng).text, budget))
+            results.append(numbered_code(composer, budget, rng))
         elif kind == 1:
             query = f"def {v.func_name()}|{v.class_name()}\\("
             calls.append(make_call(composer, rng, "search_code", {"query": query, "max_results": 50}))
