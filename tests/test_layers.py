@@ -82,6 +82,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("analysis.schedule",),
     ("analysis.corpus", "analysis.side_by_side", "analysis.calibrate"),
     ("analysis.analyze", "analysis.summary", "analysis.report", "analysis.plots", "analysis"),
+    ("export.jsonl",),
     ("export.mooncake", "export.dag", "export"),
     ("cli.options", "cli.generate", "cli.datasets", "cli.runs", "cli.analysis"),
     ("cli", "__main__", ""),  # "" is the package door, fastgen/__init__.py

@@ -44,13 +44,12 @@ Not carried, or not honoured by AIPerf 0.13.0:
 
 from __future__ import annotations
 
-import json
-import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
+from .jsonl import write_jsonl
 from ..errors import MissingExtraError, OutputError
 from ..analysis.analyze import ConfigTarget, Corpus, target_slots
 from ..traces.requests import ReplayRequest, SessionRequests, read_session
@@ -290,16 +289,4 @@ def _short(event_id: str) -> str:
 
 def write_dag(conversations: list[dict], out: Path) -> None:
     """The lines into `out` (through a temporary file beside it, so a failed write leaves no partial file)."""
-    out = Path(out)
-    temp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        with open(temp, "w", encoding="utf-8") as f:
-            for line in conversations:
-                f.write(json.dumps(line, separators=(",", ":")) + "\n")
-        os.replace(temp, out)
-    except OSError as exc:
-        temp.unlink(missing_ok=True)
-        raise OutputError(f"cannot write {out}: {exc.strerror or exc}; choose another --out") from None
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    write_jsonl(conversations, out)

@@ -14,11 +14,9 @@ its timestamps being seconds by default), SGLang's `bench_serving --dataset-name
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
-from ..errors import OutputError
+from .jsonl import write_jsonl
 from ..analysis.aiperf import dense_hash_ids
 from ..analysis.analyze import ConfigTarget, Corpus, replay_requests
 from ..analysis.schedule import ServiceModel
@@ -46,16 +44,5 @@ def mooncake_lines(target: ConfigTarget, corpus: Corpus, service: ServiceModel =
 
 
 def write_mooncake(lines: list[dict], out: Path) -> None:
-    out = Path(out)
-    temp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        with open(temp, "w", encoding="utf-8") as f:
-            for line in lines:
-                f.write(json.dumps(line, separators=(",", ":")) + "\n")
-        os.replace(temp, out)
-    except OSError as exc:
-        temp.unlink(missing_ok=True)
-        raise OutputError(f"cannot write {out}: {exc.strerror or exc}; choose another --out") from None
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    """The lines into `out` (through a temporary file beside it, so a failed write leaves no partial file)."""
+    write_jsonl(lines, out)
