@@ -167,18 +167,23 @@ class FakeModel:
         spec = tool.get("function", tool)  # the nested OpenAI format inference-perf sends, or the flat one
         arguments = json.dumps(_arguments(spec.get("parameters") or {}), separators=(",", ":"))
         call = {
-            "id": f"call_{secrets.token_hex(12)}",
+            "id": _call_id(),
             "type": "function",
             "function": {"name": spec["name"], "arguments": arguments},
         }
         return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 
+def _call_id() -> str:
+    """A tool-call id of the server's own, in the form vLLM mints."""
+    return f"call_{secrets.token_hex(12)}"
+
+
 def _with_fresh_ids(message: dict) -> dict:
     calls = message.get("tool_calls")
     if not calls:
         return message
-    return {**message, "tool_calls": [{**c, "id": f"call_{secrets.token_hex(12)}"} for c in calls]}
+    return {**message, "tool_calls": [{**c, "id": _call_id()} for c in calls]}
 
 
 def _max_tokens(body: dict) -> int:

@@ -114,16 +114,19 @@ class LogNormal:
                 "use median <= p90 <= cap"
             )
 
+    @property
+    def sigma(self) -> float:
+        """The spread of the underlying normal: p90 = median x e^(1.2816 sigma)."""
+        return math.log(self.p90 / self.median) / _Z90
+
     def draw(self, rng) -> int:
-        sigma = math.log(self.p90 / self.median) / _Z90
         # math.exp, not numpy's: glibc's is correctly rounded, so a draw is the same integer on every machine
-        return min(self.cap, int(round(self.median * math.exp(sigma * float(rng.standard_normal())))))
+        return min(self.cap, int(round(self.median * math.exp(self.sigma * float(rng.standard_normal())))))
 
     @property
     def mean(self) -> float:
         """The mean of the log-normal (median x e^(sigma^2 / 2)), at most `cap`: what sizing notes go by."""
-        sigma = math.log(self.p90 / self.median) / _Z90
-        return min(float(self.cap), self.median * math.exp(sigma * sigma / 2))
+        return min(float(self.cap), self.median * math.exp(self.sigma**2 / 2))
 
 
 _Z90 = 1.2815515655446004  # the standard normal's 90th percentile

@@ -35,7 +35,7 @@ from ..messages import Message, Output, SessionPlan, ToolCall, Turn, assistant_t
 from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
 from ..streams import session_rng
 from .base import ConfigEntry, Request, Scenario, Shape
-from .common import CALL_TOKENS_BOUND, duration_ms, make_call
+from .common import CALL_TOKENS_BOUND, duration_ms, make_call, ticket_name
 
 __all__ = ["SCENARIO", "AgentLoopSpec", "plan_sessions"]
 
@@ -114,7 +114,7 @@ def plan_sessions(
     s = cast(AgentLoopSpec, spec.scenarios[NAME])
     rng = session_rng(seed, SCENARIO_ID, index)
     v = Vocab(rng)
-    ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
+    ticket = ticket_name(v)
     task = compose_block(
         composer,
         f"Task {ticket}: find why {v.func_name()} drops {v.noun()} updates and fix it; run the tests you touch.\n",
@@ -130,15 +130,18 @@ def plan_sessions(
     turns: list[Turn] = []
     t = index * s.session_spacing_ms
 
+    def prompt_tokens(messages: tuple[Message, ...]) -> int:
+        return catalog_tokens + sum(m.tokens for m in messages)
+
     def send(messages: tuple[Message, ...], output: Output, role: str = "") -> int:
         """Record one request at time t; the time its answer ends."""
-        end = t + duration_ms(spec.timing, catalog_tokens + sum(m.tokens for m in messages), output.tokens)
+        end = t + duration_ms(spec.timing, prompt_tokens(messages), output.tokens)
         number = len(turns) + 1
         turns.append(Turn(f"{DIRECTORY}-{index:04d}-t{number}", number, messages, output, t, end, role))
         return end
 
     for step in range(loop_turns + 1):
-        if catalog_tokens + sum(m.tokens for m in messages) >= s.compact_trigger:
+        if prompt_tokens(messages) >= s.compact_trigger:
             summary = Output(
                 compose_block(composer, f"Summary of {ticket} so far:\n", "prose", s.summary.draw(rng), rng)
             )

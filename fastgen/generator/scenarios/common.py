@@ -10,7 +10,7 @@ from ..content.vocab import Vocab
 from ..messages import ToolCall
 from ..spec import Timing
 
-__all__ = ["CALL_TOKENS_BOUND", "duration_ms", "make_call", "letters"]
+__all__ = ["CALL_TOKENS_BOUND", "duration_ms", "make_call", "letters", "ticket_name"]
 
 # A tool call's name and arguments are a few dozen tokens; this bound is only for the up-front window check.
 CALL_TOKENS_BOUND = 120
@@ -26,6 +26,11 @@ def make_call(composer: Composer, rng: np.random.Generator, name: str, arguments
     args_json = orjson.dumps(arguments).decode()
     tokens = composer.count(name) + composer.count(args_json)
     return ToolCall(call_id, name, arguments, args_json, tokens)
+
+
+def ticket_name(v: Vocab) -> str:
+    """The issue-tracker id a session's story is about, e.g. PAYMENTS-4821."""
+    return f"{v.team().upper()}-{v.number(1000, 99999)}"
 
 
 def letters(k: int) -> str:

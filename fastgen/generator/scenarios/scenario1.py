@@ -32,7 +32,7 @@ from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
 from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
 from ..streams import session_rng
 from .base import ConfigEntry, Request, Scenario, Shape
-from .common import CALL_TOKENS_BOUND, duration_ms, make_call
+from .common import CALL_TOKENS_BOUND, duration_ms, make_call, ticket_name
 
 __all__ = ["SCENARIO", "Scenario1Spec", "plan_sessions"]
 
@@ -136,7 +136,7 @@ def plan_sessions(
     s = cast(Scenario1Spec, spec.scenarios[NAME])
     rng = session_rng(seed, SCENARIO_ID, index)
     v = Vocab(rng)
-    ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
+    ticket = ticket_name(v)
     context = _file_context(composer, rng, v, s.file_context)
     target, cases = context.target, context.cases
     env = pytest_env(v, blocks.repo)  # one machine runs the session's tests: every log says the same versions

@@ -26,7 +26,7 @@ from ..messages import Output, SessionPlan, Turn, user
 from ..spec import Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
 from ..streams import session_rng
 from .base import ConfigEntry, Request, Scenario, Shape
-from .common import CALL_TOKENS_BOUND, duration_ms, letters
+from .common import CALL_TOKENS_BOUND, duration_ms, letters, ticket_name
 
 __all__ = ["SCENARIO", "Scenario2Spec", "plan_sessions", "root_budget"]
 
@@ -102,7 +102,7 @@ def plan_sessions(
     s = cast(Scenario2Spec, spec.scenarios[NAME])
     rng = session_rng(seed, SCENARIO_ID, index)
     v = Vocab(rng)
-    ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
+    ticket = ticket_name(v)
 
     path = v.module_path()
     bug = compose_block(

@@ -27,7 +27,7 @@ from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
 from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Range, ScenarioSpec, Seconds, Spec, Tokens
 from ..streams import session_rng
 from .base import ConfigEntry, Request, Scenario, Shape
-from .common import CALL_TOKENS_BOUND, duration_ms, make_call
+from .common import CALL_TOKENS_BOUND, duration_ms, make_call, ticket_name
 
 __all__ = ["SCENARIO", "Scenario3Spec", "plan_sessions"]
 
@@ -153,7 +153,7 @@ def plan_sessions(
     rng = session_rng(seed, SCENARIO_ID, index)
     v = Vocab(rng)
     module, workspace = _workspace(composer, blocks, spec, rng)
-    ticket = f"{v.team().upper()}-{v.number(1000, 99999)}"
+    ticket = ticket_name(v)
     task = compose_block(
         composer,
         f"Task {ticket} in {module.path}: {v.verb()} the {v.adjective()} {v.noun()} handling in {v.func_name()}.\n",
