@@ -5,7 +5,10 @@ of KV cache).
     python -m e2e.agent_vllm [--venv DIR] [--workdir .e2e-vllm/agent] [--outputs recorded|live]
 
 DATASET scales the workload down to 2 sessions of 15 requests (12 tool-call answers of 1-4 parallel calls, two
-compactions, a final answer) with prompts of 1.4-5.4 K tokens. CONFIG (agent_loop/c5) runs once, as generated but
+compactions, a final answer) with prompts of 1.4-5.4 K tokens, its sub-agents left out (`subagents: {lo: 0, hi:
+0}`): recorded outputs send a join's spawning message as recorded, with the reports it keeps for inference-perf's
+graph builder (fastgen refuses the two together); `make e2e` replays the sub-agents against the fake server, whose
+live answers stand in that slot. CONFIG (agent_loop/c5) runs once, as generated but
 pointed at the server, with the recorded outputs (`--outputs recorded --tool-call-max-tokens recorded`, as
 e2e.bakeoff_vllm) and with the request bodies in inference-perf's per-request records. The checks:
 
@@ -35,6 +38,7 @@ the named calls were cut off before they closed and came back as text (6 of 6), 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -45,6 +49,7 @@ import yaml
 
 from fastgen.bakeoff.plan import run_config_text
 from fastgen.bakeoff.sampler import parse_metrics
+from fastgen.generator.workload import shipped_workload
 
 from .bakeoff_vllm import MAX_MODEL_LEN, _recorded_inputs
 from .checks import _check_sessions, _check_tool_pairing
@@ -61,6 +66,7 @@ CONFIG = "agent_loop/c5"
 # other request is a compaction), and the largest prompt (5.4 K; 7.7 K with live outputs) plus a forced call's
 # 4,096-token floor (live outputs) stays inside MAX_MODEL_LEN
 DATASET = Dataset(workload="agent", scale=0.1, budget_scale=0.1)
+RECORDED_WORKLOAD = "agent-without-subagents.yaml"  # written into the workdir: the agent workload, no sub-agents
 MODES = {"recorded": ("recorded", "recorded"), "live": ("live", "floor")}  # (outputs, tool-call max_tokens)
 REPLAY_TIMEOUT_S = 900  # recorded outputs replay in about a minute; live ones took 338 and 585 s
 
@@ -157,11 +163,21 @@ def _entries(folder: Path) -> list[dict]:
     return found
 
 
+def _dataset(workdir: Path) -> Dataset:
+    """DATASET, its workload without sub-agents (see the module docstring)."""
+    document = yaml.safe_load(shipped_workload(DATASET.workload or "agent").read_text())
+    document["scenarios"]["agent_loop"]["subagents"] = {"lo": 0, "hi": 0}
+    path = workdir / RECORDED_WORKLOAD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return dataclasses.replace(DATASET, workload=str(path))
+
+
 def run_agent_replay(workdir: Path, venv: Path, outputs: str = "recorded") -> list[str]:
     workdir = Path(workdir).resolve()
     python = install(venv, quiet=True)
     model = build_model(python, TOKENIZER, venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
-    generate(workdir, "http://127.0.0.1:9", DATASET)
+    generate(workdir, "http://127.0.0.1:9", _dataset(workdir))
     server = VllmServer(
         python,
         model,

@@ -78,6 +78,7 @@ def check_run(
     for file, spans in sessions.items():
         sent = matched[file]
         fail += _cap([line for span in spans for line in _check_request(span, spans=spans, sent=sent, shape=shape)])
+        fail += _cap(_check_joins(spans, sent))
     fail += _cap([line for r in records for line in _check_tool_pairing(r)])
     fail += _cap(_check_recorded_counts(sessions, matched))
     fail += _check_cache(reports, matched, outcome)
@@ -160,11 +161,14 @@ def _check_request(span: Span, *, spans: list[Span], sent: dict[int, dict], shap
     name = f"{Path(span.file).name} span {span.index}"
     out = _check_tool_choice(name, span, sent[span.index])
     messages = sent[span.index]["body"]["messages"]
-    if span.index == 0:
+    if span.index == 0 or span.after == ():
         if _role_content(messages) != _role_content(span.messages):
-            out.append(f"{name}: the root request is not the recorded prompt")
+            out.append(f"{name}: the {'root' if span.index == 0 else 'first'} request is not the recorded prompt")
         return out
-    parent_index = span.index - 1 if shape == "chain" else 0
+    if span.after is not None:
+        parent_index = next(s.index for s in spans if s.span_id == span.after[0])
+    else:
+        parent_index = span.index - 1 if shape == "chain" else 0
     parent = sent[parent_index]
     at = max(i for i, m in enumerate(span.messages) if m.get("role") == "assistant")
     prefix = parent["body"]["messages"][:at]
@@ -176,6 +180,26 @@ def _check_request(span: Span, *, spans: list[Span], sent: dict[int, dict], shap
         out.append(f"{name}: message {at} is not span {parent_index}'s live output")
     elif _role_content(messages[at + 1 :]) != _role_content(span.messages[at + 1 :]):
         out.append(f"{name}: the messages after span {parent_index}'s live output are not the recorded ones")
+    return out
+
+
+def _check_joins(spans: list[Span], sent: dict[int, dict]) -> list[str]:
+    """A request that carries several requests' outputs (a sub-agent join: the spawn's, then each child's report)
+    went out after each of them had been sent, and holds each child's recorded report in a `role: tool` message:
+    the parent waited for its children, and their answers reached it."""
+    by_id = {s.span_id: s for s in spans}
+    out = []
+    for span in spans:
+        if span.after is None or len(span.after) < 2:
+            continue
+        name = f"{Path(span.file).name} span {span.index}"
+        results = [m.get("content") or "" for m in sent[span.index]["body"]["messages"] if m.get("role") == "tool"]
+        for child in (by_id[i] for i in span.after[1:]):
+            if sent[span.index]["t"] < sent[child.index]["t"]:
+                out.append(f"{name}: sent before span {child.index}, whose output it carries")
+            report = child.output.get("content") or ""
+            if not report or not any(report in r for r in results):
+                out.append(f"{name}: no tool result holds span {child.index}'s report")
     return out
 
 

@@ -27,13 +27,17 @@ class Span:
     has_tools: bool  # the span carries a tool catalog (inference-perf forces a tool only then)
     output: dict  # the recorded output as the assistant message a server would answer (OpenAI form)
     input_tokens: int = 0  # the recorded gen_ai.usage.input_tokens
+    span_id: str = ""
+    # the span ids whose outputs it carries, the one it continues first, where the plan states them (fastgen.after,
+    # timing edges left out); None where the scenario's kind says (chain: the span before, fan: the root)
+    after: Optional[tuple[str, ...]] = None
 
 
 def load_session(path: Path) -> list[Span]:
     doc = json.loads(Path(path).read_bytes())
     llm = [s for s in doc["spans"] if _is_llm(s)]
     llm.sort(key=lambda s: (_parse_time(s["start_time"]), s["span_id"]))  # build_raw_calls' order
-    return [_span(str(path), i, s["attributes"]) for i, s in enumerate(llm)]
+    return [_span(str(path), i, s["attributes"], s.get("span_id", "")) for i, s in enumerate(llm)]
 
 
 def _is_llm(span: dict) -> bool:
@@ -51,7 +55,7 @@ def _json(value):
     return json.loads(value) if isinstance(value, str) else value
 
 
-def _span(file: str, index: int, attrs: dict) -> Span:
+def _span(file: str, index: int, attrs: dict, span_id: str) -> Span:
     output = (_json(attrs.get("gen_ai.output.messages")) or [{}])[0]  # OTel parts or OpenAI tool_calls
     names = tuple(p["name"] for p in output.get("parts") or [] if p.get("type") == "tool_call")
     names += tuple(c["function"]["name"] for c in output.get("tool_calls") or [])
@@ -63,7 +67,13 @@ def _span(file: str, index: int, attrs: dict) -> Span:
         has_tools=bool(_json(attrs.get("gen_ai.tool.definitions"))),
         output=_answer(output),
         input_tokens=int(attrs.get("gen_ai.usage.input_tokens") or 0),
+        span_id=span_id,
+        after=_after(attrs.get("fastgen.after")),
     )
+
+
+def _after(stated: Optional[str]) -> Optional[tuple[str, ...]]:
+    return None if stated is None else tuple(w for w in stated.split() if not w.startswith("~"))
 
 
 def _answer(output: dict) -> dict:

@@ -21,6 +21,9 @@ from .traces.graph import read_trace as _read_trace
 __all__ = ["FileReport", "check_file", "validate_tree", "summary_table", "describe_file", "expected_shapes"]
 
 _CAUSAL = frozenset({"full_match", "tool_call_ids_matched"})
+# `~*` in fastgen.after (generator.spans.after_attribute): any one timing edge. Spelled here, not imported: the read
+# side loads nothing of the generator
+FOLLOWS_ANY = "*"
 _TRACE_PATTERNS = ("session_*.json", "session_*.json.zst")
 _FILES_PER_WORKER = 100  # a worker pays a ~5 s import; at ~50 ms a file it needs ~100 files to earn it back
 
@@ -80,38 +83,82 @@ def _shape_deviations(scenario: str, graph: dict, shapes: dict) -> list[str]:
     if scenario not in shapes:
         return [f"unknown scenario {scenario!r}, expected one of {', '.join(shapes)}"]
     shape = shapes[scenario]
-    fewest, most, kind = shape.fewest, shape.most, shape.kind
+    fewest, most = shape.fewest, shape.most
     ids = list(graph["events"])  # insertion order = inference-perf's (start_time, span_id) order
     index = {eid: i for i, eid in enumerate(ids)}
     out = []
     if not fewest <= len(ids) <= most:
         want = str(fewest) if fewest == most else f"{fewest} to {most}"
         out.append(f"{len(ids)} events, expected {want}")
-    if ids and graph["root_event_ids"] != ids[:1]:
-        out.append(f"roots {[index[r] for r in graph['root_event_ids']]}, expected only event 0")
     events = list(graph["events"].values())
-    for i, event in enumerate(events):
-        if i > 0:
-            src = ids[i - 1] if kind == "chain" else ids[0]
-            restarts = shape.restart_kind is not None and _turn_kind(events[index[src]]) == shape.restart_kind
-            out += _edge_deviations(i, event, src, index, shared_from=ids[0] if restarts else src)
+    try:
+        planned = _planned_edges(shape.kind, ids, events)
+    except KeyError as err:
+        return out + [f"fastgen.after names {err.args[0]!r}, a span this file does not have"]
+    roots = [eid for eid, (after, follows) in zip(ids, planned) if not after and not follows]
+    if graph["root_event_ids"] != roots:
+        got, wanted = [index[r] for r in graph["root_event_ids"]], [index[r] for r in roots]
+        out.append(f"roots {got}, expected {'only event ' + str(wanted[0]) if len(wanted) == 1 else wanted}")
+    for i, (event, (after, follows)) in enumerate(zip(events, planned)):
+        if after or follows:
+            restarts = (
+                bool(after)
+                and shape.restart_kind is not None
+                and (_turn_kind(events[index[after[0]]]) == shape.restart_kind)
+            )
+            out += _edge_deviations(i, event, after, follows, index, shared_from=ids[0] if restarts else None)
         out += _tool_flag_deviations(shape.tool_events, i, event["call"])
     return out
+
+
+def _planned_edges(kind: str, ids: list[str], events: list[dict]) -> list[tuple[list[str], str]]:
+    """Each event's planned edges as event ids: (the events whose outputs it carries, the one it continues first;
+    the event it is only timed after, FOLLOWS_ANY, or ""). From each span's `fastgen.after` where the plan states it,
+    else from the scenario's kind: a chain's event continues the one before it, a fan's the root."""
+    by_span = {eid.split("_", 2)[2]: eid for eid in ids}  # event_NNN_<span_id>
+    planned = []
+    for i, event in enumerate(events):
+        stated = (event["call"].get("attributes") or {}).get("fastgen.after")
+        if stated is None:
+            planned.append(([] if i == 0 else [ids[i - 1] if kind == "chain" else ids[0]], ""))
+            continue
+        words = stated.split()
+        after = [by_span[w] for w in words if not w.startswith("~")]
+        follows = next((w[1:] for w in words if w.startswith("~")), "")
+        planned.append((after, follows if follows in ("", FOLLOWS_ANY) else by_span[follows]))
+    return planned
 
 
 def _turn_kind(event: dict) -> str | None:
     return (event["call"].get("attributes") or {}).get("fastgen.turn_kind")
 
 
-def _edge_deviations(i: int, event: dict, src: str, index: dict[str, int], *, shared_from: str) -> list[str]:
+def _edge_deviations(
+    i: int, event: dict, after: list[str], follows: str, index: dict[str, int], *, shared_from: str | None
+) -> list[str]:
+    """The planned edges against the graph's: exactly the causal ones, the one timing edge only where planned (any
+    one, for FOLLOWS_ANY), and segments that take the prompt from the event it continues and its output live."""
     out = []
     deps = event["predecessor_dependency_types"]
-    if list(deps) != [src] or deps[src] not in _CAUSAL:
-        out.append(f"event {i}: predecessors {_fmt_deps(deps, index) or 'none'}, expected event {index[src]} (causal)")
+    causal = {eid for eid, kind in deps.items() if kind in _CAUSAL}
+    timed = [eid for eid, kind in deps.items() if kind not in _CAUSAL]
+    timing_ok = timed == [follows] if follows and follows != FOLLOWS_ANY else len(timed) <= (follows == FOLLOWS_ANY)
+    if causal != set(after) or not timing_ok:
+        want = ", ".join(f"event {index[e]}" for e in after) + " (causal)" if after else ""
+        if follows:
+            timing = "one timing edge" if follows == FOLLOWS_ANY else f"event {index[follows]} (timing)"
+            want += (", at most " if follows == FOLLOWS_ANY else ", ") + timing if want else timing
+        out.append(f"event {i}: predecessors {_fmt_deps(deps, index) or 'none'}, expected {want}")
     segments = [(s["type"], s.get("source_event_id")) for s in event["call"]["input_segments"]]
-    if segments != [("shared", shared_from), ("output", src), ("unique", None)]:
+    if after:
+        src = after[0]
+        shared = shared_from or src
+        expected = [("shared", shared), ("output", src), ("unique", None)]
+        want = f"shared(<-{index[shared]}) output(<-{index[src]}) unique"
+    else:  # timed after a call whose text it does not carry: all its own
+        expected, want = [("unique", None)], "unique"
+    if segments != expected:
         got = " ".join(_fmt_segment(s, index) for s in event["call"]["input_segments"])
-        want = f"shared(<-{index[shared_from]}) output(<-{index[src]}) unique"
         out.append(f"event {i}: segments {got}, expected {want}")
     return out
 

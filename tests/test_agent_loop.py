@@ -1,8 +1,9 @@
-"""The agent_loop scenario: parallel tool calls answered by id, compaction to a new prefix, log-normal gaps; every
-count exact, every graph as inference-perf's own builder finds it."""
+"""The agent_loop scenario: parallel tool calls answered by id, compaction to a new prefix, log-normal gaps,
+sub-agents joined back; every count exact, every graph as inference-perf's own builder finds it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime, timedelta
 
@@ -15,6 +16,7 @@ from fastgen.generator.scenarios import agent_loop
 from fastgen.generator.scenarios.agent_loop import AgentLoopSpec
 from fastgen.generator.spec import LogNormal, Range, Spec, Timing
 from fastgen.generator.workload import parse_workload
+from conftest import run_fastgen
 from test_dataset import _output_tokens
 
 SMALL = AgentLoopSpec(
@@ -33,19 +35,40 @@ SMALL = AgentLoopSpec(
 TIMING = Timing(think_gap_ms=LogNormal(2000, 9000, 30000), tool_exec_ms=LogNormal(1000, 5000, 20000))
 
 
-@pytest.fixture(scope="module")
-def sessions(builtin, tmp_path_factory):
-    """(path, spans) of each session of a small agent_loop spec, written as the generator writes them."""
-    builder = DatasetBuilder(builtin, Spec({"agent_loop": SMALL}, TIMING), seed=7, model="m")
-    root = tmp_path_factory.mktemp("agent_loop")
+# the same loop, one answer of which delegates to 2-3 sub-agents of 1-3 tool answers and a report each
+SUB = dataclasses.replace(
+    SMALL,
+    sessions=2,
+    subagents=Range(2, 3),
+    spawn_at=Range(2, 3),
+    subagent_system=150,
+    subagent_task=Range(50, 100),
+    subagent_turns=Range(1, 3),
+    report=Range(80, 200),
+)
+
+
+def _write(builtin, spec: AgentLoopSpec, root) -> list:
+    """(path, spans) of each session of an agent_loop spec, written as the generator writes them."""
+    builder = DatasetBuilder(builtin, Spec({"agent_loop": spec}, TIMING), seed=7, model="m")
     out = []
-    for index in range(SMALL.sessions):
+    for index in range(spec.sessions):
         for rel, data in builder.files_for(Task(agent_loop.SCENARIO_ID, index)):
             path = root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             out.append((path, json.loads(data)["spans"]))
     return out
+
+
+@pytest.fixture(scope="module")
+def sessions(builtin, tmp_path_factory):
+    return _write(builtin, SMALL, tmp_path_factory.mktemp("agent_loop"))
+
+
+@pytest.fixture(scope="module")
+def sub_sessions(builtin, tmp_path_factory):
+    return _write(builtin, SUB, tmp_path_factory.mktemp("subagents"))
 
 
 def _messages(span: dict) -> list[dict]:
@@ -198,3 +221,123 @@ def test_a_log_normal_out_of_order_or_mixed_with_a_range_is_one_clear_line():
         )
     assert "timing.think_gap_ms.hi: unknown key; this value takes one of {median, p90, cap}; {lo, hi}" in str(err.value)
     assert ".Range" not in str(err.value) and ".LogNormal" not in str(err.value)
+
+
+def _as_sent(messages: list[dict]) -> list[dict]:
+    """The messages as a replay sends them: an assistant message that made tool calls goes out as the calls (the
+    live answer in its slot); the reports a join's spawning message keeps beside them are for the graph builder."""
+    return [{k: v for k, v in m.items() if k != "content"} if m.get("tool_calls") else m for m in messages]
+
+
+def _by_id(spans: list[dict]) -> dict[str, dict]:
+    return {span["span_id"]: span for span in spans}
+
+
+def _joins(spans: list[dict]) -> list[tuple[dict, dict, list[dict]]]:
+    """(join, spawn, each child's last request) of a session, by what each span says it carries (fastgen.after)."""
+    ids = _by_id(spans)
+    out = []
+    for span in spans:
+        carried = [w for w in span["attributes"]["fastgen.after"].split() if not w.startswith("~")]
+        if len(carried) > 1:
+            out.append((span, ids[carried[0]], [ids[c] for c in carried[1:]]))
+    return out
+
+
+def test_sub_agent_sessions_count_exactly_what_a_replay_sends(sub_sessions, builtin, rendered_prompt):
+    joins = 0
+    for _, spans in sub_sessions:
+        joins += len(_joins(spans))
+        for span in spans:
+            a = span["attributes"]
+            sent = {**a, "gen_ai.input.messages": json.dumps(_as_sent(_messages(span)))}
+            assert a["gen_ai.usage.input_tokens"] == rendered_prompt.tokens(sent)
+            assert a["gen_ai.usage.output_tokens"] == _output_tokens(builtin, json.loads(a["gen_ai.output.messages"]))
+    assert joins == SUB.sessions
+
+
+def test_children_start_from_their_task_and_their_reports_return_to_the_join(sub_sessions):
+    for _, spans in sub_sessions:
+        ((join, spawn, lasts),) = _joins(spans)
+        calls = _calls(spawn)
+        assert [c["name"] for c in calls] == ["delegate_task"] * len(calls) and 2 <= len(calls) <= 3
+        children = [s for s in spans if s["attributes"]["fastgen.turn_kind"] == "subagent"]
+        firsts = [s for s in children if s["attributes"]["fastgen.turn"] == 1]
+        parent_system = _messages(spawn)[0]
+        for call, first in zip(calls, sorted(firsts, key=lambda s: s["span_id"])):
+            system, task = _messages(first)
+            assert system["role"] == "system" and system != parent_system  # a context of its own
+            assert task == {"role": "user", "content": call["arguments"]["prompt"]}
+            assert _time(first["start_time"]) >= _time(spawn["end_time"])
+        history = _messages(join)
+        k = len(calls)
+        made = history[-k - 1]
+        assert [c["id"] for c in made["tool_calls"]] == [c["id"] for c in calls]
+        reports = [json.loads(s["attributes"]["gen_ai.output.messages"])[0]["parts"][0]["content"] for s in lasts]
+        for result, report, last in zip(history[-k:], reports, lasts):
+            assert result["role"] == "tool" and result["content"].startswith(report)  # as the harness returns it
+            assert report in made["content"]  # and where inference-perf's builder links it
+            assert _time(join["start_time"]) >= _time(last["end_time"])
+        assert sum(len(c["tool_calls"]) for c in history if c.get("tool_calls")) > k  # the loop went on before
+
+
+def test_inference_perf_makes_the_join_wait_for_every_child(sub_sessions):
+    pytest.importorskip("inference_perf")
+    from fastgen.validate import _build_graph, check_file
+
+    shapes = {"agent_loop": agent_loop.shape(SUB)}
+    for path, spans in sub_sessions:
+        assert check_file(path, shapes).deviations == ()
+        graph, _ = _build_graph(json.loads(path.read_bytes()), path)
+        events = {eid.split("_", 2)[2]: e for eid, e in graph["events"].items()}
+        ((join, spawn, lasts),) = _joins(spans)
+        deps = {
+            eid.split("_", 2)[2]: kind for eid, kind in events[join["span_id"]]["predecessor_dependency_types"].items()
+        }
+        assert deps == {spawn["span_id"]: "tool_call_ids_matched", **{s["span_id"]: "full_match" for s in lasts}}
+        for span in spans:
+            if span["attributes"]["fastgen.turn_kind"] == "subagent" and span["attributes"]["fastgen.turn"] == 1:
+                first = events[span["span_id"]]["predecessor_dependency_types"]
+                assert {eid.split("_", 2)[2]: kind for eid, kind in first.items()} == {spawn["span_id"]: "temporal"}
+
+
+def test_without_the_reports_in_the_spawning_message_the_join_does_not_wait(sub_sessions, tmp_path):
+    """The hidden reports are what links the children: taken out, the validator reports the join's missing edges."""
+    pytest.importorskip("inference_perf")
+    from fastgen.validate import check_file
+
+    path, spans = sub_sessions[0]
+    ((join, _, _),) = _joins(spans)
+    messages = _messages(join)
+    for m in messages:
+        m.pop("content", None) if m.get("tool_calls") else None
+    join["attributes"]["gen_ai.input.messages"] = json.dumps(messages)
+    doc = json.loads(path.read_bytes())
+    doc["spans"] = spans
+    broken = tmp_path / "agent_loop" / path.name
+    broken.parent.mkdir()
+    broken.write_text(json.dumps(doc))
+    deviations = check_file(broken, {"agent_loop": agent_loop.shape(SUB)}).deviations
+    assert any("(causal)" in d and "predecessors" in d for d in deviations), deviations
+
+
+def test_a_fan_out_that_explodes_the_session_or_misses_the_loop_is_refused_with_its_yaml_path():
+    with pytest.raises(SpecError, match="at most 256"):
+        AgentLoopSpec(subagents=Range(60, 60), subagent_turns=Range(5, 5))
+    doc = "format: 1\nscenarios:\n  agent_loop: {subagents: {lo: 60, hi: 60}, subagent_turns: {lo: 5, hi: 5}}\n"
+    with pytest.raises(WorkloadError, match=r"scenarios\.agent_loop.*subagents.*at most 256"):
+        parse_workload(doc, source="w.yaml")
+    with pytest.raises(SpecError, match="spawn_at must name an answer of the loop"):
+        AgentLoopSpec(turns=Range(3, 8), subagents=Range(1, 2), spawn_at=Range(2, 5))
+
+
+def test_recorded_outputs_with_sub_agents_are_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "out"
+    result = run_fastgen(
+        "--workload", "agent", "--tokenizer", "builtin", "--scale", "0.1", "--budget-scale", "0.1",
+        "--outputs", "recorded", "--output-dir", str(out / "traces"), "--config-dir", str(out / "configs"),
+    )  # fmt: skip
+    assert result.returncode != 0
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("fastgen: error")]
+    assert "--outputs recorded" in line and "--outputs live" in line
+    assert not out.exists() or not any(p.is_file() for p in out.rglob("*"))

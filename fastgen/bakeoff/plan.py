@@ -16,10 +16,11 @@ from typing import Optional
 
 import yaml
 
-from ..generator.configs import replay_modes, report_section
-from ..errors import OutputError
+from ..errors import OutputError, SpecError
+from ..generator.configs import check_outputs_mode, replay_modes, report_section
 from ..generator.manifest import read_manifest
 from ..generator.spans import REPORT_LABELS
+from ..generator.workload import spec_from_document
 
 __all__ = ["ConfigRun", "replay_modes_of", "select_configs", "run_config_text"]
 
@@ -101,6 +102,8 @@ def run_config_text(
     replay["trace_directory"] = _absolute(replay["trace_directory"], config_dir)
     said = replay_modes_of(replay)
     replay.update(replay_modes(outputs or said[0], tool_call_max_tokens or said[1], tool_choice or said[2]))
+    if (outputs or said[0]) == "recorded":
+        _check_recorded_outputs(Path(replay["trace_directory"]).parent)
     replay["attribute_to_label_map"] = {**dict(REPORT_LABELS), **(replay.get("attribute_to_label_map") or {})}
     name = tokenizer.get("pretrained_model_name_or_path")
     if name and (config_dir / name).exists():  # a folder beside the traces; a hub id stays as it is
@@ -118,6 +121,16 @@ def replay_modes_of(replay: dict) -> tuple[str, str, str]:
     tool_calls = "floor" if replay.get("override_tool_call_max_tokens", True) else "recorded"
     tool_choice = "as_recorded" if replay.get("tool_choice_mode") == "as_recorded" else "forced"
     return outputs, tool_calls, tool_choice
+
+
+def _check_recorded_outputs(trace_root: Path) -> None:
+    """The traces' workload (their manifest) must allow recorded outputs; traces without a manifest are taken as
+    they are."""
+    try:
+        spec = spec_from_document(read_manifest(trace_root)["workload"])
+    except (OutputError, KeyError, SpecError):
+        return
+    check_outputs_mode(spec, "recorded")
 
 
 def _absolute(path: str, base: Path) -> str:

@@ -40,6 +40,7 @@ class ScenarioBlocks:
     guidelines: Message | None = None
     api_docs: Message | None = None
     modules: tuple[ModuleFiles, ...] = ()
+    subagent_system: Message | None = None  # every sub-agent's system prompt, the same in every session
 
 
 def _system_prompt(composer: Composer, v: Vocab, repo: str, budget: int, rng, *, seed: int, scenario_id: int) -> Text:
@@ -50,6 +51,14 @@ def _system_prompt(composer: Composer, v: Vocab, repo: str, budget: int, rng, *,
         f"You are {agent}, an autonomous software engineering agent working in the {repo} repository, "
         f"owned by the {v.team()} team. Read code before changing it, keep patches minimal, run the tests you "
         f"touch, and explain what you changed and why. Follow these rules:\n"
+    )
+    return compose_block(composer, header, "guideline", budget, rng)
+
+
+def _subagent_prompt(composer: Composer, v: Vocab, repo: str, budget: int, rng) -> Text:
+    header = (
+        f"You are a sub-agent working in the {repo} repository on one task the main agent gave you. You cannot ask "
+        "it questions: use the tools, then end with a report of what you found, citing files and lines.\n"
     )
     return compose_block(composer, header, "guideline", budget, rng)
 
@@ -71,7 +80,8 @@ def catalog_stage(tokenizer, sc_spec, *, scenario_id: int, seed: int) -> Catalog
     rng = catalog_rng(seed, scenario_id)
     v = Vocab(rng)
     repo = f"{v.team()}-{v.noun()}-{v.noun()}"
-    return CatalogStage(repo, build_catalog(tokenizer, repo=repo, budget=sc_spec.tools, rng=rng), rng, v)
+    catalog = build_catalog(tokenizer, repo=repo, budget=sc_spec.tools, rng=rng, delegate=sc_spec.spawns_subagents)
+    return CatalogStage(repo, catalog, rng, v)
 
 
 def build_blocks(
@@ -85,7 +95,10 @@ def build_blocks(
         composer, f"Repository map of {repo} (tree -L 3, generated files omitted):\n", "tree", sc_spec.repo_map, rng
     )
     if not hasattr(sc_spec, "guidelines"):
-        return ScenarioBlocks(repo, catalog, system(sys_text), user(repo_map))
+        subagent_system = None
+        if sc_spec.spawns_subagents:  # drawn after the rest: a workload without sub-agents keeps its bytes
+            subagent_system = system(_subagent_prompt(composer, v, repo, sc_spec.subagent_system, rng))
+        return ScenarioBlocks(repo, catalog, system(sys_text), user(repo_map), subagent_system=subagent_system)
     guidelines = user(
         compose_block(composer, f"# {repo} engineering guidelines\n", "guideline", sc_spec.guidelines, rng)
     )

@@ -29,6 +29,7 @@ __all__ = [
     "TOOL_CHOICE_MODES",
     "check_label",
     "config_layout",
+    "check_outputs_mode",
     "render_configs",
     "replay_modes",
     "report_section",
@@ -110,6 +111,7 @@ def render_configs(
     if metrics not in METRICS_TYPES:
         raise SpecError(f"metrics type {metrics!r} is not supported; use one of: {', '.join(METRICS_TYPES)}")
     replay = replay_modes(outputs, tool_call_max_tokens, tool_choice)
+    check_outputs_mode(spec, outputs)
     label = check_label(label or server_type)
     rendered = {}
     for entry in config_layout(spec):
@@ -190,6 +192,17 @@ def report_section() -> dict:
         },
         "session_lifecycle": {"summary": True, "per_stage": True, "per_session": True},
     }
+
+
+def check_outputs_mode(spec: Spec, outputs: str) -> None:
+    """Refuse recorded outputs for a workload with sub-agents: inference-perf would send a join's spawning message as
+    recorded, with the reports it keeps there for the graph builder only (agent_loop)."""
+    if outputs == "recorded" and any(sc.spawns_subagents for sc in spec.scenarios.values()):
+        raise SpecError(
+            "--outputs recorded sends the recorded assistant messages as they are, and a sub-agent join's spawning "
+            "message keeps the reports there for inference-perf's graph builder only (they would go out twice); "
+            "use --outputs live, or subagents {lo: 0, hi: 0}"
+        )
 
 
 def replay_modes(outputs: str, tool_call_max_tokens: str, tool_choice: str = "forced") -> dict[str, object]:

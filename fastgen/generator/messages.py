@@ -26,7 +26,10 @@ __all__ = [
     "assistant_text",
     "assistant_calls",
     "tool_result",
+    "FOLLOWS_ANY",
 ]
+
+FOLLOWS_ANY = "*"
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,17 @@ class Message:
     content: str | None = None
     calls: tuple[ToolCall, ...] = ()
     ends: Ends | None = None  # the content's first and last parts (Text.ends)
+    # The wire's `content` is in the trace for inference-perf's graph builder only: a replay never sends it (the
+    # message is an earlier request's output, replaced by that request's live answer), so neither `tokens` nor `sent`
+    # has it. What a sub-agent join's spawning message carries (agent_loop).
+    hidden: bool = False
+
+    @property
+    def sent(self) -> dict:
+        """The message as a replay sends it: the wire, less hidden content."""
+        if not self.hidden:
+            return self.wire
+        return {k: v for k, v in self.wire.items() if k != "content"}
 
     @cached_property
     def json(self) -> bytes:
@@ -74,14 +88,13 @@ def assistant_text(text: Text) -> Message:
     return _text_message("assistant", {"role": "assistant", "content": text.text}, text)
 
 
-def assistant_calls(calls: tuple[ToolCall, ...]) -> Message:
-    wire = {
-        "role": "assistant",
-        "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}} for c in calls
-        ],
-    }
-    return Message("assistant", sum(c.tokens for c in calls), wire, None, calls)
+def assistant_calls(calls: tuple[ToolCall, ...], *, hidden: str | None = None) -> Message:
+    """The assistant message that made `calls`; `hidden`: content in the trace that a replay never sends."""
+    wire: dict = {"role": "assistant"} if hidden is None else {"role": "assistant", "content": hidden}
+    wire["tool_calls"] = [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}} for c in calls
+    ]
+    return Message("assistant", sum(c.tokens for c in calls), wire, None, calls, hidden=hidden is not None)
 
 
 def tool_result(call: ToolCall, text: Text) -> Message:
@@ -120,6 +133,11 @@ class Turn:
     start_ms: int
     end_ms: int
     role: str = ""  # what the turn is in its scenario's graph ("root", "branch"); empty for a turn of a chain
+    # The graph the plan means, where the scenario states it per turn (None: its Shape says): the span ids whose
+    # outputs this request carries (causal edges; the first is the request it continues), and the one it is only
+    # timed after ("" none; FOLLOWS_ANY: any one earlier call, as among sub-agents running side by side)
+    after: tuple[str, ...] | None = None
+    follows: str = ""
 
     @property
     def kind(self) -> str:

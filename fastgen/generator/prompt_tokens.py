@@ -114,7 +114,7 @@ class TemplateCount:
 
     def rendered_tokens(self, catalog: ToolCatalog, messages: Sequence[Message]) -> int:
         """The whole rendering, tokenized: what the server counts."""
-        text = self.template.render([m.wire for m in messages], self._wire_tools(catalog) or None)
+        text = self.template.render([m.sent for m in messages], self._wire_tools(catalog) or None)
         return self.tokenizer.count(text)
 
     def skeleton_tokens(
@@ -226,7 +226,7 @@ class TemplateCount:
             else:
                 cut.append(m)
                 counts.append(m.tokens)
-        whole = self.template.render([m.wire for m in cut], self._wire_tools(catalog) or None)
+        whole = self.template.render([m.sent for m in cut], self._wire_tools(catalog) or None)
         return self.skeleton_tokens(catalog, cut, content_tokens=counts) == self.tokenizer.encoded_count_cut(
             whole, self._proven
         )
@@ -237,7 +237,7 @@ def _seen(message: Message) -> dict:
     are rendered again in every later turn."""
     held = message.__dict__.get(_SEEN)
     if held is None:
-        held = message.__dict__[_SEEN] = server_message(message.wire)
+        held = message.__dict__[_SEEN] = server_message(message.sent)
     return held
 
 

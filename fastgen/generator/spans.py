@@ -1,6 +1,6 @@
 """Span bytes: a session plan as one OpenTelemetry trace file in the shape inference-perf 0.7.0 reads.
 
-Every span of every file has the same attribute keys with the same JSON types (inference-perf unifies the whole
+Every span of a trace directory has the same attribute keys with the same JSON types (inference-perf unifies the whole
 corpus with Arrow), and times are ISO-8601 from a fixed epoch (no wall clock).
 
 Speed: `gen_ai.input.messages` and `gen_ai.tool.definitions` (about 97% of the bytes) are never serialized per
@@ -24,6 +24,7 @@ __all__ = [
     "REPORT_LABELS",
     "CONTENT_COUNT",
     "iso_time",
+    "after_attribute",
     "output_parts",
     "span_dict",
     "session_spans",
@@ -47,6 +48,14 @@ REPORT_LABELS = {
 def iso_time(ms: int) -> str:
     t = EPOCH + timedelta(milliseconds=ms)
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def after_attribute(turn: Turn) -> str:
+    """`fastgen.after`: the graph the plan means for this request, for `fastgen validate`: the span ids it carries
+    the outputs of, space-separated (the one it continues first), then `~ID` for the one it is only timed after
+    (`~*`: any one earlier call). A string in every span of a scenario that states it (Arrow types stay one)."""
+    assert turn.after is not None
+    return " ".join([*turn.after, *([f"~{turn.follows}"] if turn.follows else [])])
 
 
 def output_parts(output: Output) -> list[dict]:
@@ -77,6 +86,8 @@ def span_dict(
         "fastgen.turn": turn.turn,
         "fastgen.turn_kind": turn.kind,
     }
+    if turn.after is not None:
+        attributes["fastgen.after"] = after_attribute(turn)
     return {
         "span_id": turn.span_id,
         "trace_id": plan.session_id,

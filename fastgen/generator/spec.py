@@ -189,6 +189,12 @@ class ScenarioSpec:
     def count(self) -> int:
         return getattr(self, self.count_field)
 
+    @property
+    def spawns_subagents(self) -> bool:
+        """Whether sessions delegate to sub-agents: the catalog then has the delegate tool, the blocks a sub-agent
+        system prompt (`subagent_system` tokens)."""
+        return False
+
     def scaled(self: _ScenarioSpecT, *, sessions: float, budgets: float) -> _ScenarioSpecT:
         changes: dict = {self.count_field: _scale_count(self.count, sessions)}
         for f in dataclasses.fields(self):

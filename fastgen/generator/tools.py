@@ -17,7 +17,7 @@ from .content.english import fix_articles, plural
 from .content.vocab import Vocab
 from .tokenizer import Tokenizer
 
-__all__ = ["ToolCatalog", "build_catalog", "CORE_TOOLS"]
+__all__ = ["ToolCatalog", "build_catalog", "CORE_TOOLS", "DELEGATE"]
 
 CORE_TOOLS = ("apply_patch", "read_file", "run_tests", "search_code", "list_dir", "run_command")
 
@@ -115,6 +115,24 @@ def _core_tools(repo: str) -> list[dict]:
     ]
 
 
+DELEGATE = "delegate_task"
+
+
+def _delegate_tool(repo: str) -> dict:
+    """A harness's sub-agent tool (Claude Code's Task, Codex's spawn): the prompt becomes a child's first message."""
+    return _tool(
+        DELEGATE,
+        f"Start a sub-agent with a fresh context and the {repo} tools to do one self-contained task, such as a "
+        "search across the code or a root-cause hunt. Several calls in one answer run side by side. Returns the "
+        "sub-agent's final report; it cannot see this conversation, so the prompt must say everything it needs.",
+        {
+            "description": _prop("string", "A short (3-5 word) name for the task."),
+            "prompt": _prop("string", "The task for the sub-agent, in full."),
+        },
+        ["description", "prompt"],
+    )
+
+
 def _service_tool(v: Vocab) -> dict:
     """An internal-service tool, as an MCP server of a company would expose it."""
     noun, other = v.noun(), v.noun()
@@ -139,14 +157,18 @@ def _dump(tools: list[dict]) -> str:
     return orjson.dumps(tools).decode()
 
 
-def build_catalog(tokenizer: Tokenizer, *, repo: str, budget: int, rng: np.random.Generator) -> ToolCatalog:
-    """The core tools plus seeded service tools, filling `budget` tokens as closely as fits (never fewer than the core).
+def build_catalog(
+    tokenizer: Tokenizer, *, repo: str, budget: int, rng: np.random.Generator, delegate: bool = False
+) -> ToolCatalog:
+    """The core tools (and the sub-agent tool, with `delegate`) plus seeded service tools, filling `budget` tokens as
+    closely as fits (never fewer than the core).
 
     Tools are added by their own token counts (cheap), then the last tool's description is trimmed by a binary
     search on exact counts of the whole catalog.
     """
     v = Vocab(rng)
-    tools = _core_tools(repo)
+    tools = _core_tools(repo) + ([_delegate_tool(repo)] if delegate else [])
+    core = len(tools)
     names = {t["name"] for t in tools}
     estimate = sum(tokenizer.count(_dump([t])) for t in tools)
     while estimate < budget:
@@ -155,9 +177,9 @@ def build_catalog(tokenizer: Tokenizer, *, repo: str, budget: int, rng: np.rando
             names.add(tool["name"])
             tools.append(tool)
             estimate += tokenizer.count(_dump([tool]))
-    while len(tools) > len(CORE_TOOLS) and tokenizer.count(_dump(tools[:-1])) > budget:
+    while len(tools) > core and tokenizer.count(_dump(tools[:-1])) > budget:
         tools.pop()
-    if len(tools) > len(CORE_TOOLS) and tokenizer.count(_dump(tools)) > budget:
+    if len(tools) > core and tokenizer.count(_dump(tools)) > budget:
         last = tools.pop()
         words = last["description"].split(" ")
         lo, hi = 0, len(words)  # the longest prefix of words that keeps the catalog within budget

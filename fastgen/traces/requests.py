@@ -92,6 +92,23 @@ def _max_tokens(call) -> int:
     return recorded or ZERO_MAX_TOKENS
 
 
+def _as_sent(call, events: dict, sent: dict[str, tuple[dict, ...]]) -> tuple[dict, ...]:
+    """The messages as the replay sends them, given what each earlier event sent: a shared segment is the start of
+    what its source sent, an output segment the source's answer (live at replay, recorded here), so text the trace
+    keeps in a tool-call slot for the graph builder only (a sub-agent join's reports, agent_loop) is never sent, by
+    the join or by any request after it."""
+    messages = list(call.messages)
+    at = 0
+    for segment in call.input_segments:
+        source = segment.source_event_id
+        if segment.type == "shared" and source in sent:
+            messages[at : at + segment.message_count] = sent[source][: segment.message_count]
+        elif segment.type == "output" and source in events and events[source].call.expected_output_is_tool_call:
+            messages[at] = {k: v for k, v in messages[at].items() if k != "content"}
+        at += segment.message_count
+    return tuple(messages)
+
+
 def read_session(path: Path) -> SessionRequests:
     """One trace file's requests; raises (OSError, ValueError, ...) on a file the replay could not read."""
     path = Path(path)
@@ -100,6 +117,7 @@ def read_session(path: Path) -> SessionRequests:
     session_id = str(doc.get("session_id") or doc.get("trace_id") or path.name.split(".")[0])
     events = sorted(graph.events.values(), key=lambda e: (e.t_start_ms, e.event_id))
     requests = []
+    sent: dict[str, tuple[dict, ...]] = {}
     for event in events:
         call = event.call
         if not call.messages:  # inference-perf drops it from the schedule
@@ -110,7 +128,7 @@ def read_session(path: Path) -> SessionRequests:
                 predecessors=tuple(event.predecessor_event_ids),
                 wait_ms=int(event.wait_ms),
                 t_start_ms=int(event.t_start_ms),
-                messages=tuple(call.messages),
+                messages=sent.setdefault(event.event_id, _as_sent(call, graph.events, sent)),
                 tools=wire_tools(call.tool_definitions),
                 max_tokens=_max_tokens(call),
                 output_tokens=int(call.expected_output_tokens),
