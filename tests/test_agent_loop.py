@@ -341,3 +341,24 @@ def test_recorded_outputs_with_sub_agents_are_refused_before_anything_is_written
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("fastgen: error")]
     assert "--outputs recorded" in line and "--outputs live" in line
     assert not out.exists() or not any(p.is_file() for p in out.rglob("*"))
+
+
+def test_the_read_side_sees_each_request_as_sent(sub_sessions, rendered_prompt):
+    """analyze and the exports read requests through traces.read_session: no hidden report reaches them, in the join
+    or in any request after it (their shared prefix is what the join sent), and each counts as recorded."""
+    pytest.importorskip("inference_perf")
+    from fastgen.traces.requests import read_session
+
+    for path, spans in sub_sessions:
+        ids = _by_id(spans)
+        session = read_session(path)
+        assert len(session.requests) == len(spans)
+        hidden_before = 0
+        for request in session.requests:
+            span = ids[request.event_id.split("_", 2)[2]]
+            recorded = _messages(span)
+            hidden_before += any(m.get("tool_calls") and m.get("content") for m in recorded)
+            assert list(request.messages) == _as_sent(recorded)
+            sent = {**span["attributes"], "gen_ai.input.messages": json.dumps(list(request.messages))}
+            assert rendered_prompt.tokens(sent) == request.recorded_input_tokens
+        assert hidden_before >= 2  # the join and the requests after it carried the hidden reports in the file
