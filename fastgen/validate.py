@@ -262,18 +262,30 @@ def describe_file(path: Path) -> str:
     if graph is not None:
         index = {eid: i for i, eid in enumerate(graph["events"])}
         lines[0] += f"  events={graph['event_count']}  roots={[index[r] for r in graph['root_event_ids']]}"
+        by_span = {eid.split("_", 2)[2]: i for eid, i in index.items()}
         for i, event in enumerate(graph["events"].values()):
-            lines += _describe_event(i, event, index)
+            lines += _describe_event(i, event, index, by_span)
     lines.append(f"deviations: {len(deviations) or 'none'}")
     return "\n".join(lines + [f"  {d}" for d in deviations])
 
 
-def _describe_event(i: int, event: dict, index: dict[str, int]) -> list[str]:
+def _describe_event(i: int, event: dict, index: dict[str, int], by_span: dict[str, int]) -> list[str]:
     call = event["call"]
     lines = [
         f"event {i} {event['event_id']}: t={event['t_start_ms']}..{event['t_end_ms']} ms  wait_ms={event['wait_ms']}",
         f"  predecessors: {_fmt_deps(event['predecessor_dependency_types'], index) or 'none (root)'}",
     ]
+    stated = (call.get("attributes") or {}).get("fastgen.after")
+    if stated is not None:  # what the plan means, beside what inference-perf found
+        words = stated.split()
+        carried = [f"event {by_span.get(w, w)}" for w in words if not w.startswith("~")]
+        timed = [w[1:] for w in words if w.startswith("~")]
+        plan = f"carries the output of {', '.join(carried)}" if carried else "carries no earlier output"
+        if timed:
+            plan += "; timed after " + (
+                "any one earlier event" if timed[0] == FOLLOWS_ANY else f"event {by_span.get(timed[0], timed[0])}"
+            )
+        lines.append(f"  planned: {plan}")
     for seg in call["input_segments"]:
         src = seg.get("source_event_id")
         source = f"  source=event {index.get(src, src)}" if src is not None else ""
