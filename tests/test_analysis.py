@@ -14,7 +14,7 @@ import pytest
 
 from fastgen.analysis.aiperf import aiperf_cache_hit_rate
 from fastgen.analysis.cache import BlockCache, BlockIds
-from fastgen.analysis.schedule import Load, PlannedRequest, replay_slots, simulate
+from fastgen.analysis.schedule import Load, PlannedRequest, ServiceModel, replay_slots, simulate
 from fastgen.analysis.sharing import SharedBlocks
 from fastgen.analysis.side_by_side import Replay, read_order, run_side_by_side
 from fastgen.errors import SpecError
@@ -366,13 +366,22 @@ def replayed(tmp_path_factory):
 MEASURED = ("scenario1/c1", "scenario1/c10", "scenario2/c10_sync", "scenario3/c100_noisy")
 MEASURED_AT_CAPACITY = ("scenario1/c10", "scenario3/c100_noisy")
 CAPACITY = 4096
-# measured: the finite-cache prediction within this many points of the fake server's hit ratio (the two cache
-# codes are one; what differs is the order in which concurrent requests arrive, which depends on the machine: on the
-# default set of 2026-12-02, 0.37 and 0.55 points in a warm checkout, 2.78 on scenario3/c100_noisy in a fresh
-# clone's first run, where every process starts slower). Since the harness layout (597a37b: fenced files, numbered
-# read_file results, the retrained tokenizer) scenario1/c10 measures 80.1-81.2 % against 86.0 % predicted in clean
-# clones (4.8-5.9 points; it passed under 4 once): the model's agreement got worse there, cause not yet found (issue
-# 26's note), and this bound follows the measurement rather than hide it behind a red CI.
+# the fake server's speed for the prediction: it spends nothing on a prompt (prefill_s_per_token 0) and streams the
+# recorded answer without waits, so a request ends milliseconds after it arrives and each session's next turn follows
+# its recorded wait at once. analyze's default (20,000 prompt and 50 output tokens a second) ends each at its output
+# length's pace instead, which reorders the sessions from turn to turn; at a capacity below the sessions' working set
+# LRU's hits depend on that order (scenario1/c10 at 4,096 tokens: from the fourth turn on, 272-328 distinct prompt
+# blocks for 256 slots; the fake server's round-robin evicts each session's history just before it comes back).
+FAKE_SERVER_SPEED = ServiceModel(prefill_tokens_per_s=1e6, decode_tokens_per_s=1e4)
+# measured: the finite-cache prediction within this many points of the fake server's hit ratio. The two cache codes
+# are one and FAKE_SERVER_SPEED gives the server's schedule; what is left is the order in which turns released
+# together (every session's next turn after the same capped wait) reach the server, a race between inference-perf's
+# workers that nothing recorded decides. Where the sessions outgrow the cache, LRU's hits follow that order:
+# scenario1/c10 at 4,096 tokens measured 80.1-85.8 % in 19 runs of 2026-12-03 against 80.1 % predicted (the strict
+# round-robin, which 15 of them kept within 2.5 points; 3.5, 3.8, 4.5 and 5.7 where sessions swapped places), and
+# analyze's default speed, which reorders them by output length, predicted 86.0 %, 4.7-5.9 points off the usual run
+# (before the harness layout, 597a37b, 85.1 against 81.2-83.4 %: under 4, by the sizes' luck). scenario3/c100_noisy:
+# 0.0 and 0.55 points (2.78 in a fresh clone's first run of 2026-12-02, at the default speed).
 CAPACITY_TOLERANCE_POINTS = 7.0
 
 
@@ -386,7 +395,7 @@ def _measured_and_predicted(workdir: Path, runs: dict, name: str, capacity):
     corpus = Corpus(target.trace_dir, load_reading(workdir / "traces" / "tokenizer"), 16)
     predicted = {
         (str(corpus.files[o.file_index]), int(o.event_id.split("_")[1])): (o.prompt_tokens, o.cached_tokens)
-        for o in predict(target, corpus, BlockCache(16, capacity))
+        for o in predict(target, corpus, BlockCache(16, capacity), FAKE_SERVER_SPEED)
     }
     spans = index_spans({str(f): load_session(f) for f in corpus.files})
     measured = {}
