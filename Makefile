@@ -71,6 +71,7 @@ bench: env-all
 e2e: env-all
 	$(BIN)/python -m e2e.run $(E2E_ARGS)
 	$(BIN)/python -m e2e.run --workdir .e2e-agent --workload agent --scale 0.1 --recorded-answers --only agent_loop/c5
+	$(BIN)/python -m e2e.run --workdir .e2e-declared --workload declared --scale 0.1 --recorded-answers --only chain/c5 fan/c10
 	$(BIN)/python -m e2e.bakeoff
 
 # fastgen bakeoff and compare against two real vLLM servers on the CPU that differ in KV cache size

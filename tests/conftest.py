@@ -49,6 +49,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+def write_sessions(tokenizer, spec, root: Path, *, seed: int = 7) -> list[tuple[Path, list[dict]]]:
+    """(path, spans) of every session of each scenario of the spec, written under root as the generator writes
+    them."""
+    from fastgen.generator.dataset import DatasetBuilder, Task
+    from fastgen.generator.scenarios import in_spec
+
+    builder = DatasetBuilder(tokenizer, spec, seed=seed, model="m")
+    out = []
+    for scenario in in_spec(spec):
+        for index in range(scenario.spec(spec).count):
+            for rel, data in builder.files_for(Task(scenario.id, index)):
+                path = root / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+                out.append((path, json.loads(data)["spans"]))
+    return out
+
+
 def run_fastgen(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "fastgen", *args], capture_output=True, text=True, cwd=cwd, timeout=600

@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 
 from fastgen.errors import SpecError, WorkloadError
-from fastgen.generator.dataset import DatasetBuilder, Task
 from fastgen.generator.scenarios import agent_loop
 from fastgen.generator.scenarios.agent_loop import AgentLoopSpec
 from fastgen.generator.spec import LogNormal, Range, Spec, Timing
 from fastgen.generator.workload import parse_workload
-from conftest import run_fastgen
+from conftest import run_fastgen, write_sessions
 from test_dataset import _output_tokens
 
 SMALL = AgentLoopSpec(
@@ -48,27 +47,14 @@ SUB = dataclasses.replace(
 )
 
 
-def _write(builtin, spec: AgentLoopSpec, root) -> list:
-    """(path, spans) of each session of an agent_loop spec, written as the generator writes them."""
-    builder = DatasetBuilder(builtin, Spec({"agent_loop": spec}, TIMING), seed=7, model="m")
-    out = []
-    for index in range(spec.sessions):
-        for rel, data in builder.files_for(Task(agent_loop.SCENARIO_ID, index)):
-            path = root / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-            out.append((path, json.loads(data)["spans"]))
-    return out
-
-
 @pytest.fixture(scope="module")
 def sessions(builtin, tmp_path_factory):
-    return _write(builtin, SMALL, tmp_path_factory.mktemp("agent_loop"))
+    return write_sessions(builtin, Spec({"agent_loop": SMALL}, TIMING), tmp_path_factory.mktemp("agent_loop"))
 
 
 @pytest.fixture(scope="module")
 def sub_sessions(builtin, tmp_path_factory):
-    return _write(builtin, SUB, tmp_path_factory.mktemp("subagents"))
+    return write_sessions(builtin, Spec({"agent_loop": SUB}, TIMING), tmp_path_factory.mktemp("subagents"))
 
 
 def _messages(span: dict) -> list[dict]:
@@ -362,3 +348,9 @@ def test_the_read_side_sees_each_request_as_sent(sub_sessions, rendered_prompt):
             sent = {**span["attributes"], "gen_ai.input.messages": json.dumps(list(request.messages))}
             assert rendered_prompt.tokens(sent) == request.recorded_input_tokens
         assert hidden_before >= 2  # the join and the requests after it carried the hidden reports in the file
+
+
+def test_every_span_states_its_plan_with_the_same_attribute_keys(sub_sessions):
+    # inference-perf unifies a corpus's attributes with Arrow: a key some spans lack is null in the others
+    keys = {frozenset(span["attributes"]) for _, spans in sub_sessions for span in spans}
+    assert len(keys) == 1 and "fastgen.after" in next(iter(keys))

@@ -48,7 +48,9 @@ WORKLOADS_DIR = Path(__file__).parents[1] / "data" / "workloads"
 SCHEMA_PATH = Path(__file__).parents[1] / "data" / "workload.schema.json"
 _MAX_BYTES = 256 * 1024  # a workload is a few KB: cap what is read, so a huge file is refused before parsing
 _MAX_LISTED = 10  # a workload with more errors lists the first ten, then how many more
-_MAX_DEPTH = 8  # format > scenarios > name > field > {lo, hi}: anything deeper is not a workload
+# scenarios > chain > steps > [i] > calls > [j] > result > tokens > {lo, hi} (a declared scenario, chain.py) is the
+# deepest a workload goes: anything deeper is not one
+_MAX_DEPTH = 9
 _HEADER = """\
 # A fastgen workload (fastgen --workload FILE). Token budgets are in tokens of the tokenizer in use; fields ending in
 # _ms are milliseconds, _s seconds; a range is {lo, hi}, both included, drawn uniformly. `scenarios` lists the
@@ -103,8 +105,11 @@ def _known_keys(loc: tuple) -> list[str]:
     kind = _document_type(registered())
     try:
         for part in loc:
-            kind = _unwrapped(typing.get_type_hints(kind)[part])
-    except (KeyError, NameError, TypeError):
+            if isinstance(part, int):  # an entry of a list: tuple[X, ...] holds X
+                kind = _unwrapped(typing.get_args(kind)[0])
+            else:
+                kind = _unwrapped(typing.get_type_hints(kind)[part])
+    except (KeyError, NameError, TypeError, IndexError):
         return []
     return [f.name for f in dataclasses.fields(kind) if f.init] if dataclasses.is_dataclass(kind) else []
 
