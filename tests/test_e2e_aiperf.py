@@ -174,6 +174,53 @@ def test_aiperf_loads_the_dag_export_as_fastgen_wrote_it(small, tmp_path, name):
     assert forks == (sum(len(c["turns"]) for c in loaded.values()) - sessions if name.startswith("scenario2") else 0)
 
 
+def _export(traces: Path, name: str, out: Path) -> tuple[int, ...]:
+    result = subprocess.run(
+        [sys.executable, "-m", "fastgen", "export", "dag_jsonl", str(traces), "--config", name, "--out", str(out)],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    said = re.match(
+        r"wrote (\d+) sessions of \S+ \((\d+) requests in (\d+) conversations, (\d+) forked, (\d+) spawned\)",
+        result.stdout,
+    )
+    assert said, result.stdout
+    return tuple(map(int, said.groups()))
+
+
+@pytest.mark.parametrize(
+    "workload, name", [("agent", "agent_loop/c5"), ("declared", "chain/c5"), ("declared", "fan/c10")]
+)
+def test_aiperf_loads_the_dag_export_of_the_agent_shapes(tmp_path, workload, name):
+    """Sub-agents as spawned conversations joined back, declared chains as turns, declared fans as forks."""
+    subprocess.run(
+        [sys.executable, "-m", "fastgen", "--workload", workload, "--tokenizer", "builtin", "--scale", "0.1"]
+        + [
+            "--budget-scale",
+            "0.1",
+            "--output-dir",
+            str(tmp_path / "traces"),
+            "--config-dir",
+            str(tmp_path / "configs"),
+        ],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
+    out = tmp_path / "dag.jsonl"
+    sessions, requests, conversations, forks, spawns = _export(tmp_path / "traces", name, out)
+    loaded = load_dag(Path(VENV), out)
+    assert loaded == _as_written([json.loads(line) for line in out.read_text().splitlines()])
+    assert (sum(len(c["turns"]) for c in loaded.values()), len(loaded)) == (requests, conversations)
+    joined = [t["joins"] for c in loaded.values() for t in c["turns"] if len(t["joins"]) >= 2]
+    if workload == "agent":  # each session's join waits for its two or three sub-agents
+        assert spawns >= 2 * sessions and len(joined) == sessions
+    else:
+        assert spawns == 0 and not joined and (forks > 0) == (name == "fan/c10")
+
+
 def test_aiperf_loads_the_hand_made_graphs(tmp_path):
     from fastgen.export import session_conversations, write_dag
     from test_export_dag import hand_made_sessions
