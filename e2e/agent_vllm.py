@@ -8,7 +8,7 @@ DATASET scales the workload down to 2 sessions of 15 requests (12 tool-call answ
 compactions, a final answer) with prompts of 1.4-5.4 K tokens, its sub-agents left out (`subagents: {lo: 0, hi:
 0}`): recorded outputs send a join's spawning message as recorded, with the reports it keeps for inference-perf's
 graph builder (fastgen refuses the two together); `make e2e` replays the sub-agents against the fake server, whose
-live answers stand in that slot. CONFIG (agent_loop/c5) runs once, as generated but
+live answers stand in that slot, and `--outputs live` replays them here. CONFIG (agent_loop/c5) runs once, as generated but
 pointed at the server, with the recorded outputs (`--outputs recorded --tool-call-max-tokens recorded`, as
 e2e.bakeoff_vllm) and with the request bodies in inference-perf's per-request records. The checks:
 
@@ -19,7 +19,10 @@ e2e.bakeoff_vllm) and with the request bodies in inference-perf's per-request re
   inference-perf sent);
 - every request's `prompt_tokens`, as vLLM counted it, is the span's recorded `input_tokens`: vLLM renders the k
   calls and k results after a parallel-call answer, and the restart from the summary after a compaction, as fastgen
-  counted them.
+  counted them;
+- every sub-agent join (live outputs only) started, in inference-perf's own records, after each child it carries had
+  ended, sent each child's report in a `role: tool` message and its spawning message without content (on
+  2026-12-03: 2 joins of 2 sessions, 51 requests, 0 problems, 542 s).
 
 Why recorded outputs: a live replay's tool results cannot all answer a call with this model, and it takes too long.
 `--outputs live` runs it (inference-perf's defaults: the server's answers fed forward, the results' tool_call_ids
@@ -113,7 +116,8 @@ def _turn_summary(entries: list[dict]) -> list[str]:
             f"tool_choice {choice}: {len(counts)} requests, {len(made)} answered with tool calls{spread}, "
             f"{len(counts) - len(made)} with text"
         )
-    by_turn = {(e["labels"].get("session"), int(e["labels"].get("turn", 0))): e for e in entries}
+    parent = [e for e in entries if e["labels"].get("turn_kind") != "subagent"]  # children number their own turns
+    by_turn = {(e["labels"].get("session"), int(e["labels"].get("turn", 0))): e for e in parent}
     for (session, turn), e in sorted(by_turn.items()):
         after = by_turn.get((session, turn + 1))
         if e["labels"].get("turn_kind") == "compaction" and after is not None:
@@ -158,13 +162,42 @@ def _entries(folder: Path) -> list[dict]:
                 "info": info,
                 "usage": (info.get("response_metrics") or {}).get("server_usage") or {},
                 "error": record.get("error"),
+                "span": str(info.get("graph_event_id") or "").rsplit(":", 1)[-1].split("_", 2)[-1],
+                "start": record.get("start_time"),
+                "end": record.get("end_time"),
             }
         )
     return found
 
 
-def _dataset(workdir: Path) -> Dataset:
-    """DATASET, its workload without sub-agents (see the module docstring)."""
+def _check_joins(entries: list[dict], spans: list) -> tuple[int, list[str]]:
+    """(sub-agent joins, what is wrong with them): each join starts after every child whose report it carries has
+    ended, in inference-perf's own records, and sends each report in a `role: tool` message and the spawning message
+    without the reports the trace keeps there for the graph builder."""
+    by_span = {e["span"]: e for e in entries}
+    joins, wrong = 0, []
+    for span in spans:
+        if span.after is None or len(span.after) < 2 or span.span_id not in by_span:
+            continue
+        joins += 1
+        join = by_span[span.span_id]
+        messages = join["body"].get("messages") or []
+        results = [m.get("content") or "" for m in messages if m.get("role") == "tool"]
+        for child in (s for s in spans if s.span_id in span.after[1:]):
+            done = by_span.get(child.span_id)
+            if done is None or join["start"] < done["end"]:
+                wrong.append(f"{span.span_id} started before {child.span_id} ended")
+            if not any((child.output.get("content") or "\0") in r for r in results):
+                wrong.append(f"{span.span_id} sent no tool result with {child.span_id}'s report")
+        if any(m.get("tool_calls") and m.get("content") for m in messages):
+            wrong.append(f"{span.span_id} sent a spawning message with content (the hidden reports)")
+    return joins, wrong
+
+
+def _dataset(workdir: Path, outputs: str) -> Dataset:
+    """DATASET, for recorded outputs its workload without sub-agents (see the module docstring)."""
+    if outputs != "recorded":
+        return DATASET
     document = yaml.safe_load(shipped_workload(DATASET.workload or "agent").read_text())
     document["scenarios"]["agent_loop"]["subagents"] = {"lo": 0, "hi": 0}
     path = workdir / RECORDED_WORKLOAD
@@ -177,7 +210,7 @@ def run_agent_replay(workdir: Path, venv: Path, outputs: str = "recorded") -> li
     workdir = Path(workdir).resolve()
     python = install(venv, quiet=True)
     model = build_model(python, TOKENIZER, venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
-    generate(workdir, "http://127.0.0.1:9", _dataset(workdir))
+    generate(workdir, "http://127.0.0.1:9", _dataset(workdir, outputs))
     server = VllmServer(
         python,
         model,
@@ -200,7 +233,8 @@ def run_agent_replay(workdir: Path, venv: Path, outputs: str = "recorded") -> li
     except (OSError, ValueError) as exc:
         return failures + [f"cannot read the session reports: {exc}"]
     failures += _check_sessions(reports, config["load"]["stages"][0])
-    spans = sum(len(load_session(Path(s["file_path"]))) for s in reports.sessions)
+    sessions = [load_session(Path(s["file_path"])) for s in reports.sessions]
+    spans = sum(len(session) for session in sessions)
     entries = _entries(reports.folder)
     failed = [e for e in entries if e["error"]]
     print(
@@ -220,6 +254,9 @@ def run_agent_replay(workdir: Path, venv: Path, outputs: str = "recorded") -> li
         f"sent, {len(unanswered)} role:tool messages answer no call, in {len({id(e) for e, _ in unanswered})} of "
         f"{len(entries)} requests"
     )
+    joins, wrong_joins = _check_joins(entries, [span for session in sessions for span in session])
+    print(f"  sub-agent joins: {joins}, {len(wrong_joins)} problems")
+    failures += wrong_joins[:5]
     if outputs == "recorded":
         failures += [
             f"{e['labels'].get('session')} turn {e['labels'].get('turn')}: {line}" for e, line in unanswered[:5]

@@ -185,8 +185,8 @@ def _check_request(span: Span, *, spans: list[Span], sent: dict[int, dict], shap
 
 def _check_joins(spans: list[Span], sent: dict[int, dict]) -> list[str]:
     """A request that carries several requests' outputs (a sub-agent join: the spawn's, then each child's report)
-    went out after each of them had been sent, and holds each child's recorded report in a `role: tool` message:
-    the parent waited for its children, and their answers reached it."""
+    reached the server after the answer to each of them was out, and holds each child's recorded report in a
+    `role: tool` message: the parent waited for its children, and their answers reached it."""
     by_id = {s.span_id: s for s in spans}
     out = []
     for span in spans:
@@ -195,8 +195,8 @@ def _check_joins(spans: list[Span], sent: dict[int, dict]) -> list[str]:
         name = f"{Path(span.file).name} span {span.index}"
         results = [m.get("content") or "" for m in sent[span.index]["body"]["messages"] if m.get("role") == "tool"]
         for child in (by_id[i] for i in span.after[1:]):
-            if sent[span.index]["t"] < sent[child.index]["t"]:
-                out.append(f"{name}: sent before span {child.index}, whose output it carries")
+            if sent[span.index]["t"] < sent[child.index].get("t_done", float("inf")):
+                out.append(f"{name}: sent before span {child.index}'s answer was out, whose output it carries")
             report = child.output.get("content") or ""
             if not report or not any(report in r for r in results):
                 out.append(f"{name}: no tool result holds span {child.index}'s report")

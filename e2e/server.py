@@ -92,13 +92,12 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
         prompt, cached = answer.usage["prompt_tokens"], answer.usage["prompt_tokens_details"]["cached_tokens"]
         if (profile.null_zero_details and cached == 0) or not profile.cache_report:
             answer.usage["prompt_tokens_details"] = None
-        recorder.add(
-            {
-                **record,
-                "status": 200,
-                "response": {"message": answer.message, "finish_reason": answer.finish_reason, "usage": answer.usage},
-            }
-        )
+        answered = {
+            **record,
+            "status": 200,
+            "response": {"message": answer.message, "finish_reason": answer.finish_reason, "usage": answer.usage},
+        }
+        recorder.add(answered)
         try:
             await state.prefill(prompt - cached)
         except BaseException:  # the client went away while it waited
@@ -109,6 +108,7 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
                 return await _stream(request, body, answer, model_name)
             return web.json_response(_completion(answer, model_name))
         finally:
+            answered["t_done"] = time.time()  # the answer is out (in memory only: the file has the record already)
             state.cache.release(answer.hold)
             state.finished(prompt, answer.usage["completion_tokens"])
             state.maybe_restart()
