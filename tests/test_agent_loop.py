@@ -313,6 +313,8 @@ def test_a_fan_out_that_explodes_the_session_or_misses_the_loop_is_refused_with_
     doc = "format: 1\nscenarios:\n  agent_loop: {subagents: {lo: 60, hi: 60}, subagent_turns: {lo: 5, hi: 5}}\n"
     with pytest.raises(WorkloadError, match=r"scenarios\.agent_loop.*subagents.*at most 256"):
         parse_workload(doc, source="w.yaml")
+    with pytest.raises(SpecError, match=r"subagents must be \{lo: 0, hi: 0\} \(none\) or at least 1"):
+        AgentLoopSpec(subagents=Range(0, 2))  # a spawn that drew no children would answer with nothing
     with pytest.raises(SpecError, match="spawn_at must name an answer of the loop"):
         AgentLoopSpec(turns=Range(3, 8), subagents=Range(1, 2), spawn_at=Range(2, 5))
 

@@ -261,6 +261,12 @@ def test_a_fan_that_cannot_be_one_is_refused():
         Call("read_file", Block("code", R(1, 2)), diff=R(5, 9))
 
 
+def test_a_chain_that_ends_on_calls_is_refused():
+    # the results of the last calls would be drawn and never sent: no request follows
+    with pytest.raises(SpecError, match=r"steps\[1\] is the last step and must answer with text"):
+        dataclasses.replace(CHAIN, steps=(CHAIN.steps[0], FAN_CALLS.root))
+
+
 # Scenarios 1 and 2 as declared forms: the same graphs from steps a workload could write
 
 

@@ -17,6 +17,7 @@ from annotated_types import Ge, Le, MinLen
 from ..errors import SpecError
 
 __all__ = [
+    "STRICT_KEYS",
     "Range",
     "LogNormal",
     "Delay",
@@ -69,14 +70,14 @@ Window = Annotated[int, Ge(1024), Le(100_000_000)]
 Levels = Annotated[tuple[Count, ...], MinLen(1)]  # concurrency levels: one config each
 
 
-_STRICT_KEYS = {"extra": "forbid"}  # read by pydantic when a workload is loaded: an unknown key is an error
+STRICT_KEYS = {"extra": "forbid"}  # read by pydantic when a workload is loaded: an unknown key is an error
 
 
 @dataclass(frozen=True)
 class Range:
     """An inclusive integer range, drawn uniformly: {lo, hi} in a workload file."""
 
-    __pydantic_config__: ClassVar[dict] = _STRICT_KEYS
+    __pydantic_config__: ClassVar[dict] = STRICT_KEYS
 
     lo: Annotated[int, Ge(0), Le(100_000_000)]
     hi: Annotated[int, Ge(0), Le(100_000_000)]
@@ -101,7 +102,7 @@ class LogNormal:
     """A duration with a long right tail, as think times and tool latencies are: {median, p90, cap} in milliseconds
     in a workload file. Half the draws fall below `median`, nine in ten below `p90`; none above `cap`."""
 
-    __pydantic_config__: ClassVar[dict] = _STRICT_KEYS
+    __pydantic_config__: ClassVar[dict] = STRICT_KEYS
 
     median: Annotated[int, Ge(1), Le(86_400_000)]
     p90: Annotated[int, Ge(1), Le(86_400_000)]
@@ -148,7 +149,7 @@ def _scale_count(n: int, factor: float) -> int:
 class Timing:
     """Synthetic durations, so that recorded spans look like a real server and overlap where the design says."""
 
-    __pydantic_config__: ClassVar[dict] = _STRICT_KEYS
+    __pydantic_config__: ClassVar[dict] = STRICT_KEYS
 
     prefill_ms_per_1k_tokens: Millis = 40
     decode_ms_per_token: Millis = 25
@@ -166,7 +167,7 @@ class ScenarioSpec:
     not token budgets (counts, percentages, times), which --budget-scale leaves alone.
     """
 
-    __pydantic_config__: ClassVar[dict] = _STRICT_KEYS
+    __pydantic_config__: ClassVar[dict] = STRICT_KEYS
     count_field: ClassVar[str] = "sessions"
     if TYPE_CHECKING:  # every subclass is a dataclass (dataclasses.fields, replace and asdict take it)
         __dataclass_fields__: ClassVar[dict[str, Any]]

@@ -94,9 +94,10 @@ def _max_tokens(call) -> int:
 
 def _as_sent(call, events: dict, sent: dict[str, tuple[dict, ...]]) -> tuple[dict, ...]:
     """The messages as the replay sends them, given what each earlier event sent: a shared segment is the start of
-    what its source sent, an output segment the source's answer (live at replay, recorded here), so text the trace
-    keeps in a tool-call slot for the graph builder only (a sub-agent join's reports, agent_loop) is never sent, by
-    the join or by any request after it."""
+    what its source sent, and an output segment's message, where the source answered with tool calls, loses any
+    `content` (the live answer that fills the slot at replay is the calls), so text the trace keeps there for the
+    graph builder only (a sub-agent join's reports, agent_loop) is never sent, by the join or by any request after
+    it. A text output stays as recorded: it stands for the live text."""
     messages = list(call.messages)
     at = 0
     for segment in call.input_segments:
@@ -122,13 +123,14 @@ def read_session(path: Path) -> SessionRequests:
         call = event.call
         if not call.messages:  # inference-perf drops it from the schedule
             continue
+        sent[event.event_id] = _as_sent(call, graph.events, sent)
         requests.append(
             ReplayRequest(
                 event_id=event.event_id,
                 predecessors=tuple(event.predecessor_event_ids),
                 wait_ms=int(event.wait_ms),
                 t_start_ms=int(event.t_start_ms),
-                messages=sent.setdefault(event.event_id, _as_sent(call, graph.events, sent)),
+                messages=sent[event.event_id],
                 tools=wire_tools(call.tool_definitions),
                 max_tokens=_max_tokens(call),
                 output_tokens=int(call.expected_output_tokens),

@@ -57,7 +57,7 @@ from ..messages import (
 from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
 from ..streams import session_rng
 from ..tools import DELEGATE
-from .base import ConfigEntry, Request, Scenario, Shape
+from .base import MOST_REQUESTS, ConfigEntry, Request, Scenario, Shape
 from .common import CALL_TOKENS_BOUND, duration_ms, make_call, ticket_name
 
 __all__ = ["SCENARIO", "AgentLoopSpec", "plan_sessions"]
@@ -70,9 +70,6 @@ _CONTINUE = "Continue {ticket} from your summary above (context compacted {n} ti
 COMPACTION = "compaction"  # the turn kind of a compaction request (fastgen.turn_kind in its span)
 SUBAGENT = "subagent"  # the turn kind of a sub-agent's request
 _INSTRUCTIONS_BOUND = 40  # tokens of either instruction above (or a report's footer), for the up-front window check
-# A session queues all its requests at once in inference-perf, each holding a worker slot: a fan-out that makes a
-# session this large is refused rather than left to starve the pool
-MOST_REQUESTS = 256
 
 
 @dataclass(frozen=True)
@@ -108,11 +105,14 @@ class AgentLoopSpec(ScenarioSpec):
         self.require(self.turns.lo >= 1, "turns", "must be at least 1")
         self.require(self.parallel_calls.lo >= 1, "parallel_calls", "must be at least 1 call")
         if self.spawns_subagents:
+            # a spawn that draws no children would be an answer with neither text nor calls
+            self.require(self.subagents.lo >= 1, "subagents", "must be {lo: 0, hi: 0} (none) or at least 1")
             self.require(
                 1 <= self.spawn_at.lo and self.spawn_at.hi <= self.turns.lo,
                 "spawn_at",
                 f"must name an answer of the loop, 1 to turns.lo ({self.turns.lo})",
             )
+            # a child that reports at once would be one request: a plain tool call, not a sub-agent
             self.require(self.subagent_turns.lo >= 1, "subagent_turns", "must be at least 1")
             most = shape(self).most
             self.require(
@@ -274,7 +274,10 @@ def _fan_out(
     prompts, calls = [], []
     for c in range(1, s.subagents.draw(rng) + 1):
         about = f"{v.verb()} {v.noun()} {v.noun()}"
-        opening = f"Sub-task {c} of {session.ticket}: {about}. Find every place in the code that bears on it and report back.\n"
+        opening = (
+            f"Sub-task {c} of {session.ticket}: {about}. Find every place in the code that bears on it and report "
+            "back.\n"
+        )
         prompt = compose_block(composer, opening, "prose", s.subagent_task.draw(rng), rng)
         prompts.append(prompt)
         calls.append(make_call(composer, rng, DELEGATE, {"description": about, "prompt": prompt.text}))
@@ -316,12 +319,17 @@ def _fan_out(
     return join, added, (f"{session.prefix}-{spawn_id}", *lasts)
 
 
+def _calls_bound(s: AgentLoopSpec) -> int:
+    """The most tokens one answer of tool calls adds to a prompt: its calls and their results."""
+    return s.parallel_calls.hi * (CALL_TOKENS_BOUND + s.tool_result.hi)
+
+
 def _step_bound(s: AgentLoopSpec) -> int:
-    """The most tokens one answer adds to the parent's prompt: its calls and their results (or the sub-agents')."""
-    calls = s.parallel_calls.hi * (CALL_TOKENS_BOUND + s.tool_result.hi)
+    """The most tokens one answer adds to the parent's prompt: its calls and their results, or the sub-agents'."""
     if not s.spawns_subagents:
-        return calls
-    return max(calls, s.subagents.hi * (CALL_TOKENS_BOUND + s.subagent_task.hi + s.report.hi + _INSTRUCTIONS_BOUND))
+        return _calls_bound(s)
+    spawn = s.subagents.hi * (CALL_TOKENS_BOUND + s.subagent_task.hi + s.report.hi + _INSTRUCTIONS_BOUND)
+    return max(_calls_bound(s), spawn)
 
 
 def largest_requests(spec: Spec) -> list[Request]:
@@ -338,7 +346,7 @@ def largest_requests(spec: Spec) -> list[Request]:
     if s.spawns_subagents:
         spawned = s.subagents.hi * (CALL_TOKENS_BOUND + s.subagent_task.hi)
         largest.append(Request("agent_loop spawn", prompt, max(TOOL_CALL_MIN_MAX_TOKENS, 4 * spawned), messages))
-        child = s.subagent_system + s.tools + s.subagent_task.hi + s.subagent_turns.hi * _step_bound(s)
+        child = s.subagent_system + s.tools + s.subagent_task.hi + s.subagent_turns.hi * _calls_bound(s)
         child_messages = 2 + s.subagent_turns.hi * (1 + s.parallel_calls.hi)
         largest.append(
             Request("agent_loop sub-agent", child, max(TOOL_CALL_MIN_MAX_TOKENS, s.report.hi), child_messages)

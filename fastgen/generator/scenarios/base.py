@@ -16,6 +16,7 @@ from ...errors import SpecError
 from ..spec import ScenarioSpec, Spec
 
 __all__ = [
+    "MOST_REQUESTS",
     "Scenario",
     "Shape",
     "Request",
@@ -28,6 +29,11 @@ __all__ = [
     "scenario_of_layout",
     "layouts",
 ]
+
+
+# The most requests one session may have: inference-perf queues all of a session's requests at once, each holding a
+# worker slot, so a shape that makes sessions this large is refused rather than left to starve the pool
+MOST_REQUESTS = 256
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,9 @@ from ..content.vocab import Vocab
 from ..messages import Message, SessionPlan, Turn
 from ..spec import Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
 from ..streams import session_rng
-from .base import ConfigEntry, Request, Scenario, Shape
+from .base import MOST_REQUESTS, ConfigEntry, Request, Scenario, Shape
 from .common import duration_ms
 from .steps import (
-    MOST_REQUESTS,
     Block,
     Call,
     Step,
@@ -90,6 +89,11 @@ class ChainSpec(ScenarioSpec):
                     f"steps[{i}] follows a text answer and must add a message: a request cannot end on the model's "
                     "own answer"
                 )
+        if self.steps[-1].calls:
+            raise SpecError(
+                f"steps[{len(self.steps) - 1}] is the last step and must answer with text: no request would send its "
+                "calls' results"
+            )
         if events(self) > MOST_REQUESTS:
             raise SpecError(
                 f"steps make sessions of {events(self)} requests; inference-perf queues a session's requests at "

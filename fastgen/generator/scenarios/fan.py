@@ -25,10 +25,10 @@ from ..content.vocab import Vocab
 from ..messages import Message, SessionPlan, Turn
 from ..spec import Count, Delay, Levels, LogNormal, Millis, Range, ScenarioSpec, Spec, Tokens
 from ..streams import session_rng
-from .base import ConfigEntry, Request, Scenario, Shape
+from .base import MOST_REQUESTS, ConfigEntry, Request, Scenario, Shape
 from .chain import HEADERS_BOUND
 from .common import duration_ms
-from .steps import MOST_REQUESTS, Block, Step, added, added_bound, answer, gap, history, history_bound, max_tokens
+from .steps import Block, Step, added, added_bound, answer, gap, history, history_bound, max_tokens
 
 __all__ = ["SCENARIO", "FanSpec", "plan_sessions", "shape"]
 

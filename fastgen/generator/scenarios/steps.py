@@ -31,7 +31,7 @@ from ..content.kinds import KINDS
 from ..content.patch import make_patch, patch_summary
 from ..content.vocab import Vocab
 from ..messages import Message, Output, ToolCall, tool_result, user
-from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Range, Timing
+from ..spec import STRICT_KEYS, TOOL_CALL_MIN_MAX_TOKENS, Count, Range, Timing
 from ..tools import CORE_TOOLS
 from .common import CALL_TOKENS_BOUND, make_call
 
@@ -41,7 +41,6 @@ __all__ = [
     "Step",
     "Kind",
     "Tool",
-    "MOST_REQUESTS",
     "added",
     "answer",
     "history",
@@ -61,11 +60,7 @@ Kind = Literal["code", "numbered_code", "prose", "plan", "tree", "api_doc", "gui
 Tool = Literal["apply_patch", "read_file", "run_tests", "search_code", "list_dir", "run_command"]
 assert set(get_args(Kind)) == {*KINDS, NUMBERED} and get_args(Tool) == CORE_TOOLS  # one list each, kept in step
 
-# inference-perf queues all of a session's requests at once, each holding a worker slot (agent_loop says the same):
-# a declared session this long is refused rather than left to starve the pool
-MOST_REQUESTS = 256
 _LEAST_BODY = 24  # tokens of text after a block's header, at least (fewer repeat: a pool has few short units)
-_STRICT_KEYS = {"extra": "forbid"}  # read by pydantic when a workload is loaded: an unknown key is an error
 
 
 def _refuse(what: str, rule: str) -> None:
@@ -77,7 +72,7 @@ class Block:
     """A text of one kind, `tokens` tokens in all: a message a step adds, a text answer or a tool's result.
     `header`: a first line of the text, in its own words (counted within `tokens`)."""
 
-    __pydantic_config__: ClassVar[dict] = _STRICT_KEYS
+    __pydantic_config__: ClassVar[dict] = STRICT_KEYS
 
     kind: Kind
     tokens: Range
@@ -100,7 +95,7 @@ class Call:
     an apply_patch call takes (the diff is cut at whole edits, so its size is near, not exactly, a draw); the other
     tools take a path, a query or a command and no diff."""
 
-    __pydantic_config__: ClassVar[dict] = _STRICT_KEYS
+    __pydantic_config__: ClassVar[dict] = STRICT_KEYS
 
     tool: Tool
     result: Block
@@ -121,7 +116,7 @@ class Step:
     """What one request adds (`add`, user messages) and its answer: `text`, or `calls` made side by side;
     `repeat` times in a row."""
 
-    __pydantic_config__: ClassVar[dict] = _STRICT_KEYS
+    __pydantic_config__: ClassVar[dict] = STRICT_KEYS
 
     add: tuple[Block, ...] = ()
     text: Optional[Block] = None
@@ -249,7 +244,7 @@ def block_bound(block: Block) -> int:
 
 
 def added_bound(step: Step) -> int:
-    return sum(block_bound(b) for b in step.add)
+    return sum(block_bound(b) + (_LEAST_BODY if b.header else 0) for b in step.add)  # added() keeps a body
 
 
 def answer_bound(step: Step) -> int:
