@@ -124,3 +124,33 @@ def test_code_with_numbered_lines_is_exactly_its_budget_and_compiles_without_its
         assert len(code.splitlines()) == text.text.count("\n")
     assert read_file_code("$ read_file {}\ndef f():\n    return 1\n") is None  # unnumbered
     assert read_file_code("$ read_file {}\n1\tx = 1\n3\ty = 2\n") is None  # a line missing
+
+
+def _merging_tokenizer(path):
+    """A byte-level BPE with no pre-tokenizer, trained on numbered lines: it merges a number with the tab after it."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.decoder = decoders.ByteLevel()
+    corpus = [f"{n}\t{c} = 0\n" for n in range(1, 10) for c in "abcdefghijklmnopqrstuvwxyz"] * 20
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=320, initial_alphabet=alphabet))
+    tok.save(str(path))
+    return path
+
+
+def test_numbered_lines_count_whole_where_a_number_merges_with_its_tab(builtin, tmp_path):
+    """The built-in tokenizer counts a numbered line as its number's tokens plus its line's; one that merges "1\t"
+    into a token is probed as such and counts each numbered line whole, so the budget is still exact."""
+    from fastgen.generator.content.budget import numbered_code
+    from fastgen.generator.tokenizer import load_tokenizer
+
+    assert builtin.numbers_split_at_tab
+    merging = load_tokenizer(str(_merging_tokenizer(tmp_path / "tokenizer.json")))
+    assert merging.encoded_count("1\tx = 0\n") < merging.encoded_count("1") + merging.encoded_count("\tx = 0\n")
+    assert not merging.numbers_split_at_tab
+    composer = Composer(merging, seed=4)
+    for budget in (40, 400):
+        text = numbered_code(composer, budget, np.random.default_rng(budget))
+        assert text.text.startswith("1\t")
+        assert text.tokens == merging.encoded_count(text.text)

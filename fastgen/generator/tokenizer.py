@@ -60,6 +60,9 @@ _PROBE_STARTS = (
     "Z",
     "é",
 )
+# Line numbers the numbered-lines probe puts before a tab: every digit count up to five, and the groupings the
+# patterns treat differently (Llama 3 takes up to three digits a pre-token, Qwen one).
+_PROBE_NUMBERS = ("1", "9", "10", "42", "99", "100", "999", "1000", "1234", "9999", "10000", "12345")
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ class Tokenizer:
             commit,
         )
         self.additive = self._probe_additive()
+        self.numbers_split_at_tab = self._probe_numbers_split_at_tab()
         self._pre_tokens = PreTokenCount.of(hf, self.encoded_count)
         self._specials: tuple[re.Pattern[str] | None, set[str]] | None = (
             None  # (every added token, longest first; those that cut a text as they stand)
@@ -196,6 +200,14 @@ class Tokenizer:
         """Whether joining newline-terminated units never changes their token counts (see content/compose.py)."""
         # One text at a time (count), not count_batch: see count.
         pairs = [(end, start + " y\n") for end in _PROBE_ENDS for start in _PROBE_STARTS]
+        return all(self.encoded_count(a + b) == self.encoded_count(a) + self.encoded_count(b) for a, b in pairs)
+
+    def _probe_numbers_split_at_tab(self) -> bool:
+        """Whether a number before a tab is counted on its own: count(f"{n}\t{rest}") == count(str(n)) +
+        count(f"\t{rest}"), so a numbered line's count is its number's plus its line's, whatever the number
+        (content/budget.py counts a unit's lines once and its numbers apart)."""
+        starts = _PROBE_STARTS + ("", " ", "    x", "\t", "\n", "\t\t", ")", ":", "9", ".5")
+        pairs = [(n, "\t" + start + " y\n") for n in _PROBE_NUMBERS for start in starts]
         return all(self.encoded_count(a + b) == self.encoded_count(a) + self.encoded_count(b) for a, b in pairs)
 
     @property

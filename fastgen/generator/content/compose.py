@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import copy
 from dataclasses import dataclass
+from typing import Callable, TypeVar
 
 import numpy as np
 
@@ -31,6 +32,9 @@ _TAIL_PLAN_LIMIT = 1024
 _SMALL_DRAW = 64  # units drawn at once, up to which their running sum is taken in Python (measured faster)
 _COUNT_MEMO = 4096  # remembered counts of short texts, per process
 _MEMO_TEXT = 256  # characters: longer texts are counted every time
+_DERIVED_MEMO = 4096  # remembered derivations of units (Composer.remembered), per process: more than a pool holds
+_MISSING = object()
+T = TypeVar("T")
 _FILLER_CHOICE = 6  # distinct fillers a size needs to be used in tails
 
 
@@ -158,6 +162,7 @@ class Composer:
         self.seed = seed
         self._pools: dict[str, Pool] = {}
         self._counts: dict[str, int] = {}
+        self._derived: dict[tuple, object] = {}
 
     def pool(self, kind: str) -> Pool:
         pool = self._pools.get(kind)
@@ -187,6 +192,16 @@ class Composer:
                 self._counts.clear()
             tokens = self._counts[text] = self.tokenizer.count(text)
         return tokens
+
+    def remembered(self, key: tuple, make: Callable[[], T]) -> T:
+        """make(), once per key: what is derived from a pool's units (their lines, counted), kept in this process.
+        Bounded like count's memo."""
+        value = self._derived.get(key, _MISSING)
+        if value is _MISSING:
+            if len(self._derived) >= _DERIVED_MEMO:
+                self._derived.clear()
+            value = self._derived[key] = make()
+        return value  # type: ignore[return-value]
 
     def chars_for(self, tokens: int, kind: str) -> int:
         """About how many characters `tokens` tokens of `kind` text take (its pool's mean): to size a text whose
