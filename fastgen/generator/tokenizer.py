@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import xxhash
 
@@ -198,17 +198,21 @@ class Tokenizer:
 
     def _probe_additive(self) -> bool:
         """Whether joining newline-terminated units never changes their token counts (see content/compose.py)."""
-        # One text at a time (count), not count_batch: see count.
-        pairs = [(end, start + " y\n") for end in _PROBE_ENDS for start in _PROBE_STARTS]
-        return all(self.encoded_count(a + b) == self.encoded_count(a) + self.encoded_count(b) for a, b in pairs)
+        return self._counts_add_up(_PROBE_ENDS, [start + " y\n" for start in _PROBE_STARTS])
 
     def _probe_numbers_split_at_tab(self) -> bool:
         """Whether a number before a tab is counted on its own: count(f"{n}\t{rest}") == count(str(n)) +
         count(f"\t{rest}"), so a numbered line's count is its number's plus its line's, whatever the number
         (content/budget.py counts a unit's lines once and its numbers apart)."""
         starts = _PROBE_STARTS + ("", " ", "    x", "\t", "\n", "\t\t", ")", ":", "9", ".5")
-        pairs = [(n, "\t" + start + " y\n") for n in _PROBE_NUMBERS for start in starts]
-        return all(self.encoded_count(a + b) == self.encoded_count(a) + self.encoded_count(b) for a, b in pairs)
+        return self._counts_add_up(_PROBE_NUMBERS, ["\t" + start + " y\n" for start in starts])
+
+    def _counts_add_up(self, firsts: Sequence[str], seconds: Sequence[str]) -> bool:
+        """Whether every first + second encodes to as many tokens as the two apart; each part encoded once."""
+        # One text at a time (encoded_count), not count_batch: see count.
+        first = {a: self.encoded_count(a) for a in firsts}
+        second = {b: self.encoded_count(b) for b in seconds}
+        return all(self.encoded_count(a + b) == first[a] + second[b] for a in firsts for b in seconds)
 
     @property
     def base_vocab_size(self) -> int:
