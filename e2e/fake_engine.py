@@ -11,7 +11,9 @@ restart after N answered requests (`restart_after`: a new process start time, an
 a reset endpoint that answers an empty 200 and keeps the cache (`reset_keeps_cache`), answers of a fraction of
 the usual length (`output_scale`, so two engines differ in output lengths), a named tool_choice answered with
 another of the request's tools (`ignore_tool_choice`, as SGLang 0.5.23's hermes parser may), and no `/metrics`
-(`metrics_endpoint`, as SGLang without --enable-metrics). Like the real engines it exports its
+(`metrics_endpoint`, as SGLang without --enable-metrics), and a startup warmup (`warmup_s`: as SGLang, GET /health
+answers 503 that long after the start while /v1/models already answers, then the warmup request's prompt tokens are
+in its counter). Like the real engines it exports its
 process start time and its KV capacity (vLLM's `cache_config_info` labels, SGLang's `max_total_num_tokens`).
 """
 
@@ -28,6 +30,8 @@ __all__ = ["EngineProfile", "EngineState", "FLAVOURS", "VERSIONS"]
 
 FLAVOURS = ("vllm", "sglang")
 VERSIONS = {"vllm": "0.0.0+fake", "sglang": "0.0.0+fake"}  # what GET /version and /get_server_info say
+# SGLang's warmup prompt "The capital city of France is", as its counter grew in a real run (e2e-pair)
+WARMUP_PROMPT_TOKENS = 7
 # a capacity for the exported cache size when none is set (nothing is evicted then; real engines always have one)
 UNBOUNDED_EXPORTED_TOKENS = 1 << 24
 
@@ -47,6 +51,7 @@ class EngineProfile:
     output_scale: float = 1.0  # text answers of this fraction of the usual length (at least one token)
     ignore_tool_choice: bool = False  # a named tool_choice answered with another of the request's tools
     metrics_endpoint: bool = True  # False: no /metrics (404), like SGLang without --enable-metrics
+    warmup_s: float = 0.0  # SGLang's startup warmup: /health answers 503 this long, then its tokens are counted
 
     def __post_init__(self) -> None:
         if self.flavour not in FLAVOURS:
@@ -120,6 +125,10 @@ class EngineState:
         self.answered += 1
 
     @property
+    def warming_up(self) -> bool:
+        return time.time() < self.process_start + self.profile.warmup_s
+
+    @property
     def busy(self) -> bool:
         return bool(self.running or self.waiting)
 
@@ -187,7 +196,8 @@ class EngineState:
                         "Maximum total number of tokens in the KV cache.",
                         profile.exported_capacity_tokens,
                     )
-                    yield counter("sglang:prompt_tokens", "Prompt tokens.", cache.queries)
+                    warmup = WARMUP_PROMPT_TOKENS if profile.warmup_s and not state.warming_up else 0
+                    yield counter("sglang:prompt_tokens", "Prompt tokens.", cache.queries + warmup)
                     yield counter("sglang:cached_tokens", "Prefix-cache hit tokens.", cache.hits)
                     yield counter("sglang:generation_tokens", "Generation tokens.", state.generation_tokens)
                     yield counter("sglang:num_retracted_requests", "Retracted requests.", 0)

@@ -3,11 +3,12 @@
     python -m e2e.server --port 0 --tokenizer DIR [--record FILE] [--model NAME] [--flavour vllm|sglang]
         [--kv-capacity TOKENS] [--prefill-us-per-token US] [--no-reset-endpoint] [--die-after N]
         [--fail-every N] [--restart-after N] [--reset-keeps-cache] [--output-scale F] [--ignore-tool-choice]
-        [--no-metrics]
+        [--no-metrics] [--warmup S]
 
 prints the port it bound on stdout, then serves `GET /v1/models`, `POST /v1/chat/completions` (streaming SSE
 with `stream_options.include_usage`, or one JSON response), `GET /metrics`, the flavour's reset endpoint and its
-version endpoint (`GET /version` for vLLM, `GET /get_server_info` for SGLang; fake_engine.py) until interrupted. In-process, `ServerThread` runs the same app on a background thread: `start()`
+version endpoint (`GET /version` for vLLM, `GET /get_server_info` for SGLang; fake_engine.py) and `GET /health`
+until interrupted. In-process, `ServerThread` runs the same app on a background thread: `start()`
 returns the port, `records` holds what it saw, `reset()` empties the records and the prefix cache between runs,
 `stop()` ends it.
 
@@ -153,6 +154,9 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
             return web.Response(text="Cache flushed.\nPlease check backend logs for more details.\n")
         return web.json_response({"success": True})
 
+    async def health(_request: web.Request) -> web.Response:  # both engines serve it; SGLang 503 while starting
+        return web.Response(status=503 if state.warming_up else 200)
+
     async def version(_request: web.Request) -> web.Response:
         return web.json_response({"version": VERSIONS["vllm"]})
 
@@ -168,6 +172,7 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
 
     app = web.Application(client_max_size=256 * 1024 * 1024)  # scenario 3 prompts run to ~0.5 MB unscaled
     app.router.add_get("/v1/models", models)
+    app.router.add_get("/health", health)
     if profile.flavour == "vllm":
         app.router.add_get("/version", version)
     else:
@@ -391,6 +396,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         help="answer a named tool_choice with another of the request's tools (SGLang 0.5.23 with hermes)",
     )
     p.add_argument("--no-metrics", action="store_true", help="serve no /metrics (SGLang without --enable-metrics)")
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="answer GET /health 503 for S seconds after the start, then count a warmup request (SGLang's startup)",
+    )
     args = p.parse_args(argv)
     profile = EngineProfile(
         flavour=args.flavour,
@@ -406,6 +418,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         output_scale=args.output_scale,
         ignore_tool_choice=args.ignore_tool_choice,
         metrics_endpoint=not args.no_metrics,
+        warmup_s=args.warmup,
     )
     server = ServerThread(
         args.tokenizer,

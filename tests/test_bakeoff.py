@@ -30,7 +30,7 @@ from fastgen.bakeoff.plan import run_config_text, select_configs
 from fastgen.bakeoff.reset import wait_idle
 from fastgen.bakeoff.runs import write_run
 from fastgen.bakeoff.sampler import parse_metrics
-from fastgen.bakeoff.server import LiveServer, probe_server
+from fastgen.bakeoff.server import LiveServer, fetch, probe_server
 from fastgen.bakeoff.status import judge_run, last_error
 from fastgen.engines import VLLM
 from fastgen.errors import OutputError, ServerError
@@ -293,6 +293,33 @@ def test_bakeoff_against_sglang_without_metrics_runs_on_and_says_what_is_missing
     assert record["identity"]["server"]["kv_capacity_tokens"]  # from /get_server_info
     # no idle wait of fastgen's: every flush asked SGLang to wait itself
     assert all(e["timeout"] > 0 for e in log if e.get("event") == "reset")
+
+
+def test_bakeoff_waits_until_sglang_has_answered_its_own_warmup_request(dataset, tmp_path):
+    # SGLang answers /v1/models before its startup warmup request is answered and counts that request's tokens: a
+    # bakeoff sent at once could have them land in its first run's counters
+    with engine(dataset, tmp_path, "sglang", "--warmup", "4") as server:
+        started = parse_metrics(fetch(server.url + "/metrics").body.decode(), "process_")["process_start_time_seconds"]
+        result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
+        log = server.log()
+    assert result.returncode == 0, result.stdout + result.stderr
+    chats = [e["t"] for e in log if "body" in e]
+    assert chats and min(chats) >= started + 4
+    assert f"{server.url}: sglang is still starting (GET /health answers 503); waiting" in result.stderr
+    assert run_record(tmp_path, QUICK)["status"] == "completed"
+
+
+def test_wait_started_gives_up_with_one_line_naming_the_endpoint(dataset):
+    from e2e.fake_engine import EngineProfile
+
+    profile = EngineProfile(flavour="sglang", warmup_s=60)
+    with ServerThread(dataset / "traces" / "tokenizer", profile=profile) as thread:
+        server = probe_server(thread.base_url, MODEL)
+        assert server.starting()
+        with pytest.raises(ServerError, match=r"GET http://\S+/health still answers 503 \(starting\) after 0.3 s"):
+            server.wait_started(timeout_s=0.3, poll_s=0.1)
+    # vLLM says started by answering /v1/models: nothing to wait for
+    assert not LiveServer("http://127.0.0.1:9", VLLM, (MODEL,)).starting()
 
 
 def test_bakeoff_unreachable_url_is_one_line(dataset, tmp_path):

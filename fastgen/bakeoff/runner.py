@@ -118,6 +118,11 @@ def run_bakeoff(
     command = inference_perf_command()
     model = _model_of(configs[0].path)
     server = probe_server(options.url, model, options.engine)
+    if server.starting():
+        echo(
+            f"{server.url}: {server.engine.name} is still starting (GET {server.engine.ready_path} answers 503); waiting"
+        )
+        server.wait_started()
     identity = server_identity(server, model, options.gpus)
     if not options.rerun:
         check_label_server(label_dir, identity)

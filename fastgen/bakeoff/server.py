@@ -15,10 +15,11 @@ from typing import Optional
 from ..engines import ENGINES, Engine, engine_named
 from ..errors import ServerError
 
-__all__ = ["ChatUsage", "LiveServer", "RESET_WAIT_S", "ToolAnswer", "fetch", "probe_server"]
+__all__ = ["ChatUsage", "LiveServer", "RESET_WAIT_S", "START_WAIT_S", "ToolAnswer", "fetch", "probe_server"]
 
 TIMEOUT_S = 10.0
 RESET_WAIT_S = 30.0  # the longest an engine that waits for idle itself is asked to wait per reset
+START_WAIT_S = 600.0  # SGLang's own default limit on its startup warmup request (SGLANG_WARMUP_TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,28 @@ class LiveServer:
             return fetch(self.url + "/v1/models", timeout_s=5).status == 200
         except OSError:
             return False
+
+    def starting(self) -> bool:
+        """Whether the engine says it is still starting (its ready_path answers 503). Any other answer, or none,
+        is not told here: the checks and runs after it meet a server that does not serve."""
+        if self.engine.ready_path is None:
+            return False
+        try:
+            return fetch(self.url + self.engine.ready_path, timeout_s=TIMEOUT_S).status == 503
+        except OSError:
+            return False
+
+    def wait_started(self, *, timeout_s: float = START_WAIT_S, poll_s: float = 1.0) -> None:
+        """Wait until the engine has finished starting, so that no request of its own (SGLang's warmup) runs into
+        the first run's counters. Raises ServerError when it still says starting after timeout_s."""
+        deadline = time.monotonic() + timeout_s
+        while self.starting():
+            if time.monotonic() > deadline:
+                raise ServerError(
+                    f"GET {self.url}{self.engine.ready_path} still answers 503 (starting) after {timeout_s:g} s; "
+                    f"see the {self.engine.name} log for why its startup has not finished, then run again"
+                )
+            time.sleep(poll_s)
 
     def info(self) -> dict:
         """The JSON of the engine's info endpoint (vLLM's GET /version, SGLang's GET /get_server_info); {} when it
