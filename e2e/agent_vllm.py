@@ -55,7 +55,7 @@ from fastgen.bakeoff.sampler import parse_metrics
 from fastgen.generator.workload import shipped_workload
 
 from .bakeoff_vllm import MAX_MODEL_LEN, _recorded_inputs
-from .checks import _check_sessions, _check_tool_pairing
+from .checks import _check_sessions, _check_tool_pairing, join_problems
 from .replay import run_inference_perf
 from .reports import clear_reports, read_reports
 from .run import Dataset, generate
@@ -171,26 +171,23 @@ def _entries(folder: Path) -> list[dict]:
 
 
 def _check_joins(entries: list[dict], spans: list) -> tuple[int, list[str]]:
-    """(sub-agent joins, what is wrong with them): each join starts after every child whose report it carries has
-    ended, in inference-perf's own records, and sends each report in a `role: tool` message and the spawning message
-    without the reports the trace keeps there for the graph builder."""
+    """(sub-agent joins, what is wrong with them): join_problems on inference-perf's own records, a join's start
+    against the end of each child whose report it carries."""
     by_span = {e["span"]: e for e in entries}
+    by_id = {s.span_id: s for s in spans}
     joins, wrong = 0, []
     for span in spans:
         if span.after is None or len(span.after) < 2 or span.span_id not in by_span:
             continue
         joins += 1
         join = by_span[span.span_id]
-        messages = join["body"].get("messages") or []
-        results = [m.get("content") or "" for m in messages if m.get("role") == "tool"]
-        for child in (s for s in spans if s.span_id in span.after[1:]):
-            done = by_span.get(child.span_id)
-            if done is None or join["start"] < done["end"]:
-                wrong.append(f"{span.span_id} started before {child.span_id} ended")
-            if not any((child.output.get("content") or "\0") in r for r in results):
-                wrong.append(f"{span.span_id} sent no tool result with {child.span_id}'s report")
-        if any(m.get("tool_calls") and m.get("content") for m in messages):
-            wrong.append(f"{span.span_id} sent a spawning message with content (the hidden reports)")
+        children = [by_id[i] for i in span.after[1:]]
+        wrong += join_problems(
+            span.span_id,
+            join["body"].get("messages") or [],
+            join["start"],
+            [(c.span_id, c.output.get("content") or "", (by_span.get(c.span_id) or {}).get("end")) for c in children],
+        )
     return joins, wrong
 
 

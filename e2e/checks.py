@@ -15,7 +15,7 @@ from typing import Optional
 from .reports import SessionReports
 from .traces import Span, index_spans, load_session, request_key
 
-__all__ = ["Outcome", "check_run", "shape_of"]
+__all__ = ["Outcome", "check_run", "join_problems", "shape_of"]
 
 _MAX_LINES = 5  # failure lines kept per check: the first few say what went wrong
 # Arrivals: inference-perf starts sessions 1/session_rate apart; allow scheduling jitter on a busy 2-core machine.
@@ -184,22 +184,39 @@ def _check_request(span: Span, *, spans: list[Span], sent: dict[int, dict], shap
 
 
 def _check_joins(spans: list[Span], sent: dict[int, dict]) -> list[str]:
-    """A request that carries several requests' outputs (a sub-agent join: the spawn's, then each child's report)
-    reached the server after the answer to each of them was out, and holds each child's recorded report in a
-    `role: tool` message: the parent waited for its children, and their answers reached it."""
+    """Every sub-agent join as the fake server saw it (join_problems), by when each child's answer was out."""
     by_id = {s.span_id: s for s in spans}
     out = []
     for span in spans:
         if span.after is None or len(span.after) < 2:
             continue
-        name = f"{Path(span.file).name} span {span.index}"
-        results = [m.get("content") or "" for m in sent[span.index]["body"]["messages"] if m.get("role") == "tool"]
-        for child in (by_id[i] for i in span.after[1:]):
-            if sent[span.index]["t"] < sent[child.index].get("t_done", float("inf")):
-                out.append(f"{name}: sent before span {child.index}'s answer was out, whose output it carries")
-            report = child.output.get("content") or ""
-            if not report or not any(report in r for r in results):
-                out.append(f"{name}: no tool result holds span {child.index}'s report")
+        children = [by_id[i] for i in span.after[1:]]
+        out += join_problems(
+            f"{Path(span.file).name} span {span.index}",
+            sent[span.index]["body"]["messages"],
+            sent[span.index]["t"],
+            [(f"span {c.index}", c.output.get("content") or "", sent[c.index].get("t_done")) for c in children],
+        )
+    return out
+
+
+def join_problems(
+    name: str, messages: list[dict], start: float, children: list[tuple[str, str, Optional[float]]]
+) -> list[str]:
+    """What is wrong with one sub-agent join (a request that carries the spawn's output, then each child's report),
+    sent as `messages` at `start`: it must go out after each child's answer was out (children: name, recorded report,
+    when its answer was out or None), hold each report in a `role: tool` message, and send the spawning message
+    without the reports the trace keeps there for inference-perf's graph builder (the live answer fills that slot).
+    The parent waited for its children, and their answers reached it."""
+    results = [m.get("content") or "" for m in messages if m.get("role") == "tool"]
+    out = []
+    for child, report, done in children:
+        if done is None or start < done:
+            out.append(f"{name} went out before {child}'s answer was out, whose report it carries")
+        if not report or not any(report in r for r in results):
+            out.append(f"{name}: no tool result holds {child}'s report")
+    if any(m.get("tool_calls") and m.get("content") for m in messages):
+        out.append(f"{name} sent a spawning message with content (the reports kept for the graph builder)")
     return out
 
 

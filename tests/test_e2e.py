@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e.checks import Outcome, check_run
+from e2e.checks import Outcome, check_run, join_problems
 from e2e.reports import read_reports
 from e2e.run import run_e2e
 
@@ -166,3 +166,25 @@ def test_compare_reads_reports_of_configs_run_by_hand(slice_run):
         assert len(run.requests) == outcomes[name].requests
         assert hit_percent(run.requests) == pytest.approx(outcomes[name].server_hit)
         assert {r.kind for r in run.requests} <= {"text", "tool_call", "root", "branch"}
+
+
+def test_join_problems_name_an_early_join_a_missing_report_and_a_spawn_sent_with_content():
+    call = {"id": "call_1", "type": "function", "function": {"name": "delegate_task", "arguments": "{}"}}
+    spawn = {"role": "assistant", "content": None, "tool_calls": [call]}
+    messages = [
+        {"role": "user", "content": "fix it"},
+        spawn,
+        {"role": "tool", "tool_call_id": "call_1", "content": "A"},
+    ]
+    children = [("child 1", "A", 5.0), ("child 2", "B", 9.0), ("child 3", "C", None)]
+    assert join_problems("join", messages, 10.0, children[:1]) == []
+    assert join_problems("join", messages, 8.0, children) == [
+        "join went out before child 2's answer was out, whose report it carries",
+        "join: no tool result holds child 2's report",
+        "join went out before child 3's answer was out, whose report it carries",
+        "join: no tool result holds child 3's report",
+    ]
+    messages[1] = {**spawn, "content": "A"}  # the trace's hidden reports, sent
+    assert join_problems("join", messages, 10.0, children[:1]) == [
+        "join sent a spawning message with content (the reports kept for the graph builder)"
+    ]
