@@ -207,6 +207,9 @@ def run_bakeoff(
         f"{time.monotonic() - begun:.0f} s",
         flush=True,
     )
+    for line in result.stderr.splitlines():
+        if " is still starting " in line:  # the bakeoff waited for the engine's own warmup request to be answered
+            print(f"{label}: {line}", flush=True)
     if result.returncode != 0:
         return [f"{label}: fastgen bakeoff exited {result.returncode}: {result.stdout[-600:]} {result.stderr[-600:]}"]
     return []
