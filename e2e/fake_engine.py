@@ -74,6 +74,7 @@ class EngineState:
         self.cache = PrefixCache(capacity_tokens=profile.kv_capacity_tokens)
         self.running = self.waiting = 0
         self.prompt_tokens = self.generation_tokens = self.answered = 0
+        self.finished_requests = 0  # its request counter, which a restart sets back to zero (answered is not)
         self.received = 0  # chat requests received, for fail_every
         self.process_start = time.time()
         self.restarted = False
@@ -95,7 +96,7 @@ class EngineState:
         self.process_start = max(time.time(), self.process_start + 1.0)
         self.cache.clear()
         self.cache.queries = self.cache.hits = 0
-        self.prompt_tokens = self.generation_tokens = 0
+        self.prompt_tokens = self.generation_tokens = self.finished_requests = 0
 
     async def prefill(self, uncached_tokens: int) -> None:
         """Wait for the prefill lane, then spend the uncached tokens' cost on it."""
@@ -123,6 +124,7 @@ class EngineState:
         self.prompt_tokens += prompt_tokens
         self.generation_tokens += completion_tokens
         self.answered += 1
+        self.finished_requests += 1
 
     @property
     def warming_up(self) -> bool:
@@ -186,6 +188,7 @@ class EngineState:
                     yield counter("vllm:prefix_cache_hits", "Prefix cache hits (tokens).", cache.hits)
                     yield counter("vllm:num_preemptions", "Preemptions.", 0)
                     yield counter("vllm:prompt_tokens", "Prefill tokens.", state.prompt_tokens)
+                    yield counter("vllm:request_success", "Finished requests.", state.finished_requests)
                     yield counter("vllm:generation_tokens", "Generation tokens.", state.generation_tokens)
                 else:
                     yield gauge("sglang:num_running_reqs", "Running requests.", state.running)
@@ -199,6 +202,7 @@ class EngineState:
                     warmup = WARMUP_PROMPT_TOKENS if profile.warmup_s and not state.warming_up else 0
                     yield counter("sglang:prompt_tokens", "Prompt tokens.", cache.queries + warmup)
                     yield counter("sglang:cached_tokens", "Prefix-cache hit tokens.", cache.hits)
+                    yield counter("sglang:num_requests", "Finished requests.", state.finished_requests)
                     yield counter("sglang:generation_tokens", "Generation tokens.", state.generation_tokens)
                     yield counter("sglang:num_retracted_requests", "Retracted requests.", 0)
                     yield counter(

@@ -17,6 +17,8 @@ METRIC_MEANINGS = {
     "kv_usage": "fraction of the KV cache in use (0-1)",
     "cache_queries": "prompt tokens looked up in the prefix cache (counter)",
     "cache_hits": "prompt tokens found in the prefix cache (counter)",
+    "requests": "requests answered (counter)",
+    "prompt_tokens": "prompt tokens of the requests (counter)",
     "running": "requests running",
     "waiting": "requests waiting for a slot",
     "preemptions": "requests preempted (vLLM) or retracted (SGLang) to free KV blocks (counter)",
@@ -70,6 +72,8 @@ VLLM = Engine(
         "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),  # the second before late 2025
         "cache_queries": ("vllm:prefix_cache_queries_total",),
         "cache_hits": ("vllm:prefix_cache_hits_total",),
+        "requests": ("vllm:request_success_total",),
+        "prompt_tokens": ("vllm:prompt_tokens_total",),
         "running": ("vllm:num_requests_running",),
         "waiting": ("vllm:num_requests_waiting",),
         "preemptions": ("vllm:num_preemptions_total",),
@@ -94,6 +98,8 @@ SGLANG = Engine(
         "kv_usage": ("sglang:token_usage",),
         "cache_queries": ("sglang:prompt_tokens_total",),
         "cache_hits": ("sglang:cached_tokens_total",),
+        "requests": ("sglang:num_requests_total",),
+        "prompt_tokens": ("sglang:prompt_tokens_total",),
         "running": ("sglang:num_running_reqs",),
         "waiting": ("sglang:num_queue_reqs",),
         # (sglang:num_retracted_reqs is a gauge reset at every stats log: not a count over the run)

@@ -60,6 +60,7 @@ LAYERS: list[tuple[str, ...]] = [
     # bakeoff: runs against a live server; results reads the run folders it writes
     ("bakeoff.server", "bakeoff.sampler", "bakeoff.runs", "bakeoff.plan", "bakeoff.status"),
     ("bakeoff.identity", "bakeoff.reset", "bakeoff.preflight"),
+    ("bakeoff.fleet",),  # an engine behind a router: its replicas reset, verified and sampled one by one
     ("bakeoff.runner", "bakeoff"),
     ("results.runs",),
     ("results.ceilings",),
@@ -76,6 +77,7 @@ LAYERS: list[tuple[str, ...]] = [
         "results.sections.steady",
         "results.sections.summary",
         "results.sections.slo",
+        "results.sections.replicas",
         "results.sections",
     ),
     ("results.written",),  # what compare wrote, so it never overwrites a user's file

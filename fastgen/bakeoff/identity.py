@@ -46,6 +46,8 @@ SAME_RUN_KEYS = (
     ("tool_call_max_tokens",),
     ("tool_choice",),
     ("reset",),
+    ("router", "policy"),
+    ("router", "replica_urls"),
 )
 # how a changed key reads in the line that says why a run is done again
 _CHANGES = {
@@ -59,6 +61,8 @@ _CHANGES = {
     "tool_call_max_tokens": "another tool-call max_tokens mode",
     "tool_choice": "another tool_choice mode",
     "reset": "the cache was reset between runs in one and not the other (--no-reset)",
+    "policy": "another routing policy",
+    "replica_urls": "other replicas behind the router",
 }
 
 
@@ -87,10 +91,12 @@ def process_start(server: LiveServer) -> Optional[float]:
     return _process_start(_families(_metrics_or_empty(server)))
 
 
-def run_identity(server: dict, *, config_path: Path, run_config: dict, reset: bool) -> dict:
+def run_identity(
+    server: dict, *, config_path: Path, run_config: dict, reset: bool, router: Optional[dict] = None
+) -> dict:
     """The identity of one run: `server` (server_identity), the config's bytes and its dataset (the manifest's sha256
-    and the workload it names), the replay modes of `run_config` (the config as run, parsed), and whether the cache
-    was reset before it."""
+    and the workload it names), the replay modes of `run_config` (the config as run, parsed), whether the cache
+    was reset before it, and the router in front of the engines (fleet.py; None: none)."""
     replay = run_config["data"]["otel_trace_replay"]
     outputs, tool_calls, tool_choice = replay_modes_of(replay)
     manifest = _dataset_manifest(Path(replay["trace_directory"]))
@@ -103,6 +109,7 @@ def run_identity(server: dict, *, config_path: Path, run_config: dict, reset: bo
         "tool_call_max_tokens": tool_calls,
         "tool_choice": tool_choice,
         "reset": reset,
+        "router": router,
     }
 
 

@@ -25,7 +25,7 @@ from ..errors import ServerError
 from .reset import PROBE_MARKER, PROBE_PROMPT
 from .server import LiveServer, fetch
 
-__all__ = ["FORCED_TOOL", "Preflight", "TOOL_PROBE_PROMPT", "TOOL_PROBE_TOOLS", "check_server"]
+__all__ = ["FORCED_TOOL", "Preflight", "TOOL_PROBE_PROMPT", "TOOL_PROBE_TOOLS", "check_server", "check_tool_choice"]
 
 TOOL_PROBE_PROMPT = f"{PROBE_MARKER} (tool choice): run the tests of the parser module."
 TOOL_PROBE_TOOLS = [
@@ -81,7 +81,7 @@ def check_server(server: LiveServer, model: str, *, tool_check: bool = True) -> 
             f"counters, a restart check or a wait until idle before each reset (resets rely on the "
             f"engine's own wait); {fix}"
         )
-    held = _check_tool_choice(server, model) if tool_check else None
+    held = check_tool_choice(server, model) if tool_check else None
     reported = _cached_tokens_reported(server, model)
     if reported is False:
         warnings.append(
@@ -107,7 +107,7 @@ def _cached_tokens_reported(server: LiveServer, model: str) -> Optional[bool]:
         return None
 
 
-def _check_tool_choice(server: LiveServer, model: str) -> bool:
+def check_tool_choice(server: LiveServer, model: str) -> bool:
     answer = server.forced_tool_call(
         model, TOOL_PROBE_PROMPT, TOOL_PROBE_TOOLS, FORCED_TOOL, max_tokens=TOOL_PROBE_MAX_TOKENS
     )

@@ -28,10 +28,11 @@ from ..generator.configs import check_label
 from ..errors import FastgenError
 from ..extras import require_extra
 from ..version import __version__
-from .identity import check_label_server, identity_change, process_start, run_identity, server_identity
+from .fleet import Fleet, open_fleet
+from .identity import check_label_server, identity_change, run_identity
 from .plan import ConfigRun, replay_modes_of, run_config_text, select_configs
-from .preflight import Preflight, check_server
-from .reset import no_reset, verified_reset, wait_idle
+from .preflight import Preflight
+from .reset import no_reset
 from .runs import (
     LOG_FILE,
     METRICS_FILE,
@@ -71,6 +72,11 @@ class BakeoffOptions:
     tool_call_max_tokens: Optional[str] = None  # floor, recorded; None: as the config says
     tool_choice: Optional[str] = None  # forced, as_recorded; None: as the config says
     tool_check: bool = True  # check before the first config that the server holds a named tool_choice
+    # an engine behind a router (fleet.py): url is the router's; its replicas' URLs (() : as it lists them), its
+    # routing policy (None: from router_metrics, its Prometheus endpoint)
+    replicas: tuple[str, ...] = ()
+    router_policy: Optional[str] = None
+    router_metrics: Optional[str] = None
 
 
 @dataclass
@@ -118,21 +124,24 @@ def run_bakeoff(
     command = inference_perf_command()
     model = _model_of(configs[0].path)
     server = probe_server(options.url, model, options.engine)
-    if server.starting():
-        echo(
-            f"{server.url}: {server.engine.name} is still starting (GET {server.engine.ready_path} answers 503); waiting"
-        )
-        server.wait_started()
-    identity = server_identity(server, model, options.gpus)
+    fleet = open_fleet(
+        server,
+        model,
+        replicas=options.replicas,
+        policy=options.router_policy,
+        router_metrics=options.router_metrics,
+    )
+    fleet.wait_started(echo)
+    identity = fleet.server_identity(model, options.gpus)
     if not options.rerun:
         check_label_server(label_dir, identity)
     echo(
-        f"{server.url}: {_describe(identity)}; {len(configs)} config(s)"
+        f"{server.url}: {_describe(identity)}{fleet.describe()}; {len(configs)} config(s)"
         f"{f' x {options.repeats} repeats' if options.repeats > 1 else ''} into {label_dir}"
     )
     # a named tool_choice is sent only in the forced mode: the check is moot when no config sends one
     forced = any(_tool_choice_of(c.path, options) == "forced" for c in configs)
-    checked = check_server(server, model, tool_check=options.tool_check and forced)
+    checked = fleet.check(model, tool_check=options.tool_check and forced)
     for line in checked.warnings:
         warn(line)
     runs = [(config, repeat) for config in configs for repeat in range(1, options.repeats + 1)]
@@ -144,7 +153,7 @@ def run_bakeoff(
                 config,
                 repeat,
                 label_dir,
-                server,
+                fleet,
                 model,
                 options,
                 command,
@@ -199,13 +208,14 @@ def _run_one(
     config: ConfigRun,
     repeat: int,
     label_dir: Path,
-    server: LiveServer,
+    fleet: Fleet,
     model: str,
     options: BakeoffOptions,
     command: list[str],
     checked: Preflight,
     stage: Callable[[str], None],
 ) -> RunOutcome:
+    server = fleet.front
     folder = repeat_folder(label_dir / config.name, repeat)
     partial = partial_folder(folder)
     text = run_config_text(
@@ -219,10 +229,11 @@ def _run_one(
         tool_choice=options.tool_choice,
     )
     identity = run_identity(
-        {**server_identity(server, model, options.gpus), **checked.record()},
+        {**fleet.server_identity(model, options.gpus), **checked.record()},
         config_path=config.path,
         run_config=yaml.safe_load(text),
         reset=options.reset,
+        router=fleet.router_identity(model),
     )
     previous = read_run(folder)
     again = None
@@ -251,7 +262,7 @@ def _run_one(
             "scrape_interval_s": options.scrape_interval_s,
             "identity": identity,
         }
-        return _replay(config, folder, record, server, model, options, command, checked.metrics_served, stage)
+        return _replay(config, folder, record, fleet, model, options, command, checked.metrics_served, stage)
     except BaseException:
         discard_partial(folder, prune_to=label_dir)
         raise
@@ -261,7 +272,7 @@ def _replay(
     config: ConfigRun,
     folder: Path,
     record: dict,
-    server: LiveServer,
+    fleet: Fleet,
     model: str,
     options: BakeoffOptions,
     command: list[str],
@@ -270,18 +281,17 @@ def _replay(
 ) -> RunOutcome:
     """One run; `metrics`: whether the server serves /metrics (without, no idle wait and no samples)."""
     partial = partial_folder(folder)
+    server = fleet.front
     if options.reset:
         if metrics:
             stage("waiting until the server is idle")
-            wait_idle(server)
+            fleet.wait_idle()
         stage("emptying the prefix cache")
-        record["reset"] = verified_reset(server, model)
+        record["reset"] = fleet.reset(model)
     else:
         record["reset"] = no_reset()
-    before = process_start(server)
-    sampler = MetricsSampler(
-        server.metrics_text, f"{server.engine.name}:", partial / METRICS_FILE, options.scrape_interval_s
-    )
+    before = fleet.starts()
+    sampler = MetricsSampler(fleet.sample, partial / METRICS_FILE, options.scrape_interval_s)
     if metrics:
         sampler.start()
     else:
@@ -303,9 +313,10 @@ def _replay(
         metrics_samples=sampler.samples,
         metrics_errors=sampler.errors,
     )
-    died = not server.answers()
+    dead = fleet.dead()
+    died = dead is not None
     counts = read_counts(partial)
-    restarted = None if died else _restart(before, process_start(server), counts)
+    restarted = None if died else fleet.restart(before, counts)
     status, reason = judge_run(
         exit_code=code,
         counts=counts,
@@ -313,8 +324,11 @@ def _replay(
         log=partial / LOG_FILE,
         died=died,
         restarted=restarted,
+        who=dead or "the server",
     )
     record.update(status=status, reason=reason, **(counts or RunCounts()).record())
+    if fleet.routed:
+        record["fleet"] = fleet.figures(sampler.first, sampler.last)
     record["warning"] = _cached_tokens_warning(partial, server) if status != "failed" else None
     write_run(partial, record)
     place_run(folder)
@@ -328,16 +342,6 @@ def _replay(
         repeat=record["repeat"],
         repeats=record["repeats"],
     )
-
-
-def _restart(before: Optional[float], after: Optional[float], counts: Optional[RunCounts]) -> Optional[str]:
-    """How a restart of the server during the run shows, or None: its process start time changed, or requests lost
-    their connection to a server that answers again."""
-    if before is not None and after is not None and after != before:
-        return "its process start time changed"
-    if counts is not None and counts.connection_failures:
-        return f"{counts.connection_failures} requests lost their connection"
-    return None
 
 
 def _cached_tokens_warning(partial: Path, server: LiveServer) -> Optional[str]:

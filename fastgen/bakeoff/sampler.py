@@ -3,7 +3,8 @@
 inference-perf's own Prometheus collection makes instant queries once, after the load; KV usage over a run, and
 when preemptions happen, need a time series. Each line is `{"t": <epoch s>, "metrics": {sample: value}}` with the
 engine's counters and gauges, summed over label sets (one model per server), or `{"t": ..., "error": "..."}` for
-a scrape that failed. Parsing is prometheus_client's.
+a scrape that failed. Behind a router (fleet.py) a line also holds each replica's own sample (`"replicas"`), and
+`"metrics"` is the fleet's. Parsing is prometheus_client's.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from ..extras import import_extra
 
@@ -38,14 +39,17 @@ def parse_metrics(text: str, prefix: str) -> dict[str, float]:
 
 
 class MetricsSampler:
-    """A background thread: `fetch()` every `interval_s` seconds, parsed and appended to `path`, until stop()."""
+    """A background thread: `read()` every `interval_s` seconds (one sample: {"metrics": {...}, ...}, or an
+    exception), appended to `path`, until stop(). `first` and `last` are the first and the last sample read."""
 
-    def __init__(self, fetch: Callable[[], str], prefix: str, path: Path, interval_s: float) -> None:
-        self._fetch, self._prefix, self._path, self._interval = fetch, prefix, Path(path), interval_s
+    def __init__(self, read: Callable[[], dict], path: Path, interval_s: float) -> None:
+        self._read, self._path, self._interval = read, Path(path), interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="metrics-sampler", daemon=True)
         self.samples = 0
         self.errors = 0
+        self.first: Optional[dict] = None
+        self.last: Optional[dict] = None
 
     def start(self) -> "MetricsSampler":
         self._path.parent.mkdir(parents=True, exist_ok=True)
@@ -68,8 +72,10 @@ class MetricsSampler:
     def _sample(self, out) -> None:
         t = time.time()
         try:
-            line = {"t": t, "metrics": parse_metrics(self._fetch(), self._prefix)}
+            sample = self._read()
+            line = {"t": t, **sample}
             self.samples += 1
+            self.first, self.last = self.first or sample, sample
         except Exception as exc:  # noqa: BLE001 - a failed scrape is data (the server may be dying); go on
             line = {"t": t, "error": f"{type(exc).__name__}: {exc}"[:300]}
             self.errors += 1

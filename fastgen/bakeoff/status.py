@@ -113,11 +113,13 @@ def judge_run(
     log: Path,
     died: bool = False,
     restarted: Optional[str] = None,
+    who: str = "the server",
 ) -> tuple[str, Optional[str]]:
     """(status, reason): the reason is None for a completed run, one line otherwise. `restarted` says how a
-    restart of the server during the run showed (None: it did not)."""
+    restart of the server during the run showed (None: it did not); `who` is what stopped answering, when `died`
+    (behind a router: the router, or which replica)."""
     if died:
-        return "failed", "the server stopped answering during the run"
+        return "failed", f"{who} stopped answering during the run"
     if restarted:
         return "failed", f"the server restarted during the run ({restarted})"
     if exit_code == 124 and timeout_s is not None:

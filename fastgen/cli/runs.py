@@ -95,6 +95,29 @@ def bakeoff_parser() -> Parser:
         "sent the same prompts); default: as the configs say",
     )
     p.add_argument(
+        "--replica",
+        type=url_option("--replica"),
+        action="append",
+        default=[],
+        metavar="URL",
+        help="--url is a router, and this is one of the engines behind it (repeat it for each): every replica's cache "
+        "is emptied and verified, its /metrics sampled, its figures recorded (default: the replicas the router "
+        "lists at GET /workers or /list_workers, if it lists any)",
+    )
+    p.add_argument(
+        "--router-policy",
+        metavar="NAME",
+        help="the routing policy the router at --url runs with (its own --policy: cache_aware, round_robin, ...), "
+        "recorded with every run",
+    )
+    p.add_argument(
+        "--router-metrics",
+        type=url_option("--router-metrics"),
+        metavar="URL",
+        help="the router's own Prometheus endpoint (vllm-router's and sglang-router's --prometheus-port), which "
+        "names its policy",
+    )
+    p.add_argument(
         "--scrape-interval",
         type=positive_float("--scrape-interval"),
         default=5.0,
@@ -133,6 +156,9 @@ def run_bakeoff_command(args) -> int:
         tool_call_max_tokens=args.tool_call_max_tokens,
         tool_choice=args.tool_choice,
         tool_check=not args.no_tool_check,
+        replicas=tuple(args.replica),
+        router_policy=args.router_policy,
+        router_metrics=args.router_metrics,
     )
     echo = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
     ended: list[RunOutcome] = []
