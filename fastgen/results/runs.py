@@ -80,6 +80,7 @@ class Repeat:
     requests: list[RequestRecord] = field(default_factory=list)
     sessions: list[SessionRecord] = field(default_factory=list)
     samples: list[tuple[float, dict]] = field(default_factory=list)  # (epoch s, metrics) from /metrics
+    fleet: dict = field(default_factory=dict)  # run.json's fleet: each replica's figures behind a router; {} none
 
     @property
     def server(self) -> dict:
@@ -255,6 +256,7 @@ def _read_folder(folder: Path, index: int, problems: list[str]) -> Optional[Repe
         reset = record.get("reset")
         repeat.reset = reset if isinstance(reset, dict) else {"done": reset, "verified": None, "how": None}
         repeat.errors = [str(e) for e in record.get("errors") or []]
+        repeat.fleet = record["fleet"] if isinstance(record.get("fleet"), dict) else {}
     requests = _load_json(folder / PER_REQUEST, problems, list)
     if requests is None and repeat.status != "failed":
         return None if record is None else repeat

@@ -32,6 +32,16 @@ def _dataset(side: Side) -> str:
     return ", ".join(found) or "-"
 
 
+def _router(side: Side) -> str:
+    """The routing policy and how many replicas served behind it (fleet.py); `-` for a server without a router."""
+    found = []
+    for run in side.runs.values():
+        for router in run.identity_values("router"):
+            shown = f"{router.get('policy')}, {len(router.get('replica_urls') or [])} replicas"
+            found += [shown] if shown not in found else []
+    return "; ".join(found) or "-"
+
+
 def _repeats(side: Side) -> str:
     counts = sorted({len(run.repeats) for run in side.runs.values()})
     return "-" if not counts else str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
@@ -61,6 +71,7 @@ ROWS = (
     ("KV capacity (tokens)", lambda s: _values(s, "server", "kv_capacity_tokens")),
     ("block size (tokens)", lambda s: _values(s, "server", "block_size")),
     ("GPUs", lambda s: _values(s, "server", "gpus")),
+    ("router (policy, replicas)", _router),
     ("dataset (manifest sha256)", _dataset),
     ("workload", lambda s: _values(s, "workload")),
     ("repeats per config", _repeats),
