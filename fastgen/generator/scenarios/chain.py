@@ -8,6 +8,10 @@ Each request is the one before it, its answer and the next step's messages, so i
 of SHARED, OUTPUT, UNIQUE segments: the edge is the answer's text, or its tool-call ids (fed forward live at
 replay). Scenario 1 is one such chain (tests/test_declared.py declares it); this module lets a workload write others
 without code. Gaps between requests are the workload's timing: think time after a text, the slowest tool after calls.
+
+`shared_prefix: false` opens each session's system prompt with a line of its own (a random id and the session's
+number), so no two sessions share a prefix beyond the chat template's first tokens: with one step a session is one
+request, and no request can reuse another's cache (the zero-reuse control arm of `--workload fleet`).
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ from typing import cast
 
 from ...errors import SpecError
 from ..blocks import ScenarioBlocks
-from ..content.compose import Composer
+from ..content.compose import Composer, Text
 from ..content.vocab import Vocab
-from ..messages import Message, SessionPlan, Turn
+from ..messages import Message, SessionPlan, Turn, system
 from ..spec import Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
 from ..streams import session_rng
 from .base import MOST_REQUESTS, ConfigEntry, Request, Scenario, Shape
@@ -46,6 +50,8 @@ SCENARIO_ID = 5
 NAME = DIRECTORY = "chain"
 # The header lines of the system prompt and the repo map (blocks.py), which stand whole where a budget is smaller
 HEADERS_BOUND = 120
+# The tokens of the line that opens a session's own system prompt (shared_prefix false): an id, a number, a few words
+SESSION_LINE_BOUND = 32
 
 # A task, a look around, an edit and its test run, and the report: what `scenarios: {chain: {}}` generates
 _DEFAULT_STEPS = (
@@ -76,6 +82,8 @@ class ChainSpec(ScenarioSpec):
     steps: Steps = _DEFAULT_STEPS
     concurrency: Levels = (5, 20)
     session_spacing_ms: Millis = 30_000
+    # false: each session's system prompt opens with a line of its own, so sessions share no prefix
+    shared_prefix: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -122,7 +130,8 @@ def plan_sessions(
     v = Vocab(rng)
     prefix = f"{DIRECTORY}-{index:04d}"
     read: set[str] = set()
-    messages: tuple[Message, ...] = (blocks.system, blocks.repo_map)
+    opening = blocks.system if s.shared_prefix else _own_system(composer, blocks.system, rng, index)
+    messages: tuple[Message, ...] = (opening, blocks.repo_map)
     carried: tuple[Message, ...] = ()  # what the last answer adds to the next request
     after: tuple[str, ...] = ()
     turns: list[Turn] = []
@@ -139,11 +148,19 @@ def plan_sessions(
     return [SessionPlan(DIRECTORY, prefix, index, blocks.catalog, tuple(turns))]
 
 
+def _own_system(composer: Composer, shared: Message, rng, index: int) -> Message:
+    """The system prompt opened by a line only this session has: a random id first (so that even the first tokens
+    after the template's differ between sessions), then its number (so that no two are the same)."""
+    line = composer.line(f"{int(rng.integers(1 << 32)):08x} is the id of session {index}.\n")
+    return system(composer.join([line, Text(shared.content or "", shared.tokens, shared.ends)]))
+
+
 def largest_requests(spec: Spec) -> list[Request]:
     """Each request of the chain at its most: the prompt grows by every step before it, so the last of each step is
     its largest (a repeated step's last repetition)."""
     s = cast(ChainSpec, spec.scenarios[NAME])
     prompt, messages = s.tools + s.system + s.repo_map + HEADERS_BOUND, 2
+    prompt += 0 if s.shared_prefix else SESSION_LINE_BOUND
     largest: list[Request] = []
     carried = carried_messages = 0
     for number, step in enumerate(requests(s), start=1):
