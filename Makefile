@@ -109,4 +109,4 @@ docs: $(BIN)/python
 	$(BIN)/mkdocs build --strict --site-dir build/site
 
 clean:
-	rm -rf traces build *.egg-info .e2e .e2e-agent .e2e-bakeoff .e2e-vllm .e2e-sglang .e2e-pair .e2e-aiperf
+	rm -rf traces build *.egg-info .e2e .e2e-agent .e2e-bakeoff .e2e-vllm .e2e-sglang .e2e-pair .e2e-aiperf .e2e-router

@@ -32,6 +32,8 @@ SMALL = ["--scale", "0.04", "--budget-scale", "0.05", "--tokenizer", "builtin", 
 # alone; CI runs both. A test that starts inference-perf or a benchmark belongs here.
 SLOW_TESTS = (
     "tests/test_bakeoff.py::test_bakeoff_*",  # fastgen bakeoff (inference-perf) against fake engines
+    "tests/test_bakeoff_fleet.py::test_bakeoff_*",  # the same, with replicas
+    "tests/test_e2e_router.py::test_bakeoff_*",  # the same, through a real router (when one is installed)
     "tests/test_analysis.py::test_analyze_predicts_the_fake_servers_*",  # the `replayed` fixture: inference-perf
     "tests/test_analysis.py::test_the_server_counts_every_recorded_prompt_*",
     "tests/test_analysis.py::test_analyze_at_capacity_agrees_with_the_fake_server_*",

@@ -437,3 +437,31 @@ def test_the_example_in_the_docs_is_a_workload():
     example = text.split("```yaml\n", 1)[1].split("```", 1)[0]
     spec = parse_workload("format: 1\n" + example, source="docs/workload.md")
     assert list(spec.scenarios) == ["chain", "fan"] and chain.events(spec.chain) == 4
+
+
+def test_a_chain_without_a_shared_prefix_opens_each_session_with_its_own_line(builtin, rendered_prompt, tmp_path):
+    one_step = (Step(add=(Block("prose", R(40, 80), "Task: say what to change."),), text=Block("prose", R(10, 20))),)
+    shared = dataclasses.replace(CHAIN, sessions=4, steps=one_step)
+    own = dataclasses.replace(shared, shared_prefix=False)
+    firsts = {}
+    for name, spec in (("shared", shared), ("own", own)):
+        sessions = write_sessions(builtin, Spec({"chain": spec}), tmp_path / name)
+        firsts[name] = [_messages(spans[0])[0]["content"] for _, spans in sessions]
+        for _, spans in sessions:  # the opening line is counted: every prompt's tokens are still exact
+            assert spans[0]["attributes"]["gen_ai.usage.input_tokens"] == rendered_prompt.tokens(spans[0]["attributes"])
+    assert len(set(firsts["shared"])) == 1  # one system prompt for every session
+    opening = [text.split("\n", 1) for text in firsts["own"]]
+    assert all(rest == firsts["shared"][0] for _, rest in opening)  # the same system prompt below its own line
+    lines = [line for line, _ in opening]
+    assert [line.split(" ", 1)[1] for line in lines] == [f"is the id of session {i}." for i in range(4)]
+    assert len({line[:2] for line in lines}) > 1  # the lines differ from their first characters, not only at the end
+
+
+def test_shared_prefix_takes_a_yaml_boolean_only():
+    with pytest.raises(WorkloadError) as raised:
+        parse_workload('format: 1\nscenarios:\n  chain:\n    shared_prefix: "no"\n', source="w.yaml")
+    assert str(raised.value).startswith("w.yaml: scenarios.chain.shared_prefix: ")
+    assert (
+        parse_workload("format: 1\nscenarios:\n  chain:\n    shared_prefix: false\n", source="w").chain.shared_prefix
+        is False
+    )

@@ -272,3 +272,22 @@ def test_a_folder_named_like_a_shipped_workload_does_not_hide_it(tmp_path):
 
     assert result.returncode == 0, result.stderr
     assert len(list((tmp_path / "smoke" / "traces" / "scenario1").glob("*.json"))) == 4
+
+
+def test_the_fleet_preset_has_a_test_arm_that_reuses_and_a_control_arm_that_reuses_nothing(tmp_path):
+    spec = load_workload(WORKLOADS_DIR / "fleet.yaml")
+    assert list(spec.scenarios) == ["scenario3", "chain"]
+    assert spec.scenario3.sessions == spec.chain.sessions == 500 and spec.chain.shared_prefix is False
+    assert [len(step.add) for step in spec.chain.steps] == [1]  # one request a session: nothing to reuse in it
+    small = ["--workload", "fleet", "--scale", "0.04", "--budget-scale", "0.02", "--arrival-window", "10"]
+    assert run_fastgen(*QUIET, *small, *_paths(tmp_path)).returncode == 0
+    analyzed = run_fastgen(
+        "analyze", str(tmp_path / "traces"), "--block-size", "32", "--json", str(tmp_path / "a.json")
+    )
+    assert analyzed.returncode == 0, analyzed.stderr
+    hits = {c["config"]: c["hit_percent_infinite"] for c in json.loads((tmp_path / "a.json").read_text())["configs"]}
+    assert {name: hit for name, hit in hits.items() if name.startswith("chain/")} == {
+        "chain/c16": 0.0,
+        "chain/c64": 0.0,
+    }
+    assert min(hit for name, hit in hits.items() if name.startswith("scenario3/")) > 50

@@ -1,0 +1,315 @@
+"""`fastgen bakeoff` through a real router: vllm-router 0.1.17 (e2e/router.py) in front of two engines, once per
+routing policy (round_robin, then cache_aware), then `fastgen compare` of the two policies.
+
+    python -m e2e.bakeoff_router [--engines vllm|fake] [--workdir .e2e-router] [--router-venv DIR] [--venv DIR]
+
+The dataset is the fleet preset, small (`--workload fleet --scale 0.04 --budget-scale 0.02`): scenario 3's 20
+sessions (the test arm: a shared prefix, and turns that extend their session's prompt) and 20 one-request chains
+that share nothing (the control arm), with the recorded outputs and no tool_choice sent (so no request but the
+replay's goes through the router: the router's own counts are then the replay's). The engines: two real vLLM servers
+(e2e/vllm.py, 1 GiB of KV cache each; `--engines vllm`, what `make e2e-router` runs), or two fake vLLM engines that
+log every request (e2e/fake_engine.py; `--engines fake`, what the test suite runs). A router is started per policy
+and the bakeoff finds the replicas where it lists them (GET /workers); the policy is given (`--router-policy`). The
+checks, per policy:
+
+- every run completed, after a reset verified on each replica;
+- each replica's figures in run.json (its counters' growth over the run) are those the report shows, and equal what
+  the engine itself says: its /metrics read after the bakeoff equal the run's last sample of it (nothing ran since);
+  with fake engines, every request in its own log between that run's reset and the next, token for token;
+- the requests the router says it sent each replica (vllm_router_processed_requests_total, over the bakeoff) are
+  the requests that replica counted;
+- the replicas' prompt tokens, summed, are the prompt tokens the run's requests were answered with (the report's
+  `counters = requests`);
+- the control arm hits (almost) nothing under either policy, and cache_aware hits more than round_robin on
+  scenario 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Optional
+
+from fastgen.bakeoff.runs import METRICS_FILE
+from fastgen.engines import VLLM
+from fastgen.results import read_runs
+
+from .bakeoff import FakeEngineProcess, fastgen_command, segments
+from .router import RouterProcess, install
+from .run import Dataset, generate
+
+__all__ = ["CONFIGS", "POLICIES", "main", "run_router_bakeoff"]
+
+POLICIES = ("round_robin", "cache_aware")
+# in the bakeoff's order (scenario by scenario, by name): each engine's log holds them so, policy after policy
+CONFIGS = ("chain/c16", "scenario3/c100_noisy")
+CONTROL_ARM, TEST_ARM = CONFIGS
+# the control arm's requests share only the chat template's first tokens: vLLM's 32-token blocks never hit them
+CONTROL_HIT_PERCENT_AT_MOST = 1.0
+MODES = ("--outputs", "recorded", "--tool-call-max-tokens", "recorded", "--tool-choice", "as_recorded")
+MAX_MODEL_LEN = 16384  # as e2e.bakeoff_vllm: the prompts (a few K tokens) and a tool call's max_tokens
+FIGURES = ("requests", "prompt_tokens", "cached_tokens")
+
+
+def dataset(workdir: Path) -> None:
+    generate(workdir, "http://127.0.0.1:9", Dataset(workload="fleet"))
+
+
+@contextlib.contextmanager
+def fake_engines(workdir: Path):
+    """Two fake vLLM engines that log every request; yields (their URLs, {URL: its log's path})."""
+    with contextlib.ExitStack() as stack:
+        engines = [
+            stack.enter_context(
+                FakeEngineProcess(workdir / "traces" / "tokenizer", workdir / "engines" / f"{i}.jsonl", "vllm")
+            )
+            for i in (1, 2)
+        ]
+        yield [e.url for e in engines], {e.url: e.record for e in engines}
+
+
+@contextlib.contextmanager
+def vllm_engines(workdir: Path, venv: Path):
+    """Two real vLLM servers (1 GiB of KV cache each); yields (their URLs, {})."""
+    from .vllm import DEFAULT_MODEL, TOKENIZER, VllmServer, build_model
+    from .vllm import install as install_vllm
+
+    python = install_vllm(venv)
+    model = build_model(python, TOKENIZER, venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
+    with contextlib.ExitStack() as stack:
+        servers = []
+        for i in (1, 2):
+            server = VllmServer(
+                python,
+                model,
+                served_model_name=DEFAULT_MODEL,
+                max_model_len=MAX_MODEL_LEN,
+                kv_cache_gib=1,
+                log=workdir / "logs" / f"vllm-{i}.log",
+            )
+            stack.enter_context(server)
+            print(f"vllm {i}: serving at {server.base_url} after {server.started_s:.0f} s")
+            servers.append(server)
+        yield [s.base_url for s in servers], {}
+
+
+def _counters(url: str) -> dict[str, float]:
+    """A replica's FIGURES counters now, read straight from its /metrics."""
+    from fastgen.bakeoff.sampler import parse_metrics
+    from fastgen.bakeoff.server import fetch
+
+    sample = parse_metrics(fetch(url + "/metrics").body.decode(), "vllm:")
+    quantities = {"requests": "requests", "prompt_tokens": "prompt_tokens", "cached_tokens": "cache_hits"}
+    return {name: VLLM.metric(sample, q) or 0.0 for name, q in quantities.items()}
+
+
+def run_policy(workdir: Path, router_bin: Path, urls: list[str], policy: str) -> tuple[list[str], dict, dict]:
+    """The bakeoff through a router with `policy`: (failures, the requests the router sent each replica over it,
+    each replica's counters after it)."""
+    with RouterProcess(router_bin, urls, policy=policy, log=workdir / "logs" / f"router-{policy}.log") as router:
+        before = router.routed()
+        begun = time.monotonic()
+        result = fastgen_command(
+            "bakeoff",
+            "--url",
+            router.base_url,
+            "--label",
+            policy,
+            "--router-policy",
+            policy,
+            "--config-dir",
+            str(workdir / "configs"),
+            "--out",
+            str(workdir / "reports"),
+            "--scrape-interval",
+            "1",
+            "--timeout",
+            "900",
+            "--rerun",
+            *MODES,
+            "--configs",
+            *CONFIGS,
+            timeout_s=3600,
+        )
+        print(
+            f"{policy}: fastgen bakeoff through the router: exit {result.returncode}, {time.monotonic() - begun:.0f} s"
+        )
+        after = router.routed()
+        counters = {url: _counters(url) for url in urls}
+    if result.returncode != 0:
+        return [f"{policy}: fastgen bakeoff exited {result.returncode}: {result.stderr[-800:]}"], {}, {}
+    routed = {url: after.get(url, 0.0) - before.get(url, 0.0) for url in urls}
+    return [], routed, counters
+
+
+def _last_sample(folder: Path, url: str) -> dict[str, float]:
+    lines = [json.loads(line) for line in (folder / METRICS_FILE).read_text().splitlines() if line.strip()]
+    last = [line for line in lines if "replicas" in line][-1]["replicas"][url]
+    quantities = {"requests": "requests", "prompt_tokens": "prompt_tokens", "cached_tokens": "cache_hits"}
+    return {name: VLLM.metric(last, q) or 0.0 for name, q in quantities.items()}
+
+
+def _logged(entries: list[dict]) -> dict[str, int]:
+    """A fake engine's own account of one run: its answered requests and their prompt and cached tokens."""
+    done = [e for e in entries if e.get("status") == 200]
+    usage = [e["response"]["usage"] for e in done]
+    return {
+        "requests": len(done),
+        "prompt_tokens": sum(u["prompt_tokens"] for u in usage),
+        "cached_tokens": sum((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0 for u in usage),
+    }
+
+
+def check_policy(
+    workdir: Path, policy: str, routed: dict, counters: dict, logs: dict[str, Path]
+) -> tuple[list[str], dict[str, dict]]:
+    """The failures of one policy's runs, and per config its fleet figures (for the summary). A fake engine's log
+    holds every policy's runs, one after another: this policy's are the segments after the earlier policies'."""
+    earlier = POLICIES.index(policy) * len(CONFIGS)
+    failures: list[str] = []
+    runs, problems = read_runs(workdir / "reports" / policy)
+    failures += [f"{policy}: {p}" for p in problems]
+    fleets: dict[str, dict] = {}
+    served = {url: 0 for url in routed}
+    parts = {url: segments([json.loads(line) for line in path.read_text().splitlines()]) for url, path in logs.items()}
+    for number, name in enumerate(CONFIGS, start=1):
+        run = runs.get(name)
+        if run is None or len(run.repeats) != 1:
+            failures.append(f"{policy} {name}: no run")
+            continue
+        repeat = run.repeats[0]
+        record = json.loads((repeat.folder / "run.json").read_text())
+        fleet = fleets[name] = record.get("fleet") or {}
+        if record["status"] != "completed":
+            failures.append(f"{policy} {name}: {record['status']} ({record.get('reason')})")
+        if record["identity"]["router"]["policy"] != policy:
+            failures.append(f"{policy} {name}: the identity says policy {record['identity']['router']['policy']}")
+        resets = (record.get("reset") or {}).get("replicas") or []
+        if sorted(r["url"] for r in resets if r.get("verified") is True) != sorted(routed):
+            failures.append(f"{policy} {name}: the reset was not verified on every replica: {resets}")
+        for row in fleet.get("replicas") or []:
+            url = row["url"]
+            served[url] += row["requests"] or 0
+            if number == len(CONFIGS):  # the last run: the replica's counters now end where its samples ended
+                if _last_sample(repeat.folder, url) != counters[url]:
+                    failures.append(
+                        f"{policy} {name} {url}: its /metrics after the bakeoff {counters[url]}, the run's last "
+                        f"sample {_last_sample(repeat.folder, url)}"
+                    )
+            if url in parts:
+                logged = _logged(parts[url][earlier + number])
+                if {k: row[k] for k in FIGURES} != logged:
+                    failures.append(f"{policy} {name} {url}: run.json says {row}, the engine's log {logged}")
+        answered = sum(r.prompt_tokens or 0 for r in repeat.requests)
+        if (fleet.get("sum") or {}).get("prompt_tokens") != answered:
+            failures.append(f"{policy} {name}: the replicas counted {fleet.get('sum')}, the requests {answered}")
+    if {u: int(v) for u, v in routed.items()} != served:
+        failures.append(f"{policy}: the router sent {routed}, the replicas counted {served} over the runs")
+    return failures, fleets
+
+
+def _hit(figures: dict) -> Optional[float]:
+    prompt = figures.get("prompt_tokens")
+    return 100.0 * figures["cached_tokens"] / prompt if prompt else None
+
+
+def check_report(workdir: Path, fleets: dict[str, dict[str, dict]]) -> list[str]:
+    """The report's replica table shows each run's figures; the policies differ where they should."""
+    failures = []
+    report = json.loads((workdir / "report" / "report.json").read_text())
+    section = next((s for s in report["sections"] if s["id"] == "replicas"), None)
+    if section is None:
+        return ["the report has no Replicas section"]
+    spread, table = section["tables"]
+    for row in (dict(zip(table["columns"], r)) for r in table["rows"]):
+        policy = row["policy"]
+        shown = {
+            "requests": row["requests"],
+            "prompt_tokens": row["prompt tokens"],
+            "cached_tokens": row["cached tokens"],
+        }
+        recorded = next(r for r in fleets[policy][row["config"]]["replicas"] if r["url"] == row["replica"])
+        if {k: v["value"] for k, v in shown.items()} != {k: recorded[k] for k in FIGURES}:
+            failures.append(f"{row['config']} {policy} {row['replica']}: the report shows {shown}, run.json {recorded}")
+    for row in (dict(zip(spread["columns"], r)) for r in spread["rows"]):
+        if row["counters = requests"] != "yes":
+            failures.append(f"{row['config']} {row['policy']}: the report's counters = requests says no")
+    hits = {policy: {name: _hit(f["sum"]) for name, f in by_config.items()} for policy, by_config in fleets.items()}
+    for policy, by_config in hits.items():
+        control = by_config.get(CONTROL_ARM)
+        if control is None or control > CONTROL_HIT_PERCENT_AT_MOST:
+            failures.append(f"{policy}: the control arm hit {control} %, more than {CONTROL_HIT_PERCENT_AT_MOST}")
+    rr, ca = (hits.get(p, {}).get(TEST_ARM) for p in POLICIES)
+    if rr is None or ca is None or not ca > rr:
+        failures.append(f"{TEST_ARM}: cache_aware hit {ca} %, round_robin {rr} %: cache-aware routing did not pay")
+    return failures
+
+
+def summary(fleets: dict[str, dict[str, dict]]) -> None:
+    for policy, by_config in fleets.items():
+        for name, fleet in by_config.items():
+            rows = fleet.get("replicas") or []
+            each = ", ".join(
+                f"{r['requests']} req / {r['prompt_tokens']:,} prompt / {r['cached_tokens']:,} cached "
+                f"({_hit(r) or 0:.1f} %)"
+                for r in rows
+            )
+            print(f"{policy} {name}: fleet hit {_hit(fleet['sum']) or 0:.2f} %; per replica: {each}")
+
+
+def run_router_bakeoff(workdir: Path, engines: str, router_venv: Path, venv: Optional[Path]) -> list[str]:
+    workdir = Path(workdir).resolve()
+    started = time.monotonic()
+    router_bin = install(router_venv)
+    dataset(workdir)
+    print(f"router installed and dataset generated: {time.monotonic() - started:.0f} s")
+    failures: list[str] = []
+    fleets: dict[str, dict[str, dict]] = {}
+    serving = fake_engines(workdir) if engines == "fake" else vllm_engines(workdir, Path(venv or ".e2e-vllm/venv"))
+    with serving as (urls, logs):
+        for policy in POLICIES:
+            found, routed, counters = run_policy(workdir, router_bin, urls, policy)
+            if found:
+                return failures + found
+            found, fleets[policy] = check_policy(workdir, policy, routed, counters, logs)
+            failures += found
+    summary(fleets)
+    result = fastgen_command(
+        "compare", *(str(workdir / "reports" / p) for p in POLICIES), "--out", str(workdir / "report"), "--force"
+    )
+    if result.returncode != 0:
+        return failures + [f"fastgen compare exited {result.returncode}: {result.stderr[-600:]}"]
+    return failures + check_report(workdir, fleets)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_router", description=__doc__.split("\n\n")[0])
+    p.add_argument("--engines", choices=("vllm", "fake"), default="vllm")
+    p.add_argument("--workdir", type=Path, default=Path(".e2e-router"))
+    p.add_argument(
+        "--router-venv",
+        type=Path,
+        default=Path(os.environ.get("FASTGEN_ROUTER_VENV", ".e2e-router/venv")),
+        help="vllm-router's venv, installed there if missing (default: $FASTGEN_ROUTER_VENV or .e2e-router/venv)",
+    )
+    p.add_argument(
+        "--venv",
+        type=Path,
+        default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")),
+        help="the vLLM venv for --engines vllm (default: $FASTGEN_VLLM_VENV or .e2e-vllm/venv)",
+    )
+    args = p.parse_args(argv)
+    started = time.monotonic()
+    failures = run_router_bakeoff(args.workdir, args.engines, args.router_venv.resolve(), args.venv.resolve())
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    print(f"router bakeoff e2e ({args.engines} engines): {len(failures)} failures, {time.monotonic() - started:.0f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
