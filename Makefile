@@ -7,7 +7,7 @@ FASTGEN_ARGS ?=
 BENCH_ARGS ?=
 E2E_ARGS ?=
 
-.PHONY: traces test test-slow lint validate realism golden check-golden bench e2e e2e-vllm e2e-sglang e2e-pair e2e-capacity e2e-aiperf env env-all \
+.PHONY: traces test test-slow lint validate realism golden check-golden bench e2e e2e-vllm e2e-sglang e2e-pair e2e-router e2e-capacity e2e-aiperf env env-all \
 	docs clean
 
 $(BIN)/python:
@@ -91,6 +91,12 @@ e2e-sglang: env-all
 # on first use, as e2e-vllm and e2e-sglang do (FASTGEN_VLLM_VENV, FASTGEN_SGLANG_VENV).
 e2e-pair: env-all
 	$(BIN)/python -m e2e.bakeoff_pair
+
+# fastgen bakeoff through a real router (vllm-router 0.1.17, installed into .e2e-router/venv on first use: about 20 s;
+# FASTGEN_ROUTER_VENV=DIR uses another) in front of two real vLLM servers, round_robin then cache_aware, each replica's
+# figures checked against its own counters and the router's (e2e/bakeoff_router.py); installs vLLM as e2e-vllm does
+e2e-router: env-all
+	$(BIN)/python -m e2e.bakeoff_router
 
 # analyze's prediction at capacity against a real vLLM and a real SGLang, each with a KV cache too small for
 # scenario 3's noisy layout, three repeats each (e2e/capacity.py): a measurement (about 20 minutes), not in CI

@@ -19,7 +19,8 @@ import pytest
 from e2e.bakeoff import FakeEngineProcess, fastgen_command
 from e2e.run import Dataset, generate
 from fastgen.bakeoff.fleet import Fleet, listed_replicas, open_fleet, policy_in_metrics
-from fastgen.bakeoff.server import probe_server
+from fastgen.bakeoff.server import LiveServer, probe_server
+from fastgen.engines import VLLM
 from fastgen.errors import ServerError
 
 MODEL = "meta-llama/Llama-3.3-70B-Instruct"
@@ -325,3 +326,24 @@ def test_bakeoff_with_a_hidden_router_stops_before_the_first_config(dataset, tmp
         f"replica's base URL with --replica URL"
     )
     assert not (tmp_path / "reports" / "x" / QUICK).exists()
+
+
+def test_a_router_that_lists_its_replicas_and_names_its_policy_needs_neither_flag(engines):
+    a, b = engines["a"], engines["b"]
+    listing = json.dumps({"workers": [{"url": b.url}, {"url": a.url}]})
+    with FakeRouter({"/workers": (200, listing), "/metrics": (200, ROUTER_METRICS)}) as router:
+        front = LiveServer(router.url, VLLM, (MODEL,))
+        fleet = open_fleet(front, MODEL, router_metrics=router.url + "/metrics")
+        with pytest.raises(ServerError) as disagrees:
+            open_fleet(front, MODEL, router_metrics=router.url + "/metrics", policy="round_robin")
+        with pytest.raises(ServerError) as untold:
+            open_fleet(front, MODEL)
+    assert (fleet.policy, fleet.listed_by) == ("cache_aware", "GET /workers")
+    assert fleet.policy_from == f"the router's metrics ({router.url}/metrics)"
+    assert [r.url for r in fleet.replicas] == sorted([a.url, b.url])
+    assert fleet.describe() == "; a router (cache_aware) in front of 2 replicas (listed by GET /workers)"
+    assert str(disagrees.value) == (
+        f"--router-policy round_robin, but the router's metrics at {router.url}/metrics say cache_aware: restart "
+        f"the router with the policy you mean, or fix --router-policy"
+    )
+    assert str(untold.value).startswith(f"cannot tell the routing policy of {router.url}; pass --router-policy NAME")

@@ -358,15 +358,14 @@ def _policy(front: LiveServer, model: str, given: Optional[str], metrics_url: Op
     if not found:
         front.chat_usage(model, PROBE_PROMPT)
         found = policy_in_metrics(metrics_url)
-    if len(found) != 1:
-        said = ", ".join(found) or "none"
+    if given is not None and given not in found:
         raise ServerError(
-            f"the router's metrics at {metrics_url} name {said} as its policy; pass --router-policy NAME to say "
-            f"which one routes these runs"
+            f"--router-policy {given}, but the router's metrics at {metrics_url} say {', '.join(found) or 'none'}: "
+            f"restart the router with the policy you mean, or fix --router-policy"
         )
-    if given is not None and given != found[0]:
+    if given is None and len(found) != 1:
         raise ServerError(
-            f"--router-policy {given}, but the router's metrics at {metrics_url} say {found[0]}: restart the "
-            f"router with the policy you mean, or fix --router-policy"
+            f"the router's metrics at {metrics_url} name {', '.join(found) or 'no'} policies; pass --router-policy "
+            f"NAME to say which one routes these runs"
         )
-    return found[0], f"the router's metrics ({metrics_url})"
+    return given or found[0], f"the router's metrics ({metrics_url})"
