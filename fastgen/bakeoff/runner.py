@@ -8,6 +8,9 @@ group, every path it is handed absolute), then record how it ended (status.py) a
 what the check found). A run done before is skipped when it completed and its identity still holds, unless `rerun`;
 a label whose runs came from another server is refused before the first config. A server that stops answering ends
 the bakeoff (every later run would fail the same way); a run that fails otherwise does not.
+
+Behind a router the same is done to each replica (fleet.py: a lone server is a fleet of one), while the replay goes
+through the router.
 """
 
 from __future__ import annotations
