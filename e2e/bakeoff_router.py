@@ -140,6 +140,12 @@ def run_policy(workdir: Path, router_bin: Path, urls: list[str], policy: str) ->
         )
         after = router.routed()
         counters = {url: _counters(url) for url in urls}
+        # the router's own account of its choices, kept beside the runs (and its decision counters said here)
+        text = router.metrics()
+        (workdir / "logs" / f"router-{policy}.metrics").write_text(text)
+        for line in text.splitlines():
+            if "decisions_total{" in line:
+                print(f"{policy}: router {line}")
     if result.returncode != 0:
         return [f"{policy}: fastgen bakeoff exited {result.returncode}: {result.stderr[-800:]}"], {}, {}
     routed = {url: after.get(url, 0.0) - before.get(url, 0.0) for url in urls}
@@ -233,7 +239,7 @@ def check_report(workdir: Path, fleets: dict[str, dict[str, dict]]) -> list[str]
             "cached_tokens": row["cached tokens"],
         }
         recorded = next(r for r in fleets[policy][row["config"]]["replicas"] if r["url"] == row["replica"])
-        if {k: v["value"] for k, v in shown.items()} != {k: recorded[k] for k in FIGURES}:
+        if {k: v["value"] if isinstance(v, dict) else v for k, v in shown.items()} != {k: recorded[k] for k in FIGURES}:
             failures.append(f"{row['config']} {policy} {row['replica']}: the report shows {shown}, run.json {recorded}")
     for row in (dict(zip(spread["columns"], r)) for r in spread["rows"]):
         if row["counters = requests"] != "yes":
@@ -249,7 +255,26 @@ def check_report(workdir: Path, fleets: dict[str, dict[str, dict]]) -> list[str]
     return failures
 
 
-def summary(fleets: dict[str, dict[str, dict]]) -> None:
+def stayed(workdir: Path, policy: str, name: str = TEST_ARM) -> tuple[int, int]:
+    """(later turns that found their session's previous prompt cached, later turns): how often the router sent a
+    turn back to the replica holding the turn before it (vLLM's 32-token blocks: all but the last block)."""
+    runs, _ = read_runs(workdir / "reports" / policy)
+    sessions: dict[str, list] = {}
+    for request in runs[name].repeats[0].requests:
+        sessions.setdefault(request.session, []).append(request)
+    kept = total = 0
+    for turns in sessions.values():
+        turns.sort(key=lambda r: r.turn)
+        for before, after in zip(turns, turns[1:]):
+            total += 1
+            kept += (after.cached_tokens or 0) >= (before.prompt_tokens or 0) // 32 * 32 - 32
+    return kept, total
+
+
+def summary(workdir: Path, fleets: dict[str, dict[str, dict]]) -> None:
+    for policy in fleets:
+        kept, total = stayed(workdir, policy)
+        print(f"{policy} {TEST_ARM}: {kept} of {total} later turns found their previous turn cached")
     for policy, by_config in fleets.items():
         for name, fleet in by_config.items():
             rows = fleet.get("replicas") or []
@@ -277,7 +302,7 @@ def run_router_bakeoff(workdir: Path, engines: str, router_venv: Path, venv: Opt
                 return failures + found
             found, fleets[policy] = check_policy(workdir, policy, routed, counters, logs)
             failures += found
-    summary(fleets)
+    summary(workdir, fleets)
     result = fastgen_command(
         "compare", *(str(workdir / "reports" / p) for p in POLICIES), "--out", str(workdir / "report"), "--force"
     )

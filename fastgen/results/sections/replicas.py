@@ -22,8 +22,8 @@ SCENARIO = None  # every scenario
 
 REPLICAS_NOTE = (
     "Each replica's counters over the run (vLLM: vllm:request_success, vllm:prompt_tokens, vllm:prefix_cache_hits; "
-    "SGLang: sglang:num_requests, sglang:prompt_tokens, sglang:cached_tokens), median over repeats [min-max]. hit %: "
-    "100 x cached / prompt tokens; share: the replica's part of the requests."
+    "SGLang: sglang:num_requests, sglang:prompt_tokens, sglang:cached_tokens): one run's counts, or the median over "
+    "repeats [min-max]. hit %: 100 x cached / prompt tokens; share: the replica's part of the requests."
 )
 SPREAD_NOTE = (
     "Imbalance: the busiest replica's requests over the mean (1.00 is even); hit % range: the lowest and the highest "
@@ -66,7 +66,10 @@ def _replica_rows(name: str, tag: str, side: Side, run: ConfigRun) -> list[list[
             [_percent(row.get("cached_tokens"), row.get("prompt_tokens")) for row in per],
             [_percent(row.get("requests"), total) for row, total in zip(per, totals)],
         ]
-        rows.append([name, f"{tag}: {side.label}", _policy(run), url, *(run_figure(v, n) for v in values)])
+        cells: list[Cell] = [run_figure(v, n) for v in values]
+        if len(run.repeats) == 1:  # one run: its counts as they are (a figure reads 10.0 n=10)
+            cells[:3] = [None if v[0] is None else int(v[0]) for v in values[:3]]
+        rows.append([name, f"{tag}: {side.label}", _policy(run), url, *cells])
     return rows
 
 
