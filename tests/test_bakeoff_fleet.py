@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from e2e.bakeoff import FakeEngineProcess, fastgen_command
+from e2e.bakeoff import FakeEngineProcess
 from e2e.run import Dataset, generate
 from fastgen.bakeoff.fleet import Fleet, listed_replicas, open_fleet, policy_in_metrics
 from fastgen.bakeoff.server import LiveServer, probe_server
 from fastgen.engines import VLLM
 from fastgen.errors import ServerError
+from test_bakeoff import bakeoff, run_record
 
 MODEL = "meta-llama/Llama-3.3-70B-Instruct"
 QUICK = "scenario2/c10_sync"
@@ -212,38 +213,16 @@ def fastgen_post(url: str, body: dict) -> None:
     assert fetch(url + "/v1/chat/completions", method="POST", json_body=body).status == 200
 
 
-def bakeoff(dataset: Path, tmp_path: Path, url: str, *args: str) -> subprocess.CompletedProcess:
-    return fastgen_command(
-        "bakeoff",
-        "--url",
-        url,
-        "--label",
-        "x",
-        "--config-dir",
-        str(dataset / "configs"),
-        "--out",
-        str(tmp_path / "reports"),
-        "--scrape-interval",
-        "0.5",
-        "--configs",
-        QUICK,
-        *args,
-        timeout_s=600,
-    )
-
-
-def run_record(tmp_path: Path) -> dict:
-    return json.loads((tmp_path / "reports" / "x" / QUICK / "repeat-1" / "run.json").read_text())
-
-
 def test_bakeoff_with_replicas_records_each_replicas_figures_and_the_policy(dataset, tmp_path):
     # no router here: --url is one replica, so the other serves nothing; the real router: test_e2e_router.py
     with engine(dataset, tmp_path, "a") as a, engine(dataset, tmp_path, "b") as b:
-        result = bakeoff(dataset, tmp_path, a.url, "--replica", a.url, "--replica", b.url, "--router-policy", "p")
+        result = bakeoff(
+            dataset, tmp_path, a.url, "--configs", QUICK, "--replica", a.url, "--replica", b.url, "--router-policy", "p"
+        )
         logs = {e.url: [json.loads(line) for line in e.record.read_text().splitlines()] for e in (a, b)}
     assert result.returncode == 0, result.stdout + result.stderr
     assert "a router (p) in front of 2 replicas (from --replica)" in result.stderr
-    record = run_record(tmp_path)
+    record = run_record(tmp_path, QUICK)
     assert record["status"] == "completed"
     assert record["identity"]["router"]["policy"] == "p"
     assert record["identity"]["router"]["replica_urls"] == sorted([a.url, b.url])
@@ -265,9 +244,11 @@ def test_bakeoff_with_replicas_fails_the_run_when_a_replica_restarts(dataset, tm
     # --url's replica answers two probes and the tool check, then three probes verify its reset: a restart after its
     # ninth answered request falls inside the replay, which goes to it alone
     with engine(dataset, tmp_path, "a", "--restart-after", "9") as a, engine(dataset, tmp_path, "b") as b:
-        result = bakeoff(dataset, tmp_path, a.url, "--replica", a.url, "--replica", b.url, "--router-policy", "p")
+        result = bakeoff(
+            dataset, tmp_path, a.url, "--configs", QUICK, "--replica", a.url, "--replica", b.url, "--router-policy", "p"
+        )
     assert result.returncode == 1
-    record = run_record(tmp_path)
+    record = run_record(tmp_path, QUICK)
     assert record["status"] == "failed"
     assert record["reason"] == (
         f"the server restarted during the run (replica {a.url}: its process start time changed)"
@@ -310,7 +291,7 @@ def test_bakeoff_with_replicas_fails_the_run_and_stops_when_a_replica_stops_answ
     assert bakeoff_process.returncode == 1, out + err
     assert f"{QUICK}: failed: replica {b.url} stopped answering during the run" in out
     assert "scenario3/c100_noisy: failed: not run: the server stopped answering" in out
-    assert run_record(tmp_path)["metrics_errors"] >= 1
+    assert run_record(tmp_path, QUICK)["metrics_errors"] >= 1
 
 
 def _logs(tmp_path: Path) -> str:
@@ -319,7 +300,7 @@ def _logs(tmp_path: Path) -> str:
 
 def test_bakeoff_with_a_hidden_router_stops_before_the_first_config(dataset, tmp_path):
     with engine(dataset, tmp_path, "a") as a:
-        result = bakeoff(dataset, tmp_path, a.url, "--router-policy", "cache_aware")
+        result = bakeoff(dataset, tmp_path, a.url, "--configs", QUICK, "--router-policy", "cache_aware")
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1] == (
         f"fastgen: error: the router at {a.url} lists no replicas (GET /workers, GET /list_workers): pass each "
