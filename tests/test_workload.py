@@ -279,7 +279,7 @@ def test_the_fleet_preset_has_a_test_arm_that_reuses_and_a_control_arm_that_reus
     assert list(spec.scenarios) == ["scenario3", "chain"]
     assert spec.scenario3.sessions == spec.chain.sessions == 500 and spec.chain.shared_prefix is False
     assert [len(step.add) for step in spec.chain.steps] == [1]  # one request a session: nothing to reuse in it
-    small = ["--workload", "fleet", "--scale", "0.04", "--budget-scale", "0.02", "--arrival-window", "10"]
+    small = ["--workload", "fleet", "--scale", "0.01", "--budget-scale", "0.02", "--arrival-window", "10"]
     assert run_fastgen(*QUIET, *small, *_paths(tmp_path)).returncode == 0
     analyzed = run_fastgen(
         "analyze", str(tmp_path / "traces"), "--block-size", "32", "--json", str(tmp_path / "a.json")
