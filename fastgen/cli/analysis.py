@@ -261,6 +261,17 @@ def export_parser() -> Parser:
     p.add_argument(
         "--block-size", type=int_in(1, 4096, "--block-size"), default=512, help="tokens per hash id (Mooncake's 512)"
     )
+    p.add_argument(
+        "--poisson-sessions",
+        action="store_true",
+        help="dag_jsonl: start the sessions as a Poisson process at the config's session_rate (or --session-rate), "
+        "drawn by fastgen and written as each session's first delay; replay with aiperf --concurrency N (N at "
+        "least the sessions) and no --request-rate",
+    )
+    p.add_argument(
+        "--session-rate", type=positive_float("--session-rate"), help="sessions a second for --poisson-sessions"
+    )
+    p.add_argument("--seed", type=int_in(0, 2**32 - 1, "--seed"), default=42, help="seed of --poisson-sessions' draws")
     return p
 
 
@@ -296,16 +307,39 @@ def run_export(args) -> int:
     return 0
 
 
+def _arrivals(args, target):
+    """The --poisson-sessions arrivals (None without it): at --session-rate, else the config's session_rate."""
+    from ..export import Arrivals
+
+    if not args.poisson_sessions:
+        if args.session_rate is not None:
+            raise UsageError("--session-rate is the rate of --poisson-sessions; add --poisson-sessions")
+        return None
+    rate = args.session_rate or target.load.session_rate
+    if not rate:
+        raise UsageError(
+            f"{target.name} has no session_rate (its sessions start as slots free up); give --session-rate R with "
+            f"--poisson-sessions"
+        )
+    return Arrivals(rate, args.seed)
+
+
 def _export_dag(args, target, corpus) -> int:
     from ..export import dag_export, write_dag
 
-    export = dag_export(target, corpus)
+    arrivals = _arrivals(args, target)
+    export = dag_export(target, corpus, arrivals)
     write_dag(export.conversations, args.out)
     if not args.quiet:
         print(
             f"wrote {export.sessions} sessions of {target.name} ({export.requests} requests in "
             f"{len(export.conversations)} conversations, {export.forks} forked, {export.spawns} spawned) to {args.out}"
         )
+        if arrivals is not None:
+            print(
+                f"  sessions start as a Poisson process of {arrivals.rate:.4g}/s (seed {arrivals.seed}): replay with "
+                f"aiperf profile --concurrency {export.sessions} and no --request-rate"
+            )
         for note in export.unexpressed[:5]:
             print(f"  not as inference-perf replays it: {note}")
         if len(export.unexpressed) > 5:

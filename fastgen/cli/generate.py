@@ -203,11 +203,21 @@ def _add_workload_options(p: argparse.ArgumentParser) -> None:
 def workload_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="fastgen workload",
-        description="Print the effective workload as YAML: the shipped default, or "
-        "--workload FILE, with --scale, --budget-scale, --max-model-len and --arrival-window applied. Edit it "
-        "and generate with fastgen --workload FILE.",
+        description="show: print the effective workload as YAML: the shipped default, or "
+        "--workload FILE, with --scale, --budget-scale, --max-model-len and --arrival-window applied; edit it "
+        "and generate with fastgen --workload FILE. stats TRACES: the statistics published measurements of "
+        "coding agents report (TraceLab, AgentX), measured on trace files (OpenTelemetry spans, or Mooncake "
+        "JSON lines), beside the published values or --against another traffic's.",
     )
-    p.add_argument("action", choices=["show"], help="show: print the workload")
+    p.add_argument("action", choices=["show", "stats"], help="show: print the workload; stats: measure traces")
+    p.add_argument("traces", nargs="*", type=Path, help="stats: trace folders or files (*.json spans, *.jsonl)")
+    p.add_argument(
+        "--against", nargs="+", type=Path, metavar="TRACES", help="stats: compare with this traffic, not the published"
+    )
+    p.add_argument("--json", type=Path, help="stats: also write the measured statistics to this JSON file")
+    p.add_argument(
+        "--block-size", type=int_in(1, 4096, "--block-size"), default=512, help="stats: tokens per Mooncake hash id"
+    )
     _add_workload_options(p)
     return p
 
@@ -233,9 +243,30 @@ def _effective_workload(args):
 
 
 def run_workload(args) -> int:
+    if args.action == "stats":
+        return _run_stats(args)
+    if args.traces or args.against or args.json:
+        raise UsageError("TRACES, --against and --json are for `fastgen workload stats`")
     from ..generator.workload import workload_yaml
 
     sys.stdout.write(workload_yaml(_effective_workload(args)))
+    return 0
+
+
+def _run_stats(args) -> int:
+    """The fidelity table of the traces against the published statistics (or --against's traffic)."""
+    import json
+
+    from ..traffic import fidelity_table, read_traffic, traffic_stats
+
+    if not args.traces:
+        raise UsageError("fastgen workload stats needs trace folders or files (e.g. traces/)")
+    measured = traffic_stats(read_traffic(args.traces, block_size=args.block_size))
+    reference = traffic_stats(read_traffic(args.against, block_size=args.block_size)) if args.against else None
+    name = "published" if reference is None else " ".join(str(p) for p in args.against)
+    print(fidelity_table(measured, reference, reference_name=name))
+    if args.json is not None:
+        args.json.write_text(json.dumps(measured, indent=1) + "\n")
     return 0
 
 
