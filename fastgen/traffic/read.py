@@ -6,9 +6,11 @@ Two sources:
 - OpenTelemetry GenAI spans, as fastgen writes them and inference-perf reads them: a JSON file `{"spans": [...]}`
   (or a list of spans), each with `gen_ai.input.messages`, `gen_ai.output.messages`, `gen_ai.usage.input_tokens`
   and `output_tokens`, `gen_ai.tool.definitions`, and start and end times (ISO 8601, or `start_time_unix_nano`);
-  a file is a session unless its spans carry `gen_ai.conversation.id`, `session.id` or distinct trace ids. The OTLP
-  JSON form the OpenTelemetry SDK's exporters write (`resourceSpans` > `scopeSpans` > `spans`, attributes as
-  key/value lists) is read too.
+  a file is a session unless its spans carry `gen_ai.conversation.id`, `session.id` or distinct trace ids. Also
+  read: OTLP JSON (`resourceSpans` > `scopeSpans` > `spans`, attributes as key/value lists), and a `.jsonl` file of
+  one span a line, as the OpenTelemetry SDK's ConsoleSpanExporter writes with a one-line formatter
+  (`formatter=lambda span: span.to_json(indent=None) + "\n"`). Only `chat` spans are requests (an agent's own
+  span, or a tool's, groups them: its trace id is the session).
 - Mooncake-style JSON lines: `timestamp` (ms), `input_length`, `output_length`, `hash_ids` and, where present,
   `session_id`; without it, a request whose hash ids extend an earlier request's whole prompt joins its session.
 
@@ -77,7 +79,7 @@ def read_traffic(paths: Iterable[Path], *, block_size: int = 512) -> list[Reques
         raise TrafficError("no trace files found (give *.json span files or *.jsonl Mooncake lines)")
     raws: list[_Raw] = []
     for path in files:
-        raws += _mooncake(path, block_size) if path.suffix == ".jsonl" else _spans(path)
+        raws += _mooncake(path, block_size) if _is_mooncake(path) else _spans(path)
     models = sorted({r.model for r in raws if r.model})
     if len(models) > 1:
         raise TrafficError(
@@ -97,6 +99,20 @@ def _files(paths: Iterable[Path]) -> list[Path]:
         else:
             raise TrafficError(f"{path} does not exist")
     return [p for p in out if "tokenizer" not in p.parts]
+
+
+def _is_mooncake(path: Path) -> bool:
+    """A .jsonl file of Mooncake lines (hash_ids), not of spans (one per line, as the OpenTelemetry SDK's console
+    exporter writes them with a one-line formatter)."""
+    if path.suffix != ".jsonl":
+        return False
+    with open(path, "rb") as f:
+        first = next((line for line in f if line.strip()), b"")
+    try:
+        row = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return True  # reported as Mooncake's bad line
+    return not (isinstance(row, dict) and "attributes" in row and "hash_ids" not in row)
 
 
 def _resolved(raws: list[_Raw]) -> list[Request]:
@@ -159,7 +175,11 @@ def _tokens(r: _Raw, k: int) -> int:
 
 def _spans(path: Path) -> list[_Raw]:
     try:
-        doc = orjson.loads(path.read_bytes())
+        raw = path.read_bytes()
+        if path.suffix == ".jsonl":
+            doc = [orjson.loads(line) for line in raw.splitlines() if line.strip()]
+        else:
+            doc = orjson.loads(raw)
     except (OSError, orjson.JSONDecodeError) as exc:
         raise TrafficError(f"{path}: not a JSON file of spans ({exc})") from None
     spans = _span_list(doc)
@@ -169,8 +189,8 @@ def _spans(path: Path) -> list[_Raw]:
     out = []
     for span in spans:
         attributes = _attributes(span.get("attributes"))
-        if attributes.get("gen_ai.operation.name", "chat") not in ("chat", "text_completion"):
-            continue
+        if attributes.get("gen_ai.operation.name") not in ("chat", "text_completion"):
+            continue  # an agent's or a tool's span, or one that is not GenAI's
         out.append(_span_request(path, span, attributes, file_session))
     return out
 
