@@ -509,8 +509,8 @@ def test_cli_tokenizer_without_template_says_content_counts_margin_and_what_it_l
     assert result.returncode == 0, result.stderr
     assert _start_up_line(result.stderr).endswith(
         f"; content tokens only: {folder} has no chat template; the window check allows for what the shipped "
-        "template qwen (Qwen, --model's family) renders around the content, measured on each trace directory's "
-        "first session"
+        "template qwen (Qwen, --model's family) renders around the content, measured on the first 8 sessions of "
+        "each scenario"
     )
     no_template, mismatch, lacking = _warnings(result.stderr)
     assert "no chat template" in no_template and "--chat-template FILE" in no_template

@@ -404,7 +404,7 @@ def _counting(tokenizer, count: str, model: str) -> str:
     why = "--count content" if tokenizer.has_chat_template else f"{ident.source} has no chat template"
     return (
         f"content tokens only: {why}; the window check allows for what {_assumed(model)} renders around the "
-        f"content, measured on each trace directory's first session"
+        f"content, measured on the first 8 sessions of each scenario"
     )
 
 
