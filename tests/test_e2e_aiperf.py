@@ -237,3 +237,76 @@ def test_aiperf_loads_the_hand_made_graphs(tmp_path):
     assert sorted(c for c, v in loaded.items() if v["root"]) == sorted(
         n.replace(" ", "-") for n in hand_made_sessions()
     )
+
+
+# Sessions that arrive as the seed says: `fastgen export dag_jsonl --poisson-sessions` spawns each session from a
+# request-less orchestrator of its own, and AIPerf's --request-rate R --arrival-pattern poisson then paces the
+# orchestrators, one a session, while each session's later turns follow their recorded delays. 100 scenario-3
+# sessions of the smoke workload at 4 sessions a second, against the e2e's local server, which records when each
+# request arrived and when its answer was out.
+POISSON_SESSIONS = 100
+POISSON_RATE = 4.0
+
+
+def aiperf_profile_command(venv: Path, dataset: Path, *, url: str, model: str, tokenizer: Path, out: Path) -> list:
+    """The command the docs give (docs/analyze.md), with this run's paths."""
+    return [
+        str(Path(venv).resolve() / "bin" / "aiperf"), "profile",
+        "--model", model, "--url", url, "--endpoint-type", "chat",
+        "--input-file", str(dataset), "--custom-dataset-type", "dag_jsonl",
+        "--request-rate", str(POISSON_RATE), "--arrival-pattern", "poisson", "--random-seed", "7",
+        "--tokenizer", str(tokenizer), "--artifact-dir", str(out), "--ui-type", "none",
+    ]  # fmt: skip
+
+
+def test_aiperf_starts_sessions_as_a_poisson_process_at_the_rate(tmp_path):
+    from e2e.server import ServerThread
+
+    traces = tmp_path / "traces"
+    made = subprocess.run(
+        [sys.executable, "-m", "fastgen", "--workload", "smoke", "--scale", "5", "--tokenizer", "builtin", "--quiet",
+         "--output-dir", str(traces), "--config-dir", str(tmp_path / "configs"), "--max-wait-ms", "1000"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    dataset = tmp_path / "sessions.dag.jsonl"
+    exported = subprocess.run(
+        [sys.executable, "-m", "fastgen", "export", "dag_jsonl", str(traces), "--config", "scenario3/c100_stable",
+         "--out", str(dataset), "--poisson-sessions", "--session-rate", str(POISSON_RATE)],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    lines = [json.loads(line) for line in dataset.read_text().splitlines() if '"orchestrator"' not in line]
+    assert len(lines) == POISSON_SESSIONS
+    with ServerThread(traces / "tokenizer", model_name="meta-llama/Llama-3.3-70B-Instruct") as server:
+        run = subprocess.run(
+            aiperf_profile_command(
+                Path(VENV), dataset, url=server.base_url, model=server.model_name, tokenizer=traces / "tokenizer",
+                out=tmp_path / "aiperf",
+            ),
+            capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        )  # fmt: skip
+        records = list(server.records)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    # a session's requests all carry its task message (the sixth of the stable layout): group by it
+    by_session = defaultdict(list)
+    for record in records:
+        messages = record["body"]["messages"]
+        by_session[messages[5]["content"]].append((len(messages), record["t"], record["t_done"]))
+    assert len(by_session) == POISSON_SESSIONS
+    assert sum(len(v) for v in by_session.values()) == sum(len(line["turns"]) for line in lines)
+    starts = sorted(min(t for _, t, _ in requests) for requests in by_session.values())
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    mean = sum(gaps) / len(gaps)
+    cv = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5 / mean
+    print(f"session starts: {len(starts)} sessions, mean gap {mean:.4f} s (rate's {1 / POISSON_RATE:.4f}), CV {cv:.3f}")
+    assert 0.8 <= cv <= 1.2, cv
+    assert abs(mean - 1 / POISSON_RATE) <= 0.1 / POISSON_RATE, mean
+    # each later turn waits its recorded delay after the answer to the turn before (10 ms of clock slack)
+    delays = {line["turns"][0]["messages"][5]["content"]: [t["delay"] for t in line["turns"]] for line in lines}
+    for task, requests in by_session.items():
+        turns = sorted(requests)  # by message count: the session's turns in order
+        recorded = delays[task]
+        assert len(turns) == len(recorded)
+        for (_, _, done), (_, sent, _), delay in zip(turns, turns[1:], recorded[1:]):
+            assert sent - done >= delay / 1000 - 0.01, (task[:60], sent - done, delay)

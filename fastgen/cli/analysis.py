@@ -264,14 +264,15 @@ def export_parser() -> Parser:
     p.add_argument(
         "--poisson-sessions",
         action="store_true",
-        help="dag_jsonl: start the sessions as a Poisson process at the config's session_rate (or --session-rate), "
-        "drawn by fastgen and written as each session's first delay; replay with aiperf --concurrency N (N at "
-        "least the sessions) and no --request-rate",
+        help="dag_jsonl: each session spawned by a request-less orchestrator of its own, so that aiperf's "
+        "--request-rate R --arrival-pattern poisson starts sessions (not requests) as a Poisson process; the "
+        "command is printed with the config's session_rate (or --session-rate)",
     )
     p.add_argument(
-        "--session-rate", type=positive_float("--session-rate"), help="sessions a second for --poisson-sessions"
+        "--session-rate",
+        type=positive_float("--session-rate", 1e6),
+        help="sessions a second for the printed aiperf command of --poisson-sessions (default: the config's)",
     )
-    p.add_argument("--seed", type=int_in(0, 2**32 - 1, "--seed"), default=42, help="seed of --poisson-sessions' draws")
     return p
 
 
@@ -307,10 +308,8 @@ def run_export(args) -> int:
     return 0
 
 
-def _arrivals(args, target):
-    """The --poisson-sessions arrivals (None without it): at --session-rate, else the config's session_rate."""
-    from ..export import Arrivals
-
+def _session_rate(args, target) -> float | None:
+    """The sessions a second of --poisson-sessions (None without it): --session-rate, else the config's."""
     if not args.poisson_sessions:
         if args.session_rate is not None:
             raise UsageError("--session-rate is the rate of --poisson-sessions; add --poisson-sessions")
@@ -321,24 +320,25 @@ def _arrivals(args, target):
             f"{target.name} has no session_rate (its sessions start as slots free up); give --session-rate R with "
             f"--poisson-sessions"
         )
-    return Arrivals(rate, args.seed)
+    return rate
 
 
 def _export_dag(args, target, corpus) -> int:
     from ..export import dag_export, write_dag
 
-    arrivals = _arrivals(args, target)
-    export = dag_export(target, corpus, arrivals)
+    rate = _session_rate(args, target)
+    export = dag_export(target, corpus, as_spawns=rate is not None)
     write_dag(export.conversations, args.out)
     if not args.quiet:
         print(
             f"wrote {export.sessions} sessions of {target.name} ({export.requests} requests in "
             f"{len(export.conversations)} conversations, {export.forks} forked, {export.spawns} spawned) to {args.out}"
         )
-        if arrivals is not None:
+        if rate is not None:
             print(
-                f"  sessions start as a Poisson process of {arrivals.rate:.4g}/s (seed {arrivals.seed}): replay with "
-                f"aiperf profile --concurrency {export.sessions} and no --request-rate"
+                f"  each session spawned by an orchestrator of its own: aiperf profile --input-file {args.out} "
+                f"--custom-dataset-type dag_jsonl --request-rate {rate:.6g} --arrival-pattern poisson starts them as "
+                f"a Poisson process of {rate:.6g} sessions a second"
             )
         for note in export.unexpressed[:5]:
             print(f"  not as inference-perf replays it: {note}")

@@ -1,16 +1,14 @@
 """A replay in other tools' trace formats: Mooncake hash_ids (AIPerf, vLLM's and SGLang's benchmark clients) and
 AIPerf's dag_jsonl (sessions as conversations that fork and spawn)."""
 
-from .dag import Arrivals, DagExport, dag_export, poisson_starts, session_conversations, write_dag
+from .dag import DagExport, dag_export, session_conversations, write_dag
 from .mooncake import DEFAULT_BLOCK_SIZE, mooncake_lines, write_mooncake
 
 __all__ = [
-    "Arrivals",
     "DEFAULT_BLOCK_SIZE",
     "DagExport",
     "dag_export",
     "mooncake_lines",
-    "poisson_starts",
     "session_conversations",
     "write_dag",
     "write_mooncake",

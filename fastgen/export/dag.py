@@ -27,16 +27,18 @@ sends (wire form) less the answers AIPerf puts its live ones in place of, `max_t
 answer's one call, else "required"; "none" on text turns with tools) and `delay`, the recorded wait capped at the
 config's max_wait_ms. The file holds each session the config replays once, in slot order.
 
-Session starts (`arrivals`): AIPerf's `--request-rate` paces requests, not sessions, so replaying a config whose
-sessions arrive at a rate (scenario 3's session_rate) that way makes their starts bunch up (the gaps' coefficient of
-variation 1.73 where a Poisson process has 1). With `arrivals`, fastgen draws the session starts itself, a Poisson
-process at the rate (exponential gaps from a seeded generator), and writes each root conversation's first turn's
-`delay` as its start: replayed with `--concurrency` at least the number of sessions and no request rate, AIPerf
-starts every session at once and holds its first turn for that delay, so the sessions start as drawn and each later
-turn follows its recorded delay (tests/test_e2e_aiperf.py measures the starts at a local server).
+Session starts (`as_spawns`): AIPerf's `--request-rate` paces requests, not sessions (a conversation's later turns
+wait for the next tick of the same clock as new sessions), so replaying a config whose sessions arrive at a rate
+(scenario 3's session_rate) that way bunches and stretches their starts (the gaps' coefficient of variation 1.73
+where a Poisson process has 1). With `as_spawns`, each session's conversations are spawned by a request-less
+orchestrator conversation of their own (`"orchestrator": true`, `"spawns": [the session's first conversation]`):
+the rate then paces the orchestrators alone, one a session, and AIPerf sends a spawned conversation's later turns
+after their recorded delays without waiting for a tick (RequestRateStrategy dispatches sub-agent continuations
+directly), so `--request-rate R --arrival-pattern poisson` starts the sessions as a Poisson process of rate R
+(tests/test_e2e_aiperf.py measures the starts at a local server).
 
 Not carried, or not honoured by AIPerf 0.13.0:
-- without `arrivals`: arrivals, concurrency and which sessions run how often: AIPerf's own options decide them.
+- arrivals, concurrency and which sessions run how often: AIPerf's own options decide them.
 - the wait before a forked or spawned conversation's first request: written as its `delay`, but AIPerf starts
   children when the parent's turn ends; and a turn whose spawns end after the turn before it goes as soon as they
   end, without its delay.
@@ -57,29 +59,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
-import numpy as np
-
 from .jsonl import write_jsonl
 from ..errors import MissingExtraError, OutputError
 from ..analysis.analyze import ConfigTarget, Corpus, target_slots
 from ..traces.requests import ReplayRequest, SessionRequests, read_session
 
-__all__ = ["Arrivals", "DagExport", "dag_export", "poisson_starts", "session_conversations", "write_dag"]
-
-
-@dataclass(frozen=True)
-class Arrivals:
-    """Session starts drawn by fastgen: a Poisson process of `rate` sessions a second, from `seed`."""
-
-    rate: float
-    seed: int = 42
-
-
-def poisson_starts(arrivals: Arrivals, sessions: int) -> list[int]:
-    """The start of each of `sessions` sessions, in ms from the replay's start: the running sum of exponential gaps
-    of mean 1/rate (the first gap included, so every gap, the first too, is a Poisson process's)."""
-    gaps = np.random.default_rng(arrivals.seed).exponential(1000.0 / arrivals.rate, size=sessions)
-    return [int(round(t)) for t in np.cumsum(gaps).tolist()]
+__all__ = ["DagExport", "dag_export", "session_conversations", "write_dag"]
 
 
 @dataclass
@@ -100,20 +85,18 @@ class _Conversation:
     parent: Optional[str] = None  # the event it is forked or spawned from
 
 
-def dag_export(target: ConfigTarget, corpus: Corpus, arrivals: Optional[Arrivals] = None) -> DagExport:
-    """The target's sessions (each once, in slot order) as dag_jsonl conversations; with `arrivals`, each session's
-    first turn (and those of its further roots) held for its drawn start."""
+def dag_export(target: ConfigTarget, corpus: Corpus, *, as_spawns: bool = False) -> DagExport:
+    """The target's sessions (each once, in slot order) as dag_jsonl conversations; `as_spawns`: each session spawned
+    by a request-less orchestrator of its own, so that AIPerf's request rate paces session starts."""
     export = DagExport([])
     names: set[str] = set()
-    slots = list(dict.fromkeys(target_slots(target, corpus)))
-    starts = poisson_starts(arrivals, len(slots)) if arrivals is not None else [0] * len(slots)
-    for index, start in zip(slots, starts):
+    for index in dict.fromkeys(target_slots(target, corpus)):
         path = corpus.files[index]
         session = _read(path)
         name = session.session_id if session.session_id not in names else f"{session.session_id}-{index}"
         lines, notes = session_conversations(session, target.load.max_wait_ms, name)
-        if start:
-            _start_at(lines, start)
+        if as_spawns:
+            lines.insert(0, {"session_id": f"{name}/start", "orchestrator": True, "spawns": [name], "turns": []})
         for line in lines:
             if line["session_id"] in names:
                 raise OutputError(
@@ -133,14 +116,6 @@ def dag_export(target: ConfigTarget, corpus: Corpus, arrivals: Optional[Arrivals
         )
         export.unexpressed += notes
     return export
-
-
-def _start_at(lines: list[dict], start_ms: int) -> None:
-    """Hold a session's roots (its first conversation and the further roots it starts with) for `start_ms`."""
-    roots = {lines[0]["session_id"], *lines[0].get("pre_session_spawns", ())}
-    for line in lines:
-        if line["session_id"] in roots:
-            line["turns"][0]["delay"] = line["turns"][0]["delay"] + start_ms
 
 
 def _read(path: Path) -> SessionRequests:
