@@ -279,27 +279,3 @@ def test_tools_are_written_where_they_change_and_tool_choice_follows_the_recorde
         None,
     ]
     assert notes == ["s: d is sent without tools; AIPerf sends an earlier turn's"]
-
-
-def test_poisson_sessions_spawn_each_session_from_an_orchestrator_of_its_own(small_dataset, tmp_path):
-    """--poisson-sessions puts a request-less orchestrator before each session, spawning its first conversation:
-    AIPerf's request rate then paces sessions, not requests. The session's own lines are as without it."""
-    plain, spawned = tmp_path / "plain.jsonl", tmp_path / "spawned.jsonl"
-    base = ["export", "dag_jsonl", str(small_dataset / "traces"), "--config", "scenario3/c100_stable", "--out"]
-    assert run_fastgen(*base, str(plain)).returncode == 0
-    result = run_fastgen(*base, str(spawned), "--poisson-sessions")
-    assert result.returncode == 0, result.stderr
-    config = (small_dataset / "configs" / "scenario3" / "c100_stable.yml").read_text()
-    rate = float(next(ln.split(":")[1] for ln in config.splitlines() if "session_rate:" in ln))
-    assert f"--request-rate {rate:.6g} --arrival-pattern poisson" in result.stdout
-    before = [json.loads(line) for line in plain.read_text().splitlines()]
-    after = [json.loads(line) for line in spawned.read_text().splitlines()]
-    orchestrators = [line for line in after if line.get("orchestrator")]
-    assert [line for line in after if not line.get("orchestrator")] == before
-    assert len(orchestrators) == len(before) and all(o["turns"] == [] for o in orchestrators)
-    assert [o["spawns"] for o in orchestrators] == [[line["session_id"]] for line in before]
-    assert [o["session_id"] for o in orchestrators] == [line["session_id"] + "/start" for line in before]
-    refused = run_fastgen(*base[:4], "scenario1/c10", "--out", str(tmp_path / "x.jsonl"), "--poisson-sessions")
-    assert refused.returncode == 2 and "has no session_rate" in refused.stderr and not (tmp_path / "x.jsonl").exists()
-    alone = run_fastgen(*base, str(tmp_path / "y.jsonl"), "--session-rate", "2")
-    assert alone.returncode == 2 and "add --poisson-sessions" in alone.stderr

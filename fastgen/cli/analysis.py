@@ -261,18 +261,6 @@ def export_parser() -> Parser:
     p.add_argument(
         "--block-size", type=int_in(1, 4096, "--block-size"), default=512, help="tokens per hash id (Mooncake's 512)"
     )
-    p.add_argument(
-        "--poisson-sessions",
-        action="store_true",
-        help="dag_jsonl: each session spawned by a request-less orchestrator of its own, so that aiperf's "
-        "--request-rate R --arrival-pattern poisson starts sessions (not requests) as a Poisson process; the "
-        "command is printed with the config's session_rate (or --session-rate)",
-    )
-    p.add_argument(
-        "--session-rate",
-        type=positive_float("--session-rate", 1e6),
-        help="sessions a second for the printed aiperf command of --poisson-sessions (default: the config's)",
-    )
     return p
 
 
@@ -308,38 +296,16 @@ def run_export(args) -> int:
     return 0
 
 
-def _session_rate(args, target) -> float | None:
-    """The sessions a second of --poisson-sessions (None without it): --session-rate, else the config's."""
-    if not args.poisson_sessions:
-        if args.session_rate is not None:
-            raise UsageError("--session-rate is the rate of --poisson-sessions; add --poisson-sessions")
-        return None
-    rate = args.session_rate or target.load.session_rate
-    if not rate:
-        raise UsageError(
-            f"{target.name} has no session_rate (its sessions start as slots free up); give --session-rate R with "
-            f"--poisson-sessions"
-        )
-    return rate
-
-
 def _export_dag(args, target, corpus) -> int:
     from ..export import dag_export, write_dag
 
-    rate = _session_rate(args, target)
-    export = dag_export(target, corpus, as_spawns=rate is not None)
+    export = dag_export(target, corpus)
     write_dag(export.conversations, args.out)
     if not args.quiet:
         print(
             f"wrote {export.sessions} sessions of {target.name} ({export.requests} requests in "
             f"{len(export.conversations)} conversations, {export.forks} forked, {export.spawns} spawned) to {args.out}"
         )
-        if rate is not None:
-            print(
-                f"  each session spawned by an orchestrator of its own: aiperf profile --input-file {args.out} "
-                f"--custom-dataset-type dag_jsonl --request-rate {rate:.6g} --arrival-pattern poisson starts them as "
-                f"a Poisson process of {rate:.6g} sessions a second"
-            )
         for note in export.unexpressed[:5]:
             print(f"  not as inference-perf replays it: {note}")
         if len(export.unexpressed) > 5:

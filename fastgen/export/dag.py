@@ -27,16 +27,6 @@ sends (wire form) less the answers AIPerf puts its live ones in place of, `max_t
 answer's one call, else "required"; "none" on text turns with tools) and `delay`, the recorded wait capped at the
 config's max_wait_ms. The file holds each session the config replays once, in slot order.
 
-Session starts (`as_spawns`): AIPerf's `--request-rate` paces requests, not sessions (a conversation's later turns
-wait for the next tick of the same clock as new sessions), so replaying a config whose sessions arrive at a rate
-(scenario 3's session_rate) that way bunches and stretches their starts (the gaps' coefficient of variation 1.73
-where a Poisson process has 1). With `as_spawns`, each session's conversations are spawned by a request-less
-orchestrator conversation of their own (`"orchestrator": true`, `"spawns": [the session's first conversation]`):
-the rate then paces the orchestrators alone, one a session, and AIPerf sends a spawned conversation's later turns
-after their recorded delays without waiting for a tick (RequestRateStrategy dispatches sub-agent continuations
-directly), so `--request-rate R --arrival-pattern poisson` starts the sessions as a Poisson process of rate R
-(tests/test_e2e_aiperf.py measures the starts at a local server).
-
 Not carried, or not honoured by AIPerf 0.13.0:
 - arrivals, concurrency and which sessions run how often: AIPerf's own options decide them.
 - the wait before a forked or spawned conversation's first request: written as its `delay`, but AIPerf starts
@@ -85,9 +75,8 @@ class _Conversation:
     parent: Optional[str] = None  # the event it is forked or spawned from
 
 
-def dag_export(target: ConfigTarget, corpus: Corpus, *, as_spawns: bool = False) -> DagExport:
-    """The target's sessions (each once, in slot order) as dag_jsonl conversations; `as_spawns`: each session spawned
-    by a request-less orchestrator of its own, so that AIPerf's request rate paces session starts."""
+def dag_export(target: ConfigTarget, corpus: Corpus) -> DagExport:
+    """The target's sessions (each once, in slot order) as dag_jsonl conversations."""
     export = DagExport([])
     names: set[str] = set()
     for index in dict.fromkeys(target_slots(target, corpus)):
@@ -95,8 +84,6 @@ def dag_export(target: ConfigTarget, corpus: Corpus, *, as_spawns: bool = False)
         session = _read(path)
         name = session.session_id if session.session_id not in names else f"{session.session_id}-{index}"
         lines, notes = session_conversations(session, target.load.max_wait_ms, name)
-        if as_spawns:
-            lines.insert(0, {"session_id": f"{name}/start", "orchestrator": True, "spawns": [name], "turns": []})
         for line in lines:
             if line["session_id"] in names:
                 raise OutputError(
