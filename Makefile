@@ -18,7 +18,7 @@ env: $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 
 env-all: $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[validate,bakeoff,plots,dev]'
+	$(BIN)/python -m pip install -q -e '.[validate,bakeoff,plots,dev,otel]'
 
 traces: env
 	$(BIN)/fastgen --tokenizer builtin --workers $(WORKERS) --output-dir traces --config-dir configs $(FASTGEN_ARGS)

@@ -16,7 +16,9 @@
   passing run lists all of them; every log of a session says the same Python, pytest, plugins and rootdir;
 - scenario 1's inspection plan names only the session's own files (those its context shows);
 - numbered lists count 1, 2, 3; no assistant text says the same line twice in a row; a/an agree with the next word;
-- the share of distinct sentences in the assistant's prose (reported, and held to a floor by the test).
+- the share of distinct sentences in the assistant's prose, and the share of prose sentences (outside code fences, in
+  lines that are not code, logs or listings) that are said once over the distinct user and assistant messages
+  (reported, and held to floors by the tests: at least 0.9 for the second).
 
 Prints what it checked and every problem (the first 20), and exits 1 if there is any.
 """
@@ -60,6 +62,12 @@ _FENCED_DIFF = re.compile(r"^```diff\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 # "a" before a vowel other than u (a unique, a user), "an" before a consonant: the forms fastgen never means
 _DISAGREEING_ARTICLE = re.compile(r"\b[Aa] [aeioAEIO][a-z]+|\b[Aa]n [b-df-hj-np-tv-zB-DF-HJ-NP-TV-Z][a-z]+")
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]")
+# A line that is not prose: code (indented, a comment, a docstring, an assignment or a def), a numbered file line, a
+# log line, a shell command, a tree listing, a diff line, pytest's output
+_NOT_PROSE = re.compile(
+    r"^(\s|#|\"\"\"|\d+\t|\d{4}-\d\d-\d\dT|\$ |[├└│]|[-+@]|E |> |[A-Z]+ |platform |rootdir|plugins|collected|FAILED|"
+    r"PASSED|=|_)|( = |\bdef |\breturn |\bimport |\"\"\"|\(self)"
+)
 
 
 @dataclass
@@ -67,6 +75,7 @@ class Report:
     counts: Counter = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
     sentences: Counter = field(default_factory=Counter)
+    prose: Counter = field(default_factory=Counter)  # prose sentences of distinct user and assistant messages
 
     def check(self, ok: bool, what: str, where: str) -> None:
         self.counts[what] += 1
@@ -77,6 +86,25 @@ class Report:
     def distinct_sentences(self) -> float:
         total = sum(self.sentences.values())
         return len(self.sentences) / total if total else 1.0
+
+    @property
+    def distinct_prose(self) -> float:
+        """The share of prose sentences said once, over the distinct user and assistant messages."""
+        total = sum(self.prose.values())
+        return len(self.prose) / total if total else 1.0
+
+
+def prose_sentences(text: str) -> list[str]:
+    """The sentences of a text's prose: outside code fences and lines of code, four words or more, capitalized."""
+    out, fenced = [], False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced or _NOT_PROSE.search(line):
+            continue
+        out += [s.strip() for s in _SENTENCE.findall(line) if len(s.split()) >= 4 and s.strip()[:1].isupper()]
+    return out
 
 
 def _text(content) -> str:
@@ -262,7 +290,7 @@ def check_plan(messages: list[dict], plan: str, report: Report, where: str) -> N
     report.check(named <= shown, "the plan names only the session's own files", where)
 
 
-def check_text(text: str, report: Report, where: str, *, assistant: bool) -> None:
+def check_text(text: str, report: Report, where: str, *, assistant: bool, prose: bool = False) -> None:
     sections = file_sections(text)
     report.check(len(_FENCE_OPEN.findall(text)) == len(sections), "every shown file's fence is closed", where)
     for _path, code in sections:
@@ -283,6 +311,8 @@ def check_text(text: str, report: Report, where: str, *, assistant: bool) -> Non
         lines = [line for line in text.splitlines() if line.strip()]
         report.check(all(a != b for a, b in zip(lines, lines[1:])), "no line said twice in a row", where)
         report.sentences.update(s.strip() for s in _SENTENCE.findall(text) if len(s.split()) >= 4)
+    if prose:
+        report.prose.update(prose_sentences(text))
 
 
 def check_file(path: Path, report: Report, seen: set[int]) -> None:
@@ -298,7 +328,8 @@ def check_file(path: Path, report: Report, seen: set[int]) -> None:
             key = xxhash.xxh3_64_intdigest(text.encode())
             if text and key not in seen:
                 seen.add(key)
-                check_text(text, report, where, assistant=message["role"] == "assistant")
+                role = message["role"]
+                check_text(text, report, where, assistant=role == "assistant", prose=role in ("user", "assistant"))
     if path.parent.name.startswith("scenario2"):
         outputs = [
             _text(m.get("parts")) for s in spans for m in orjson.loads(s["attributes"]["gen_ai.output.messages"])
@@ -331,6 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"distinct sentences in assistant prose: {report.distinct_sentences:.3f} "
         f"({len(report.sentences)} of {sum(report.sentences.values())})"
+    )
+    print(
+        f"prose sentences said once over the distinct user and assistant messages: {report.distinct_prose:.3f} "
+        f"({len(report.prose)} of {sum(report.prose.values())})"
     )
     for problem in report.problems[:20]:
         print("PROBLEM", problem)

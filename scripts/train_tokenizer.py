@@ -31,7 +31,7 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CORPUS_SEEDS = range(9000, 9002)
 UNITS_PER_SEED = 300  # per kind and seed: enough to learn the words, too few to memorise whole template lines
 
-CHAT_TEMPLATE = (Path(__file__).parent / "chat_template.jinja").read_text()
+CHAT_TEMPLATE = (Path(__file__).parents[1] / "fastgen" / "data" / "chat_templates" / "chatml.jinja").read_text()
 
 
 def stdlib_sources():

@@ -508,11 +508,13 @@ def test_cli_tokenizer_without_template_says_content_counts_margin_and_what_it_l
 
     assert result.returncode == 0, result.stderr
     assert _start_up_line(result.stderr).endswith(
-        f"; content tokens only: {folder} has no chat template (pass --chat-template FILE); the window check assumes "
-        f"the template adds 512 tokens + 8 per message"
+        f"; content tokens only: {folder} has no chat template; the window check allows for what the shipped "
+        "template qwen (Qwen, --model's family) renders around the content, measured on the first 8 sessions of "
+        "each scenario"
     )
     no_template, mismatch, lacking = _warnings(result.stderr)
     assert "no chat template" in no_template and "--chat-template FILE" in no_template
+    assert "a template fastgen ships (qwen: Qwen2.5 and Qwen3" in no_template and "llama3: Llama 3.1" in no_template
     assert mismatch.endswith(
         "counts will not match Qwen/Qwen3-32B's server (tokenizer "
         f"{folder} has 32,768 tokens before its added ones, Qwen models 151,643): pass "

@@ -19,6 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
         "generator.content",
         "generator.content.english",
         "generator.content.vocab",
+        "generator.content.variation",
         "generator.content.kinds",
         "generator.content.compose",
         "generator.content.budget",
@@ -56,6 +57,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("traces.graph",),
     ("traces.requests",),
     ("traces.blocks", "traces"),
+    ("traffic.read",),  # traffic as measured from trace files: counts, times, shapes, prefix sharing
+    ("traffic.stats", "traffic"),
     ("verify", "validate"),
     # bakeoff: runs against a live server; results reads the run folders it writes
     ("bakeoff.server", "bakeoff.sampler", "bakeoff.runs", "bakeoff.plan", "bakeoff.status"),

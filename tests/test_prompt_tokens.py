@@ -157,8 +157,22 @@ def test_with_template_counts_the_window_check_uses_the_measured_margin(builtin)
             for turn in plan.turns:
                 excess = builder.count.input_tokens(plan, turn) - plan.input_tokens(turn)
                 assert excess <= margin.base + margin.per_message * len(turn.messages)
+    # counted by content, the margin is what the shipped templates render (every one: model "m" names no family)
+    from fastgen.generator.chat_template import SHIPPED_TEMPLATES
+    from fastgen.generator.dataset import _shipped_count
+
     content = DatasetBuilder(builtin, SPEC, seed=11, model="m", count="content").prepare()
-    assert content.spec.template_margin == SPEC.template_margin
+    wider = content.spec.template_margin
+    assert content.assumed_templates == tuple(SHIPPED_TEMPLATES)
+    assert wider.per_message > SPEC.template_margin.per_message and wider.base >= SPEC.template_margin.base
+    for name in SHIPPED_TEMPLATES:
+        shipped = _shipped_count(builtin, name)
+        for task in TASKS:
+            for plan in content.plans_for(task):
+                for turn in plan.turns:
+                    excess = shipped.input_tokens(plan, turn) - plan.input_tokens(turn)
+                    assert excess <= wider.base + wider.per_message * len(turn.messages), name
+    assert DatasetBuilder(builtin, SPEC, seed=11, model="Qwen/Qwen3-8B", count="content").assumed_templates == ("qwen",)
 
 
 @pytest.mark.parametrize("name", ["builtin", "qwen3"])

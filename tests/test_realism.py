@@ -126,3 +126,18 @@ def test_the_layout_checks_fail_prompts_laid_out_as_they_were():
     assert report.problems == []
     check_session_env([header.format(7), header.format(1)], report, "t")
     assert report.problems == ["t: a session's pytest logs share one environment"]
+
+
+def test_a_tenth_of_the_default_set_says_nine_in_ten_prose_sentences_once(tmp_path):
+    """Over the distinct user and assistant messages of 120 sessions of the default set (every scenario, full
+    budgets), the prose sentences said once: 0.97 measured, 0.69 before pooled prose varied its words with each use
+    (fastgen/generator/content/variation.py)."""
+    result = run_fastgen(
+        "--scale", "0.1", "--tokenizer", "builtin", "--quiet",
+        "--output-dir", str(tmp_path / "traces"), "--config-dir", str(tmp_path / "configs"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = check_dataset(tmp_path / "traces")
+    assert not report.problems, report.problems[:10]
+    assert sum(report.prose.values()) > 3000
+    assert report.distinct_prose >= 0.9

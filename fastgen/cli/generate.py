@@ -70,9 +70,9 @@ def generate_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--chat-template",
-        type=Path,
-        metavar="FILE",
-        help="a Jinja chat template file (as vLLM's and SGLang's --chat-template take) to count prompts "
+        metavar="FILE|NAME",
+        help="a Jinja chat template file (as vLLM's and SGLang's --chat-template take), or one fastgen ships "
+        "(qwen: Qwen2.5/Qwen3; llama3: Llama 3.1-3.3; chatml: hermes-style tool calls), to count prompts "
         "with, for a tokenizer without one or in place of its own; copied into the dataset's tokenizer "
         "folder as chat_template.jinja, and its name and sha256 recorded in the manifest",
     )
@@ -203,11 +203,21 @@ def _add_workload_options(p: argparse.ArgumentParser) -> None:
 def workload_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="fastgen workload",
-        description="Print the effective workload as YAML: the shipped default, or "
-        "--workload FILE, with --scale, --budget-scale, --max-model-len and --arrival-window applied. Edit it "
-        "and generate with fastgen --workload FILE.",
+        description="show: print the effective workload as YAML: the shipped default, or "
+        "--workload FILE, with --scale, --budget-scale, --max-model-len and --arrival-window applied; edit it "
+        "and generate with fastgen --workload FILE. stats TRACES: the statistics published measurements of "
+        "coding agents report (TraceLab, AgentX), measured on trace files (OpenTelemetry spans, or Mooncake "
+        "JSON lines), beside the published values or --against another traffic's.",
     )
-    p.add_argument("action", choices=["show"], help="show: print the workload")
+    p.add_argument("action", choices=["show", "stats"], help="show: print the workload; stats: measure traces")
+    p.add_argument("traces", nargs="*", type=Path, help="stats: trace folders or files (*.json spans, *.jsonl)")
+    p.add_argument(
+        "--against", nargs="+", type=Path, metavar="TRACES", help="stats: compare with this traffic, not the published"
+    )
+    p.add_argument("--json", type=Path, help="stats: also write the measured statistics to this JSON file")
+    p.add_argument(
+        "--block-size", type=int_in(1, 4096, "--block-size"), default=512, help="stats: tokens per Mooncake hash id"
+    )
     _add_workload_options(p)
     return p
 
@@ -233,9 +243,30 @@ def _effective_workload(args):
 
 
 def run_workload(args) -> int:
+    if args.action == "stats":
+        return _run_stats(args)
+    if args.traces or args.against or args.json:
+        raise UsageError("TRACES, --against and --json are for `fastgen workload stats`")
     from ..generator.workload import workload_yaml
 
     sys.stdout.write(workload_yaml(_effective_workload(args)))
+    return 0
+
+
+def _run_stats(args) -> int:
+    """The fidelity table of the traces against the published statistics (or --against's traffic)."""
+    import json
+
+    from ..traffic import fidelity_table, read_traffic, traffic_stats
+
+    if not args.traces:
+        raise UsageError("fastgen workload stats needs trace folders or files (e.g. traces/)")
+    measured = traffic_stats(read_traffic(args.traces, block_size=args.block_size))
+    reference = traffic_stats(read_traffic(args.against, block_size=args.block_size)) if args.against else None
+    name = "published" if reference is None else " ".join(str(p) for p in args.against)
+    print(fidelity_table(measured, reference, reference_name=name))
+    if args.json is not None:
+        args.json.write_text(json.dumps(measured, indent=1) + "\n")
     return 0
 
 
@@ -334,7 +365,7 @@ def _use_chat_template(tokenizer, args, arguments: dict, recorded: dict | None) 
     tokenizer folder) needs no file."""
     import hashlib
 
-    from ..generator.chat_template import TEMPLATE_FILE, read_template_file
+    from ..generator.chat_template import TEMPLATE_FILE, read_template_file, resolve_template_file
 
     path = args.chat_template or arguments.get("chat_template")
     want = (recorded or {}).get("chat_template")
@@ -344,7 +375,8 @@ def _use_chat_template(tokenizer, args, arguments: dict, recorded: dict | None) 
     if args.chat_template is None and want and own is not None and hashlib.sha256(own).hexdigest() == want["sha256"]:
         tokenizer.use_chat_template(own.decode("utf-8"), name=want["name"])
         return
-    tokenizer.use_chat_template(read_template_file(Path(path)), name=Path(path).name)
+    file = resolve_template_file(str(path))
+    tokenizer.use_chat_template(read_template_file(file), name=file.name)
     if want and tokenizer.identity.chat_template["sha256"] != want["sha256"]:
         raise UsageError(
             f"chat template {path} is not the one {args.from_manifest} was made with (sha256 "
@@ -353,9 +385,9 @@ def _use_chat_template(tokenizer, args, arguments: dict, recorded: dict | None) 
         )
 
 
-def _counting(tokenizer, count: str, spec) -> str:
+def _counting(tokenizer, count: str, model: str) -> str:
     """How input_tokens are counted, for the start-up line: as a template renders the prompts, or content only
-    (with the template share the window check assumes instead)."""
+    (with the templates the window check measures instead)."""
     from ..generator.chat_template import template_origin
 
     ident = tokenizer.identity
@@ -369,16 +401,22 @@ def _counting(tokenizer, count: str, spec) -> str:
             f"prompts counted as the chat template of tokenizer {ident.source} "
             f"({template_origin(tokenizer.folder_files)}) renders them"
         )
-    why = (
-        "--count content"
-        if tokenizer.has_chat_template
-        else f"{ident.source} has no chat template (pass --chat-template FILE)"
-    )
-    margin = spec.template_margin
+    why = "--count content" if tokenizer.has_chat_template else f"{ident.source} has no chat template"
     return (
-        f"content tokens only: {why}; the window check assumes the template adds {margin.base} tokens + "
-        f"{margin.per_message} per message"
+        f"content tokens only: {why}; the window check allows for what {_assumed(model)} renders around the "
+        f"content, measured on the first 8 sessions of each scenario"
     )
+
+
+def _assumed(model: str) -> str:
+    """The shipped templates the window check measures a tokenizer without one by, in words."""
+    from ..generator.chat_template import SHIPPED_TEMPLATES
+    from ..generator.model_match import family_of
+
+    family = family_of(model)
+    if family is not None:
+        return f"the shipped template {family.template} ({family.name}, --model's family)"
+    return f"the widest of the shipped templates {', '.join(SHIPPED_TEMPLATES)} (--model names no family fastgen knows)"
 
 
 def _warn_of_tokenizer(tokenizer, *, model: str, model_given: bool, tokenizer_name: str, server_type: str) -> None:
@@ -397,13 +435,20 @@ def _warn_of_tokenizer(tokenizer, *, model: str, model_given: bool, tokenizer_na
         warn(
             f"tokenizer {tokenizer_name} has no chat template, so input_tokens count content tokens only, and "
             f"servers need one to render the prompts: pass --chat-template FILE (the served model's "
-            f"chat_template.jinja), or use the model's own tokenizer folder"
+            f"chat_template.jinja) or a template fastgen ships ({_shipped_list()}), or use the model's own "
+            f"tokenizer folder"
         )
     mismatch = model_mismatch(model, tokenizer) if model_given else None
     lacking = missing_tokens(tokenizer, model=model, engine=engine_named(server_type))
     for line in (mismatch, lacking):
         if line is not None:
             warn(line)
+
+
+def _shipped_list() -> str:
+    from ..generator.chat_template import SHIPPED_TEMPLATES
+
+    return "; ".join(f"{name}: {what}" for name, what in SHIPPED_TEMPLATES.items())
 
 
 def run_generate(args) -> int:
@@ -443,7 +488,7 @@ def run_generate(args) -> int:
         f"fastgen {__version__}: model {model}, tokenizer {ident.source} (sha256 {ident.sha256[:12]}, "
         f"vocab {ident.vocab_size}, {'additive' if tokenizer.additive else 'non-additive: counting whole texts'}), "
         f"seed {seed}, {args.workers} worker(s), {args.server_type} at {args.base_url}, {metrics}; "
-        f"{_counting(tokenizer, count, spec)}"
+        f"{_counting(tokenizer, count, model)}"
     )
     options = RunOptions(
         model=model,

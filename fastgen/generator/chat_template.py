@@ -30,6 +30,8 @@ from ..errors import TokenizerError
 __all__ = [
     "ChatTemplate",
     "FrozenJSON",
+    "SHIPPED_TEMPLATES",
+    "resolve_template_file",
     "read_template_file",
     "server_message",
     "server_messages",
@@ -41,6 +43,14 @@ __all__ = [
 # The file a tokenizer folder's own template lives in: servers (through transformers) and template_source pick it
 # before tokenizer_config.json's chat_template, so a template given with --chat-template is written under this name.
 TEMPLATE_FILE = "chat_template.jinja"
+# The chat templates fastgen ships, by name (`--chat-template NAME`): the tool-calling formats of the common open model
+# families, for a tokenizer that has none, and what the window check renders a tokenizer without one with.
+SHIPPED_DIR = Path(__file__).parents[1] / "data" / "chat_templates"
+SHIPPED_TEMPLATES = {
+    "qwen": "Qwen2.5 and Qwen3 (ChatML, <tool_call> JSON)",
+    "llama3": "Llama 3.1 to 3.3 (JSON calls, tools in the first user message, ipython results)",
+    "chatml": "ChatML with hermes-style <tool_call> tags (the built-in tokenizer's)",
+}
 # Literal special-token markers in a template's text (`<|im_start|>`, `<|eot_id|>`, `<tool_call>`): what a server's
 # tokenizer reads as one token each.
 _MARKER = re.compile(r"<\|[A-Za-z0-9_.-]+\|>|</?tool_call>")
@@ -144,10 +154,22 @@ def template_markers(source: str) -> list[str]:
     return list(dict.fromkeys(_MARKER.findall(source)))
 
 
+def resolve_template_file(name: str) -> Path:
+    """--chat-template's argument as a file: a path, or the name of a shipped template (qwen, llama3, chatml) where
+    no file has that name."""
+    path = Path(name)
+    if not path.exists() and name in SHIPPED_TEMPLATES:
+        return SHIPPED_DIR / f"{name}.jinja"
+    return path
+
+
 def read_template_file(path: Path) -> str:
     """A Jinja chat template file's text (as vLLM's and SGLang's --chat-template take), checked to compile; a
     TokenizerError naming the file and the fix otherwise."""
-    fix = "pass --chat-template a Jinja chat template file (e.g. the model's chat_template.jinja)"
+    fix = (
+        "pass --chat-template a Jinja chat template file (e.g. the model's chat_template.jinja) or a shipped one: "
+        + ", ".join(SHIPPED_TEMPLATES)
+    )
     try:
         source = Path(path).read_bytes().decode("utf-8")
     except FileNotFoundError:

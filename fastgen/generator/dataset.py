@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .blocks import CatalogStage, ScenarioBlocks, build_blocks, catalog_stage
+from .chat_template import SHIPPED_DIR, SHIPPED_TEMPLATES, ChatTemplate
 from .content.compose import Composer
 from .content.kinds import KINDS
+from .model_match import family_of
 from .pool_cache import PoolCache
 from .scenarios import in_spec, layouts, scenario_by_id
 from .prompt_tokens import PromptCount, TemplateCount, measured_margin, prompt_count
 from .spans import session_chunks
-from .spec import Spec
+from .spec import Spec, TemplateMargin
 from .tokenizer import Tokenizer
 
 __all__ = [
@@ -81,6 +83,27 @@ def check_fits(spec: Spec) -> None:
             over = spec.tokens_over_window(request.prompt_tokens, request.max_tokens, request.messages)
             if over > 0:
                 raise spec.window_too_small(request.what, over, lower="the budgets (--budget-scale)")
+
+
+def _shipped_count(tokenizer: Tokenizer, name: str) -> TemplateCount:
+    """Counts as the shipped template `name` renders prompts, with the tokenizer's vocabulary (its special tokens
+    where it has them: a marker it lacks counts as several tokens, which only widens the margin), by whole
+    renderings: only a few first sessions are rendered, and a template that escapes contents (llama3) does not
+    decompose."""
+    source = (SHIPPED_DIR / f"{name}.jinja").read_bytes()
+    files = {**tokenizer.folder_files, "chat_template.jinja": source}
+    template = ChatTemplate.of(files)
+    assert template is not None  # it has one now
+    return TemplateCount(tokenizer, template, whole=True)
+
+
+# Sessions of each scenario a template the tokenizer lacks is measured on: a template that escapes what it shows
+# (llama3's tool results) adds more where results are larger, so more than the first session's are sampled.
+_ASSUMED_SAMPLES = 8
+
+
+def _widest(a: TemplateMargin, b: TemplateMargin) -> TemplateMargin:
+    return TemplateMargin(max(a.base, b.base), max(a.per_message, b.per_message))
 
 
 class DatasetBuilder:
@@ -146,20 +169,37 @@ class DatasetBuilder:
                     proven.add(shape)
 
     def _measure_margin(self) -> None:
-        """With template counts, the window check's template margin is measured on the same first sessions, so
-        scenario 3's tool results shrink where the rendered prompt (not a guess at it) would overflow the window; a
-        spec that cannot fit then is refused here (nothing is written yet)."""
-        if not isinstance(self.count, TemplateCount):
-            return
-        samples = [
-            [(len(turn.messages), self.count.input_tokens(plan, turn) - plan.input_tokens(turn)) for turn in plan.turns]
-            for scenario in in_spec(self.spec)
-            for plan in self.plans_for(Task(scenario.id, 0))
-        ]
-        margin = measured_margin(samples, self.spec.template_margin)
+        """The window check's template margin, measured on the same first sessions, so scenario 3's tool results
+        shrink where the rendered prompt (not a guess at it) would overflow the window; a spec that cannot fit then
+        is refused here (nothing is written yet). With template counts, by the template that counts; by content
+        (no template), by the shipped template of --model's family, or every shipped one where the family is not
+        known: the server renders some template, and it must not push a request past the window."""
+        if isinstance(self.count, TemplateCount):
+            margin = self._margin_of(self.count, sessions=1)
+        else:
+            margin = self.spec.template_margin
+            for name in self.assumed_templates:
+                count = _shipped_count(self.composer.tokenizer, name)
+                margin = _widest(margin, self._margin_of(count, sessions=_ASSUMED_SAMPLES))
         if margin != self.spec.template_margin:
             self.spec = dataclasses.replace(self.spec, template_margin=margin)
             check_fits(self.spec)
+
+    @property
+    def assumed_templates(self) -> tuple[str, ...]:
+        """The shipped templates a tokenizer without its own is measured with: --model's family's, or all."""
+        family = family_of(self.model)
+        return (family.template,) if family is not None else tuple(SHIPPED_TEMPLATES)
+
+    def _margin_of(self, count: TemplateCount, *, sessions: int) -> TemplateMargin:
+        """The margin measured on the first `sessions` sessions of each scenario."""
+        samples = [
+            [(len(turn.messages), count.input_tokens(plan, turn) - plan.input_tokens(turn)) for turn in plan.turns]
+            for scenario in in_spec(self.spec)
+            for index in range(min(sessions, scenario.spec(self.spec).count))
+            for plan in self.plans_for(Task(scenario.id, index))
+        ]
+        return measured_margin(samples, self.spec.template_margin)
 
     def build_piece(self, piece: Piece):
         """One piece of prepare(): a content pool, or a scenario's catalog stage. A pure function of the builder."""

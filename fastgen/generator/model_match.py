@@ -25,11 +25,19 @@ class Family:
     base_vocab: int  # tokenizer.json's model.vocab entries (added tokens excluded), the same in every member
     markers: tuple[str, ...]  # special tokens the family's chat template renders
     uses_tool_call_markers: bool  # its tool calls are written between <tool_call> tags (what hermes-style parsers read)
+    template: str  # the shipped chat template of its tool-calling format (chat_template.SHIPPED_TEMPLATES)
 
 
 FAMILIES = (
     # Qwen1.5, Qwen2, Qwen2.5, Qwen3, QwQ: one BPE of 151,643 tokens (Qwen3's checked: tests/test_tokenizer.py)
-    Family("Qwen", re.compile(r"qwen/(qwen1\.5|qwen2|qwen3|qwq)", re.I), 151643, ("<|im_start|>", "<|im_end|>"), True),
+    Family(
+        "Qwen",
+        re.compile(r"qwen/(qwen1\.5|qwen2|qwen3|qwq)", re.I),
+        151643,
+        ("<|im_start|>", "<|im_end|>"),
+        True,
+        "qwen",
+    ),
     # Llama 3, 3.1, 3.2, 3.3: 128,000 tokens and 256 reserved special ones
     Family(
         "Llama 3",
@@ -37,6 +45,7 @@ FAMILIES = (
         128000,
         ("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),
         False,
+        "llama3",
     ),
 )
 

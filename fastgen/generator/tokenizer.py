@@ -116,6 +116,12 @@ class Tokenizer:
     def decode(self, ids: list[int]) -> str:
         return self._hf.decode(ids, skip_special_tokens=False)
 
+    @property
+    def counts_by_pre_tokens(self) -> bool:
+        """Whether a text's count is the sum of its pre-tokens' (pre_token_count): a word after a space may then be
+        swapped for another of the same count without counting again (content/variation.py)."""
+        return self._pre_tokens is not None
+
     def count(self, text: str) -> int:
         """The tokens of `text`: by its pre-tokens where the tokenizer allows (pre_token_count), else encoded."""
         if self._pre_tokens is not None:

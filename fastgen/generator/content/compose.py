@@ -19,6 +19,7 @@ import numpy as np
 from ..streams import pool_rng
 from ..tokenizer import Tokenizer
 from .kinds import FILLER_MAKERS, KINDS, UNIT_MAKERS
+from .variation import Variation
 from .vocab import Vocab
 
 __all__ = ["Text", "Ends", "Composer", "Pool", "check_unit"]
@@ -27,6 +28,9 @@ _UNITS_PER_KIND = 600
 # Prose is read sentence by sentence, and every answer of every session draws from its pool: a larger pool keeps
 # sentences from recurring across sessions (measured as the distinct-sentence share, e2e/realism.py)
 _UNITS_OF_KIND = {"prose": 2400, "plan": 1200}
+# Kinds whose units change their nouns and adjectives with every use (variation.py): prose is read sentence by
+# sentence, and a few thousand paragraphs drawn by every session would otherwise repeat
+_VARIED = ("prose", "plan")
 _FILLERS_PER_KIND = 500
 _TAIL_PLAN_LIMIT = 1024
 _SMALL_DRAW = 64  # units drawn at once, up to which their running sum is taken in Python (measured faster)
@@ -163,6 +167,7 @@ class Composer:
         self._pools: dict[str, Pool] = {}
         self._counts: dict[str, int] = {}
         self._derived: dict[tuple, object] = {}
+        self._variations: dict[str, Variation | None] = {}
 
     def pool(self, kind: str) -> Pool:
         pool = self._pools.get(kind)
@@ -180,6 +185,14 @@ class Composer:
 
     def adopt_pool(self, kind: str, pool: Pool) -> None:
         self._pools[kind] = pool
+        self._variations.pop(kind, None)
+
+    def variation(self, kind: str) -> Variation | None:
+        """The swappable words of the kind's pool (variation.py), where the kind varies and the tokenizer allows."""
+        if kind not in self._variations:
+            varies = kind in _VARIED and self.tokenizer.additive and self.tokenizer.counts_by_pre_tokens
+            self._variations[kind] = Variation(self.pool(kind).units, self.tokenizer.count_many) if varies else None
+        return self._variations[kind]
 
     def count(self, text: str) -> int:
         """tokenizer.count, remembered for the short texts that recur (tool names, headers, argument shapes).
@@ -232,13 +245,21 @@ class Composer:
 
     def fill(self, kind: str, n: int, rng: np.random.Generator) -> Text:
         """A text of `kind` with exactly n tokens (or the smallest possible text, if n is below that)."""
-        return self.fill_from(self.pool(kind), n, rng)
+        return self.fill_from(self.pool(kind), n, rng, self.variation(kind))
 
-    def fill_from(self, pool: Pool, n: int, rng: np.random.Generator) -> Text:
+    def fill_from(self, pool: Pool, n: int, rng: np.random.Generator, variation: Variation | None = None) -> Text:
         """A text of `pool`'s units and fillers with exactly n tokens (or the smallest possible text, if n is below
-        that): fill, from a pool of the caller's (Pool.with_units)."""
+        that): fill, from a pool of the caller's (Pool.with_units). `variation`: the pool's swappable words, drawn
+        afresh for each unit used."""
         chosen, total = pool.draw_units(n, rng)  # whole units while any fits, then short fillers of exact size
-        pieces = [pool.units[i] for i in chosen]
+        if variation is None:
+            pieces = [pool.units[i] for i in chosen]
+        else:
+            draws = rng.random(sum(variation.words(i) for i in chosen)).tolist()
+            pieces, at = [], 0
+            for i in chosen:
+                pieces.append(variation.use(i, draws, at))
+                at += variation.words(i)
         tail = self._fill_tail(pool, n - total, rng, pieces)
         total += sum(tail)
         text = "".join(pieces)

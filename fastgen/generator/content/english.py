@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["plural", "third_person", "participle", "fix_articles"]
+__all__ = ["plural", "third_person", "participle", "article_for", "fix_articles"]
 
 # Verbs whose participle is not stem + "ed", and phrasal verbs written as one word in identifiers.
 _PARTICIPLES = {
@@ -66,7 +66,7 @@ def participle(verb: str) -> str:
     return verb + "ed"
 
 
-def _article_for(word: str) -> str:
+def article_for(word: str) -> str:
     lower = word.lower()
     vowel_sound = lower[:1] in _VOWELS and not lower.startswith(_YOU_SOUND)
     return "an" if vowel_sound else "a"
@@ -77,7 +77,7 @@ def fix_articles(text: str) -> str:
 
     def agree(match: re.Match) -> str:
         article, tick, word = match.groups()
-        fixed = _article_for(word)
+        fixed = article_for(word)
         return f"{fixed.capitalize() if article[0] == 'A' else fixed} {tick}{word}"
 
     return _ARTICLE.sub(agree, text)

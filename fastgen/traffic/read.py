@@ -1,0 +1,384 @@
+"""Requests read from trace files, reduced to what statistics need: counts, times, the shape of the answer, which
+agent of the session sent it, and how many of its prompt tokens an earlier request already sent (within the session,
+and in another session). Prompt text is hashed, never kept.
+
+Two sources:
+- OpenTelemetry GenAI spans, as fastgen writes them and inference-perf reads them: a JSON file `{"spans": [...]}`
+  (or a list of spans), each with `gen_ai.input.messages`, `gen_ai.output.messages`, `gen_ai.usage.input_tokens`
+  and `output_tokens`, `gen_ai.tool.definitions`, and start and end times (ISO 8601, or `start_time_unix_nano`);
+  a file is a session unless its spans carry `gen_ai.conversation.id`, `session.id` or distinct trace ids. Also
+  read: OTLP JSON (`resourceSpans` > `scopeSpans` > `spans`, attributes as key/value lists), and a `.jsonl` file of
+  one span a line, as the OpenTelemetry SDK's ConsoleSpanExporter writes with a one-line formatter
+  (`formatter=lambda span: span.to_json(indent=None) + "\n"`). Only `chat` spans are requests (an agent's own
+  span, or a tool's, groups them: its trace id is the session).
+- Mooncake-style JSON lines: `timestamp` (ms), `input_length`, `output_length`, `hash_ids` and, where present,
+  `session_id`; without it, a request whose hash ids extend an earlier request's whole prompt joins its session.
+
+Prefix sharing: a span's prompt is its tool catalog and messages, each message hashed (role, text, calls) into a
+chain; the tokens of a shared prefix are the request's input tokens times the share of the prompt's characters the
+prefix holds (the estimate inference-perf makes for its segments). A Mooncake line's are its shared hash ids times
+the block size.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+import orjson
+import xxhash
+
+from ..errors import FastgenError
+
+__all__ = ["Request", "TrafficError", "read_traffic"]
+
+_SESSION_KEYS = ("gen_ai.conversation.id", "session.id", "fastgen.session")
+
+
+class TrafficError(FastgenError):
+    """Trace files that cannot be read as traffic: one line naming the file and what is missing."""
+
+
+@dataclass(frozen=True)
+class Request:
+    session: str
+    start_ms: float
+    end_ms: Optional[float]  # None where the source has no end times (Mooncake)
+    input_tokens: int
+    output_tokens: int
+    tool_calls: Optional[int]  # calls in the answer; None where the source does not say
+    subagent: bool  # sent by a sub-agent of the session, not by its main agent
+    reused: int  # prompt tokens an earlier request (of any session) sent as the same prefix
+    shared: int  # prompt tokens a request of another session sent as the same prefix
+    follows: Optional[int]  # the earlier request of the same thread whose prompt and answer this one continues
+    model: str = ""
+
+
+@dataclass
+class _Raw:
+    session: str
+    start_ms: float
+    end_ms: Optional[float]
+    input_tokens: int
+    output_tokens: int
+    tool_calls: Optional[int]
+    subagent: Optional[bool]
+    chain: list[int]  # hash of each prefix: tools, then message by message
+    sizes: list[int]  # characters of each prefix
+    after: Optional[int]  # the chain hash of prompt + answer: what a continuing request's prefix is
+    model: str
+    block: int = 0  # Mooncake: tokens a chain element stands for
+
+
+def read_traffic(paths: Iterable[Path], *, block_size: int = 512) -> list[Request]:
+    """Every request of the trace files (a folder: its *.json, *.jsonl files, recursively), in start order."""
+    files = _files(paths)
+    if not files:
+        raise TrafficError("no trace files found (give *.json span files or *.jsonl Mooncake lines)")
+    raws: list[_Raw] = []
+    for path in files:
+        raws += _mooncake(path, block_size) if _is_mooncake(path) else _spans(path)
+    models = sorted({r.model for r in raws if r.model})
+    if len(models) > 1:
+        raise TrafficError(
+            f"the traces mix models ({', '.join(models[:4])}); measure one model's traffic at a time (split the files)"
+        )
+    raws.sort(key=lambda r: (r.start_ms, r.session))
+    return _resolved(raws)
+
+
+def _files(paths: Iterable[Path]) -> list[Path]:
+    out: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            out += sorted(p for p in path.rglob("*") if p.suffix in (".json", ".jsonl") and p.name != "manifest.json")
+        elif path.exists():
+            out.append(path)
+        else:
+            raise TrafficError(f"{path} does not exist")
+    return [p for p in out if "tokenizer" not in p.parts]
+
+
+def _is_mooncake(path: Path) -> bool:
+    """A .jsonl file of Mooncake lines (hash_ids), not of spans (one per line, as the OpenTelemetry SDK's console
+    exporter writes them with a one-line formatter)."""
+    if path.suffix != ".jsonl":
+        return False
+    with open(path, "rb") as f:
+        first = next((line for line in f if line.strip()), b"")
+    try:
+        row = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return True  # reported as Mooncake's bad line
+    return not (isinstance(row, dict) and "attributes" in row and "hash_ids" not in row)
+
+
+def _resolved(raws: list[_Raw]) -> list[Request]:
+    first_session: dict[int, str] = {}  # prefix hash -> the session that sent it first
+    answered: dict[int, int] = {}  # prompt+answer hash -> the request it ends
+    first_prompt: dict[str, int] = {}  # session -> its first request's first message hash
+    out: list[Request] = []
+    for i, r in enumerate(raws):
+        reused_at = shared_at = -1
+        for k, h in enumerate(r.chain):
+            owner = first_session.get(h)
+            if owner is None:
+                break
+            reused_at = k
+            if owner != r.session:
+                shared_at = k
+        follows = None
+        for k in range(len(r.chain) - 1, -1, -1):
+            j = answered.get(r.chain[k])
+            if j is not None and raws[j].session == r.session:
+                follows = j
+                break
+        subagent = r.subagent
+        if subagent is None:  # another system prompt than the session's first request's: a sub-agent's
+            head = r.chain[1] if len(r.chain) > 1 else 0
+            subagent = first_prompt.setdefault(r.session, head) != head
+        out.append(
+            Request(
+                session=r.session,
+                start_ms=r.start_ms,
+                end_ms=r.end_ms,
+                input_tokens=r.input_tokens,
+                output_tokens=r.output_tokens,
+                tool_calls=r.tool_calls,
+                subagent=subagent,
+                reused=_tokens(r, reused_at),
+                shared=_tokens(r, shared_at),
+                follows=follows,
+                model=r.model,
+            )
+        )
+        for h in r.chain:
+            first_session.setdefault(h, r.session)
+        if r.after is not None:
+            answered[r.after] = i
+    return out
+
+
+def _tokens(r: _Raw, k: int) -> int:
+    """The tokens of r's prefix through chain element k (-1: none)."""
+    if k < 0:
+        return 0
+    if r.block:
+        return min(r.input_tokens, (k + 1) * r.block)
+    return int(round(r.input_tokens * r.sizes[k] / max(r.sizes[-1], 1)))
+
+
+# --- OpenTelemetry spans ---------------------------------------------------------------------------------------------
+
+
+def _spans(path: Path) -> list[_Raw]:
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".jsonl":
+            doc = [orjson.loads(line) for line in raw.splitlines() if line.strip()]
+        else:
+            doc = orjson.loads(raw)
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise TrafficError(f"{path}: not a JSON file of spans ({exc})") from None
+    spans = _span_list(doc)
+    if spans is None:
+        raise TrafficError(f'{path}: holds no spans (expected {{"spans": [...]}}, a list, or OTLP resourceSpans)')
+    file_session = str(doc.get("session_id") or path.stem) if isinstance(doc, dict) else path.stem
+    out = []
+    for span in spans:
+        attributes = _attributes(span.get("attributes"))
+        if attributes.get("gen_ai.operation.name") not in ("chat", "text_completion"):
+            continue  # an agent's or a tool's span, or one that is not GenAI's
+        out.append(_span_request(path, span, attributes, file_session))
+    return out
+
+
+def _span_list(doc) -> Optional[list[dict]]:
+    if isinstance(doc, list):
+        return doc
+    if not isinstance(doc, dict):
+        return None
+    if isinstance(doc.get("spans"), list):
+        return doc["spans"]
+    if isinstance(doc.get("resourceSpans"), list):  # OTLP JSON
+        return [s for rs in doc["resourceSpans"] for ss in rs.get("scopeSpans", ()) for s in ss.get("spans", ())]
+    return None
+
+
+def _attributes(raw) -> dict:
+    """Attributes as a mapping, from OTLP's key/value list too."""
+    if isinstance(raw, dict):
+        return raw
+    out = {}
+    for item in raw or ():
+        value = item.get("value", {})
+        out[item.get("key")] = next(iter(value.values()), None) if isinstance(value, dict) else value
+    return out
+
+
+def _time_ms(span: dict, which: str) -> Optional[float]:
+    nano = span.get(f"{which}_time_unix_nano", span.get(f"{which}TimeUnixNano"))
+    if nano is not None:
+        return int(nano) / 1e6
+    text = span.get(f"{which}_time")
+    if isinstance(text, str):
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000
+    return None
+
+
+def _json(value):
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def _span_request(path: Path, span: dict, a: dict, file_session: str) -> _Raw:
+    name = span.get("name") or span.get("span_id") or "a span"
+    if a.get("gen_ai.usage.input_tokens") is None or a.get("gen_ai.usage.output_tokens") is None:
+        raise TrafficError(
+            f"{path}: span {name!r} has no gen_ai.usage.input_tokens/output_tokens; the traces must record token "
+            f"counts (the server's usage)"
+        )
+    start = _time_ms(span, "start")
+    if start is None:
+        raise TrafficError(f"{path}: span {name!r} has no start time (start_time or start_time_unix_nano)")
+    session = next((str(a[k]) for k in _SESSION_KEYS if a.get(k)), None)
+    if session is None:
+        trace = (span.get("context") or {}).get("trace_id") or span.get("trace_id") or span.get("traceId")
+        session = f"{file_session}/{trace}" if trace and file_session != str(trace) else file_session
+    messages = _json(a.get("gen_ai.input.messages")) or []
+    outputs = _json(a.get("gen_ai.output.messages")) or []
+    tools = a.get("gen_ai.tool.definitions")
+    calls = _calls(outputs, a)
+    kind = a.get("fastgen.turn_kind")
+    chain, sizes = _chain(tools if isinstance(tools, str) else orjson.dumps(tools or []).decode(), messages)
+    after = None
+    if outputs and chain:
+        answer = _canonical(outputs[0]) if isinstance(outputs, list) and isinstance(outputs[0], dict) else b""
+        after = xxhash.xxh3_64_intdigest(answer, seed=chain[-1])
+    return _Raw(
+        session=session,
+        start_ms=start,
+        end_ms=_time_ms(span, "end"),
+        input_tokens=int(a["gen_ai.usage.input_tokens"]),
+        output_tokens=int(a["gen_ai.usage.output_tokens"]),
+        tool_calls=calls,
+        subagent=(kind == "subagent") if kind is not None else None,
+        chain=chain,
+        sizes=sizes,
+        after=after,
+        model=str(a.get("gen_ai.request.model") or a.get("gen_ai.response.model") or ""),
+    )
+
+
+def _calls(outputs, a: dict) -> Optional[int]:
+    if isinstance(outputs, list) and outputs:
+        n = 0
+        for message in outputs:
+            if not isinstance(message, dict):
+                continue
+            n += sum(1 for p in message.get("parts") or () if isinstance(p, dict) and p.get("type") == "tool_call")
+            n += len(message.get("tool_calls") or ())
+        return n
+    reasons = str(a.get("gen_ai.response.finish_reasons") or "")
+    return None if not reasons else (1 if "tool" in reasons else 0)
+
+
+def _canonical(message: dict) -> bytes:
+    """A message as role, text and calls (name and arguments), the same whether written as an input message (wire
+    form) or as an output message (parts)."""
+    text, calls = [], []
+    content = message.get("content")
+    if isinstance(content, str):
+        text.append(content)
+    for part in (content if isinstance(content, list) else []) + list(message.get("parts") or ()):
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "tool_call":
+            calls.append((part.get("name"), _args(part.get("arguments"))))
+        elif part.get("type") == "tool_call_response":
+            text.append(str(part.get("response", "")))
+        else:
+            text.append(str(part.get("content", part.get("text", ""))))
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or call
+        calls.append((fn.get("name"), _args(fn.get("arguments"))))
+    return orjson.dumps([message.get("role"), "".join(text), calls])
+
+
+def _args(arguments) -> str:
+    value = _json(arguments)
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode() if not isinstance(value, str) else value
+
+
+def _chain(tools: str, messages: list) -> tuple[list[int], list[int]]:
+    h = xxhash.xxh3_64_intdigest(tools.encode())
+    chain, sizes, size = [h], [len(tools)], len(tools)
+    for message in messages if isinstance(messages, list) else []:
+        data = _canonical(message) if isinstance(message, dict) else orjson.dumps(message)
+        h = xxhash.xxh3_64_intdigest(data, seed=h)
+        size += len(data)
+        chain.append(h)
+        sizes.append(size)
+    return chain, sizes
+
+
+# --- Mooncake lines --------------------------------------------------------------------------------------------------
+
+
+def _mooncake(path: Path, block: int) -> list[_Raw]:
+    out: list[_Raw] = []
+    sessions_by_prompt: dict[int, str] = {}
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as exc:
+        raise TrafficError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise TrafficError(f"{path}:{number}: not a JSON line") from None
+        for key in ("timestamp", "input_length", "output_length", "hash_ids"):
+            if key not in row:
+                what = (
+                    "timestamps (ms); Mooncake lines without them have no arrivals to measure"
+                    if key == "timestamp"
+                    else key
+                )
+                raise TrafficError(f"{path}:{number}: has no {key!r}; the lines must carry {what}")
+        ids = [int(i) for i in row["hash_ids"]]
+        chain, h = [], 0
+        for i in ids:
+            h = xxhash.xxh3_64_intdigest(i.to_bytes(8, "little", signed=True), seed=h)
+            chain.append(h)
+        session = row.get("session_id")
+        if session is None:  # the session of the earlier request whose whole prompt this one extends
+            session = next((sessions_by_prompt[c] for c in reversed(chain) if c in sessions_by_prompt), None)
+            session = session if session is not None else f"{path.stem}:{number}"
+        session = str(session)
+        if chain:  # its last full block (the last id may be a partial block a continuation does not share)
+            sessions_by_prompt[chain[-2] if len(chain) > 1 else chain[-1]] = session
+        out.append(
+            _Raw(
+                session=session,
+                start_ms=float(row["timestamp"]),
+                end_ms=None,
+                input_tokens=int(row["input_length"]),
+                output_tokens=int(row["output_length"]),
+                tool_calls=None,
+                subagent=False,
+                chain=chain,
+                sizes=list(range(1, len(chain) + 1)),
+                after=None,
+                model="",
+                block=block,
+            )
+        )
+    return out

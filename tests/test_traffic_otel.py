@@ -1,0 +1,122 @@
+"""Traces made by a real client: an OpenAI-compatible agent loop (the openai SDK) traced by OpenTelemetry's own
+instrumentation (opentelemetry-instrumentation-openai-v2, content captured on the spans) and exported by the SDK's
+console exporter, one span a line, against the e2e's local server; `fastgen workload stats` reads the spans and
+gives back the loop's own numbers: its sessions, steps, calls, tool latencies, human waits and prefix reuse.
+
+Needs the `otel` extra (make env-all installs it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("opentelemetry.instrumentation.openai_v2", reason="the otel extra is not installed")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Each session: a system prompt every session shares, a task, then user turns of tool steps (one forced call each,
+# answered with a file of known size after a known tool time) and a text answer, a human wait between user turns.
+SESSIONS = [  # (tool steps of each user turn)
+    (3,),
+    (5, 2),
+    (7,),
+    (4, 4, 1),
+    (6,),
+]
+TOOL_S = [0.05, 0.15]  # alternate tool times
+HUMAN_S = 0.4
+_CLIENT = r"""
+import os, sys, time
+os.environ["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
+os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "span_only"
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+from openai import OpenAI
+
+url, out_path, plan = sys.argv[1], sys.argv[2], eval(sys.argv[3])
+tool_s, human_s = eval(sys.argv[4]), float(sys.argv[5])
+out = open(out_path, "w")
+provider = TracerProvider()
+provider.add_span_processor(
+    SimpleSpanProcessor(ConsoleSpanExporter(out=out, formatter=lambda span: span.to_json(indent=None) + "\n"))
+)
+OpenAIInstrumentor().instrument(tracer_provider=provider)
+tracer = provider.get_tracer("agent")
+client = OpenAI(base_url=url + "/v1", api_key="none")
+tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file of the repository.",
+          "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
+system = {"role": "system", "content": "You are a coding agent. Read before you change anything. " * 30}
+waits = 0
+for s, turns in enumerate(plan):
+    with tracer.start_as_current_span("invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        messages = [system]
+        for u, steps in enumerate(turns):
+            if u:
+                time.sleep(human_s)
+            messages.append({"role": "user", "content": f"Session {s}, request {u}: fix the parser bug number {s}{u}."})
+            for step in range(steps + 1):
+                last = step == steps
+                answer = client.chat.completions.create(
+                    model="m", messages=messages, tools=tools, tool_choice="none" if last else "required",
+                    max_tokens=30,
+                ).choices[0].message
+                if last:
+                    messages.append({"role": "assistant", "content": answer.content or ""})
+                    break
+                call = answer.tool_calls[0]
+                messages.append({"role": "assistant", "content": None, "tool_calls": [
+                    {"id": call.id, "type": "function",
+                     "function": {"name": call.function.name, "arguments": call.function.arguments}}]})
+                time.sleep(tool_s[waits % len(tool_s)])
+                waits += 1
+                messages.append({"role": "tool", "tool_call_id": call.id,
+                                 "content": f"line {step} of file {s}: def parse(x): return x\n" * (20 + 10 * step)})
+provider.force_flush()
+out.close()
+"""
+
+
+def test_stats_of_an_instrumented_agent_loop_are_the_loops_own(tmp_path):
+    from e2e.server import ServerThread
+    from fastgen.traffic import read_traffic, traffic_stats
+
+    spans = tmp_path / "spans.jsonl"
+    with ServerThread(ROOT / "fastgen" / "data" / "builtin-tokenizer", model_name="m") as server:
+        run = subprocess.run(
+            [sys.executable, "-c", _CLIENT, server.base_url, str(spans), repr(SESSIONS), repr(TOOL_S), str(HUMAN_S)],
+            capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        served = list(server.records)
+    assert run.returncode == 0, run.stderr[-2000:]
+    requests = read_traffic([spans])
+    steps = [sum(turns) + len(turns) for turns in SESSIONS]  # the tool steps and each user turn's text answer
+    assert len(requests) == len(served) == sum(steps)
+    # every count is the server's usage, as the instrumentation recorded it
+    assert sorted(r.input_tokens for r in requests) == sorted(
+        s["response"]["usage"]["prompt_tokens"] for s in served
+    )  # fmt: skip
+    stats = traffic_stats(requests)
+    assert stats["sessions"] == len(SESSIONS)
+    assert stats["steps_p50"] == sorted(steps)[len(steps) // 2]
+    assert stats["calls_mean"] == pytest.approx(sum(sum(t) for t in SESSIONS) / sum(steps))
+    # the gaps the loop slept, plus a few ms of client overhead; medians of the two tool times alternating
+    tool_gaps = sorted(
+        (r.start_ms - requests[r.follows].end_ms) / 1000
+        for r in requests
+        if r.follows is not None and requests[r.follows].tool_calls
+    )
+    assert len(tool_gaps) == sum(sum(t) for t in SESSIONS)
+    assert min(TOOL_S) <= tool_gaps[0] and tool_gaps[-1] < max(TOOL_S) + 0.1
+    human = [r for r in requests if r.follows is not None and requests[r.follows].tool_calls == 0]
+    assert len(human) == sum(len(t) - 1 for t in SESSIONS)
+    assert HUMAN_S <= stats["human_p50"] * 60 < HUMAN_S + 0.1
+    # every request after the first of its session continues the one before; all share the system prompt
+    assert sum(r.follows is None for r in requests) == len(SESSIONS)
+    assert stats["cached_share"] > 60 and 0 < stats["cross_share"] < stats["cached_share"]
+    assert stats["subagent_share"] == 0
