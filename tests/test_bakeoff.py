@@ -31,7 +31,7 @@ from fastgen.bakeoff.reset import wait_idle
 from fastgen.bakeoff.runs import write_run
 from fastgen.bakeoff.sampler import parse_metrics
 from fastgen.bakeoff.server import LiveServer, fetch, probe_server
-from fastgen.bakeoff.status import judge_run, last_error
+from fastgen.bakeoff.status import count_records, judge_run, last_error, read_counts
 from fastgen.engines import VLLM
 from fastgen.errors import OutputError, ServerError
 
@@ -759,6 +759,22 @@ def test_failure_reason_is_the_exceptions_last_line_not_the_traceback_header(tmp
     )
     log.write_text("x - ERROR - first\nx - ERROR - the last error\nshutting down\n")
     assert last_error(log) == "the last error (see inference-perf.log)"
+
+
+def test_a_session_with_an_error_but_success_true_is_failed_and_a_missing_event_lost(tmp_path):
+    requests = [{"start_time": 1.0, "error": None}, {"start_time": 2.0, "error": {"error_type": "HTTP Error 500"}}]
+    sessions = [
+        {"session_id": "a", "success": True, "error": None, "num_events": 2},
+        {"session_id": "b", "success": True, "error": {"error_type": "Timeout", "error_msg": "late"}, "num_events": 1},
+    ]
+    counts = count_records(requests, sessions)
+    assert (counts.failed, counts.sessions_failed, counts.expected, counts.lost) == (1, 1, 3, 1)
+    assert counts.errors == ["HTTP Error 500", "Timeout: late"]
+    assert counts.problems() == "1 of 3 requests failed, 1 of 3 requests not recorded, 1 of 2 sessions failed"
+    (tmp_path / "per_request_lifecycle_metrics.json").write_text(json.dumps(requests))
+    (tmp_path / "per_session_lifecycle_metrics.json").write_text(json.dumps(sessions))
+    assert read_counts(tmp_path) == counts  # the bakeoff's path reads the same
+    assert count_records(requests, None).session_report is False
 
 
 def test_fake_engine_fails_every_nth_request_and_scales_its_answers(dataset):

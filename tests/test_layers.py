@@ -63,7 +63,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("bakeoff.runner", "bakeoff"),
     ("results.runs",),
     ("results.ceilings",),
-    ("results.stats", "results.report"),
+    ("results.stats",),
+    ("results.inference",),  # the decision rule: when a B/A is a difference
+    ("results.report",),
     (
         "results.sections.common",
         "results.sections.scenario1",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -231,14 +233,18 @@ def test_compare_runs_reports_each_figure_for_a_b_and_their_ratio(two_sides, tmp
     assert row["hit % A"]["value"] == pytest.approx(60.0) and row["hit % B"]["value"] == pytest.approx(20.0)
     assert row["hit % A"]["n"] == 6 and row["hit % A"]["repeats"] == 1
     assert row["hit % B/A"]["value"] == pytest.approx(20.0 / 60.0)
-    by_turn = {r["turn"]: r for r in table(report, "scenario1", "TTFT by turn")}
+    by_turn = {r["turn"]: r for r in table(report, "scenario1", "TTFT of text answers by turn")}
     assert by_turn[3]["TTFT p50 ms A"]["value"] == pytest.approx(50)
     assert by_turn[3]["TTFT p50 ms B"]["value"] == pytest.approx(150)
     assert by_turn[3]["TTFT p50 ms B/A"]["value"] == pytest.approx(3.0)
+    # two sessions: too few to tell, no interval and no test
+    assert by_turn[3]["TTFT p50 ms B/A"]["too_few"] == "2 sessions on both sides, 8 needed"
+    assert by_turn[3]["TTFT p50 ms A"]["too_few"] == "2 sessions, 8 needed"
     assert by_turn[2]["kind"] == "tool_call" and by_turn[2]["TTFT p50 ms A"]["value"] is None
     markdown = (tmp_path / "out" / "report.md").read_text()
-    assert "Tool-call turns have no TTFT" in markdown and "| scenario1/c2 | completed | 0 | 0 | completed |" in markdown
-    assert "| 3 | text | 50.0 [50.0-50.0] n=2 | 150 [150-150] n=2 | 3.00 |" in markdown
+    assert "a turn answered with a tool call has no TTFT" in markdown
+    assert "| scenario1/c2 | completed | 0 | 0 | completed |" in markdown
+    assert "| 3 | text | 50.0 n=2 (2 sessions) | 150 n=2 (2 sessions) | 3.00 (too few) |" in markdown
 
 
 def test_compare_runs_names_a_malformed_or_missing_file_and_compares_the_rest(two_sides, tmp_path):
@@ -426,6 +432,29 @@ def test_read_runs_reads_an_older_completed_run_with_failed_requests_as_incomple
     assert run.reason.startswith("1 of 6 requests failed")
 
 
+def test_read_runs_counts_failed_sessions_as_the_bakeoff_does(tmp_path):
+    from fastgen.bakeoff.status import read_counts
+
+    sessions = [
+        {"session_id": "s1", "success": True, "start_time": 1000.0, "end_time": 1010.0, "num_events": 3},
+        {
+            "session_id": "s2",
+            "success": True,
+            "error": "late",
+            "start_time": 1000.0,
+            "end_time": 1010.0,
+            "num_events": 4,
+        },
+    ]
+    folder = tmp_path / "a" / "scenario1" / "c2"
+    write_folder(folder, scenario1_requests(900), sessions=sessions)  # no counts in its record: read from the records
+    run = read_runs(tmp_path / "a")[0]["scenario1/c2"]
+    counts = read_counts(folder)  # what the bakeoff would have recorded
+    assert (run.sessions_failed, run.sessions_total) == (counts.sessions_failed, counts.sessions) == (1, 2)
+    assert (run.requests_failed, run.requests_total) == (counts.failed + counts.lost, 7) == (1, 7)  # 1 lost
+    assert run.status == "incomplete" and [s.success for s in run.sessions] == [True, False]
+
+
 def test_read_runs_takes_itl_from_the_computed_metrics(tmp_path):
     requests = scenario1_requests(900)
     requests[0]["computed_metrics"]["inter_token_latency"] = 0.012
@@ -461,8 +490,12 @@ def test_compare_shows_status_and_failed_counts_and_leaves_an_incomplete_run_out
         "high": None,
         "distinguishable": None,
         "left_out": "incomplete",
+        "too_few": None,
+        "p": None,
+        "margin": None,
+        "sessions": 0,
     }
-    (level,) = table(report, "scenario1", "TTFT by concurrency")
+    (level,) = table(report, "scenario1", "TTFT of text answers by concurrency")
     assert level["status"] == "B incomplete (1/6 requests, 1/2 sessions failed)"
     assert level["TTFT p50 ms B"]["value"] is not None and level["TTFT p50 ms B/A"]["value"] is None
     assert "excl. (incomplete)" in (tmp_path / "out" / "report.md").read_text()
@@ -497,37 +530,49 @@ def swarm_requests(ttfts_ms: list[float], *, output=10) -> list[dict]:
     ]
 
 
-def test_compare_summary_states_no_difference_when_the_intervals_overlap(tmp_path):
+def test_compare_summary_states_no_difference_within_the_margin(tmp_path):
     rng = __import__("random").Random(3)
     same = [100 + rng.random() * 200 for _ in range(40)]
     write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests(same))
     write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([t * 1.03 for t in same[::-1]]))
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
     report = report_of(tmp_path / "out")
-    (level,) = table(report, "scenario1", "TTFT by concurrency")
-    assert level["TTFT p50 ms B/A"]["distinguishable"] is False
-    (line,) = section(report, "summary")["findings"]
-    assert line.startswith("No difference between A (a) and B (b) survives the spread")
+    (level,) = table(report, "scenario1", "TTFT of text answers by concurrency")
+    assert level["TTFT p50 ms B/A"]["distinguishable"] is False and level["TTFT p50 ms B/A"]["p"] > 0.05
+    findings = section(report, "summary")["findings"]
+    assert findings[0].startswith("The rule: a B/A is a difference when its 95 % interval")
+    assert findings[1].startswith("No difference between A (a) and B (b) in the headline figures of 1 config")
     assert "1.03 ~" in (tmp_path / "out" / "report.md").read_text()
 
 
-def test_compare_summary_states_a_difference_that_survives_the_spread(tmp_path):
+def test_compare_summary_states_a_difference_beyond_the_margin(tmp_path):
     write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests([100 + i for i in range(40)]))
     write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([300 + i for i in range(40)]))
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
     findings = section(report_of(tmp_path / "out"), "summary")["findings"]
-    assert 1 <= len(findings) <= 5
-    assert findings[0].startswith("scenario1/c2: TTFT p50 ms 320 on B (b) against 120 on A (a), B/A 2.67")
+    assert 2 <= len(findings) <= 8
+    assert findings[1].startswith(
+        "scenario1/c2: TTFT p95 ms (text answers) 337 on B (b) against 137 on A (a), B/A 2.46 ["
+    ) or findings[1].startswith(
+        "scenario1/c2: TTFT p50 ms (text answers) 320 on B (b) against 120 on A (a), B/A 2.67 ["
+    )
+    assert any("(n 40 and 40, 40 sessions; 1 run and 1 run)" in f for f in findings)
+    assert findings[-1].startswith("One run a side: the intervals hold the sessions' variation")
 
 
-def test_compare_over_repeats_reports_the_median_and_min_max(tmp_path):
+def test_compare_over_repeats_reports_the_mean_and_its_interval_over_runs(tmp_path):
     for k, ttft in enumerate((100, 300, 200), start=1):
-        write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests([ttft] * 4), repeat=k, repeats=3)
-    write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([100] * 4))
+        write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests([ttft] * 8), repeat=k, repeats=3)
+    write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([100] * 8))
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
-    (level,) = table(report_of(tmp_path / "out"), "scenario1", "TTFT by concurrency")
-    assert level["TTFT p50 ms A"] == {"value": 200.0, "n": 12, "low": 100.0, "high": 300.0, "repeats": 3}
-    assert "200 [100-300] n=12, 3 runs" in (tmp_path / "out" / "report.md").read_text()
+    (level,) = table(report_of(tmp_path / "out"), "scenario1", "TTFT of text answers by concurrency")
+    # every session the same within a run: the interval is the runs' alone, 200 x exp(+- 4.303 sd(log) / sqrt(3))
+    a = level["TTFT p50 ms A"]
+    assert (a["value"], a["n"], a["repeats"], a["sessions"]) == (200.0, 24, 3, 8)
+    half = 4.3027 * statistics.stdev([math.log(v) for v in (100, 300, 200)]) / 3**0.5
+    assert a["low"] == pytest.approx(200 * math.exp(-half), rel=1e-3)
+    assert a["high"] == pytest.approx(200 * math.exp(half), rel=1e-3)
+    assert "200 [50.3-795] n=24 (8 sessions, 3 runs)" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_compare_shows_p99_only_with_100_requests_behind_it(tmp_path):
@@ -535,12 +580,14 @@ def test_compare_shows_p99_only_with_100_requests_behind_it(tmp_path):
         write_repeat(tmp_path / side / "scenario1" / "c2", swarm_requests([100 + i for i in range(99)]))
         write_repeat(tmp_path / side / "scenario1" / "c4", swarm_requests([100 + i for i in range(100)]), concurrency=4)
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
-    levels = {r["config"]: r for r in table(report_of(tmp_path / "out"), "scenario1", "TTFT by concurrency")}
+    levels = {
+        r["config"]: r for r in table(report_of(tmp_path / "out"), "scenario1", "TTFT of text answers by concurrency")
+    }
     few = levels["scenario1/c2"]["TTFT p99 ms A"]
     assert few["value"] is None and few["n"] == 99
     assert levels["scenario1/c4"]["TTFT p99 ms A"]["value"] == pytest.approx(100 + 0.99 * 99)
     markdown = (tmp_path / "out" / "report.md").read_text()
-    assert "- (n=99)" in markdown and "p99 is shown only where at least 100 requests" in markdown
+    assert "- (n=99, 99 sessions)" in markdown and "p95: 20, p99: 100" in markdown
 
 
 def test_compare_names_and_leaves_out_configs_whose_runs_replayed_different_datasets(tmp_path):
@@ -565,13 +612,46 @@ def test_compare_prompt_token_check_fails_when_the_sides_sent_different_prompts(
     write_repeat(tmp_path / "a" / "scenario1" / "c2", scenario1_requests(900))
     write_repeat(tmp_path / "b" / "scenario1" / "c2", longer)
     comparison = compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
-    (row,) = table(report_of(tmp_path / "out"), "prompts", "Prompt tokens sent")
-    assert (row["outputs"], row["tolerance %"], row["same prompts"]) == ("recorded", 0.5, "NO")
+    report = report_of(tmp_path / "out")
+    (row,) = table(report, "prompts", "Prompt tokens sent")
+    assert (row["outputs"], row["requests matched"], row["same prompts"]) == ("recorded", 6, "NO")
     assert (row["prompt tokens A"]["value"], row["prompt tokens B"]["value"]) == (6000, 6060)
     assert (
-        "scenario1/c2: b sent 1.010 x the prompt tokens of a (recorded outputs, tolerance 0.5 %): the engines "
-        "were not given the same prompts"
+        "scenario1/c2: b sent 1.010 x the prompt tokens of a (recorded outputs), not one constant amount more or "
+        "less on every request: the engines were not given the same prompts"
     ) in comparison.problems
+    assert any(
+        f.startswith("Left out: scenario1/c2, whose sides were not sent")
+        for f in section(report, "summary")["findings"]
+    )
+
+
+def with_offset(requests: list[dict], offset: int) -> list[dict]:
+    """The same requests rendered `offset` tokens longer, every one, those tokens cached where anything was."""
+    for entry in requests:
+        usage = entry["info"]["response_metrics"]["server_usage"]
+        usage["prompt_tokens"] += offset
+        details = usage.get("prompt_tokens_details")
+        if details and details["cached_tokens"]:
+            details["cached_tokens"] += offset
+    return requests
+
+
+def test_compare_a_constant_prompt_offset_is_explained_compared_and_its_hit_lift_shown(tmp_path):
+    write_repeat(tmp_path / "a" / "scenario1" / "c2", scenario1_requests(900))
+    write_repeat(tmp_path / "b" / "scenario1" / "c2", with_offset(scenario1_requests(900), 48))
+    comparison = compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    report = report_of(tmp_path / "out")
+    (row,) = table(report, "prompts", "Prompt tokens sent")
+    assert row["same prompts"] == "yes, +48 tokens a request" and row["offset B-A (tokens a request)"] == 48
+    # B: 3,792 of 6,288 tokens cached; without the offset 3,600 of 6,000, A's 60 %
+    assert row["hit lift of the offset (points)"] == pytest.approx(100 * 3792 / 6288 - 60.0, abs=1e-6)
+    assert not any("same prompts" in p for p in comparison.problems)
+    summary = section(report, "summary")["findings"]
+    assert not any(f.startswith("Left out") for f in summary)
+    assert any(
+        "scenario1/c2 (b: 48 tokens more on each of 6 requests, its hit % lifted 0.31 points" in f for f in summary
+    )
 
 
 def test_compare_prompt_token_check_allows_live_outputs_their_tolerance(tmp_path):
@@ -626,7 +706,7 @@ def test_compare_throughput_per_gpu_hour_and_kv_usage_in_tokens(tmp_path):
         tmp_path / "b" / "scenario2" / "c2_sync",
         scenario1_requests(900),
         identity=identity(server={"engine": "sglang", "gpus": 1, "kv_capacity_tokens": 20_000}),
-        samples=[{"sglang:token_usage": 0.9}],
+        samples=[{"sglang:token_usage": 0.9, "sglang:num_used_tokens": 17_950}],
     )
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
     report = report_of(tmp_path / "out")
@@ -636,18 +716,40 @@ def test_compare_throughput_per_gpu_hour_and_kv_usage_in_tokens(tmp_path):
     assert row["sessions/GPU-h A"]["value"] == pytest.approx(100.0)
     assert row["sessions/GPU-h B"]["value"] == pytest.approx(200.0)
     assert row["output tok/GPU-h A"]["value"] == pytest.approx(60 / 3.5 * 3600 / 2)
-    (kv,) = table(report, "scenario2", "Hit ratio and peak KV usage")
-    assert (kv["peak KV % A"]["value"], kv["peak KV % B"]["value"]) == (50.0, 90.0) and "peak KV % B/A" not in kv
-    assert kv["peak KV tokens A"]["value"] == 50_000 and kv["peak KV tokens B"]["value"] == 18_000
-    assert kv["peak KV tokens B/A"]["value"] == pytest.approx(0.36)
+    assert row["output tok/s B/A"]["too_few"] == "1 run on a side, 2 needed"
+    kv_section = next(t for t in section(report, "scenario2")["tables"] if t["title"].startswith("Hit ratio and peak"))
+    (kv,) = rows(kv_section)
+    # SGLang's tokens are its own count (sglang:num_used_tokens), not its gauge rounded to 1 % x the capacity
+    assert (kv["peak KV % A"]["value"], kv["peak KV % B"]["value"]) == (50.0, 89.75) and "peak KV % B/A" not in kv
+    assert kv["peak KV tokens A"]["value"] == 50_000 and kv["peak KV tokens B"]["value"] == 17_950
+    assert kv["peak KV tokens B/A"]["value"] == pytest.approx(0.359) and kv["peak KV tokens B/A"]["too_few"]
+    assert "sglang: sglang:num_used_tokens (a count of tokens)" in kv_section["note"]
+
+
+def test_compare_shows_no_kv_tokens_from_a_gauge_rounded_to_one_percent(tmp_path):
+    for side, samples in (("a", [{"sglang:token_usage": 0.0}]), ("b", [{"sglang:token_usage": 0.01}])):
+        write_repeat(
+            tmp_path / side / "scenario2" / "c2_sync",
+            scenario1_requests(900),
+            identity=identity(server={"engine": "sglang", "kv_capacity_tokens": 2_097_152}),
+            samples=samples,
+        )
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    kv_section = next(
+        t for t in section(report_of(tmp_path / "out"), "scenario2")["tables"] if t["title"].startswith("Hit ratio")
+    )
+    (kv,) = rows(kv_section)
+    assert kv["peak KV % B"]["value"] == 1.0 and kv["peak KV tokens B"]["value"] is None
+    assert kv["peak KV tokens B/A"]["value"] is None
+    assert "sglang:token_usage only, rounded to 1% of the cache: no count of tokens and no B/A" in kv_section["note"]
 
 
 def test_compare_slo_gives_the_largest_concurrency_that_meets_the_ttft_target(tmp_path):
     from fastgen.results import CompareOptions
 
     for level, (a_ms, b_ms) in {2: (100, 100), 4: (200, 400), 8: (600, 900)}.items():
-        write_repeat(tmp_path / "a" / "scenario1" / f"c{level}", swarm_requests([a_ms] * 5), concurrency=level)
-        write_repeat(tmp_path / "b" / "scenario1" / f"c{level}", swarm_requests([b_ms] * 5), concurrency=level)
+        write_repeat(tmp_path / "a" / "scenario1" / f"c{level}", swarm_requests([a_ms] * 20), concurrency=level)
+        write_repeat(tmp_path / "b" / "scenario1" / f"c{level}", swarm_requests([b_ms] * 20), concurrency=level)
     compare_runs(
         tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False, options=CompareOptions(slo_ttft_p95_ms=300)
     )
@@ -740,7 +842,7 @@ def test_compare_force_keeps_the_users_file_as_edited_and_writes_the_new_one(two
     (out / "report.json").write_text("mine")
     comparison = compare_runs(*two_sides, out, plots=False, force=True)
     assert comparison.moved == ["report.json.edited"] and (out / "report.json.edited").read_text() == "mine"
-    assert report_of(out)["format"] == 2
+    assert report_of(out)["format"] == 3
     (out / "report.json").write_text("mine again")
     compare_runs(*two_sides, out, plots=False, force=True)
     assert (out / "report.json.edited-2").read_text() == "mine again"  # the first one kept too

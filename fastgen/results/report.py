@@ -5,14 +5,15 @@ Sections are plain data (numbers, not text), so report.json and report.md are tw
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Callable, Hashable, Mapping, Optional, Sequence
 
 from .ceilings import Ceilings
+from .inference import benjamini_hochberg, compare, run_compare, run_figure
 from .runs import ConfigRun, Repeat, RequestRecord
-from .stats import Figure, Measure, Ratio, figure, figure_ratio, run_figure
+from .stats import MARGIN, Figure, Measure, Ratio
 
-__all__ = ["Cell", "CompareOptions", "Pair", "Plot", "Section", "Side", "Table"]
+__all__ = ["Cell", "CompareOptions", "Pair", "Plot", "Section", "Side", "Table", "Tests"]
 
 Cell = Optional[float | int | str | Figure | Ratio]
 
@@ -48,11 +49,47 @@ def _by_repeat(runs: list[ConfigRun], keep: Callable[[RequestRecord], bool]) -> 
     return [[r for groups in per_run for r in groups[k]] for k in sorted(common)]
 
 
+@dataclass
+class Tests:
+    """Every B/A the report computed, once each (the same figure in two tables is one test), and, once `decide` has
+    run, which are differences: Benjamini-Hochberg over all of them (inference.py). The report is built twice: the
+    first build finds the tests, the second shows each one decided."""
+
+    found: dict[Hashable, tuple[Figure, Figure, Ratio]] = field(default_factory=dict)
+    claimed: Optional[set] = None
+
+    def get(self, key: Hashable, compute: Callable[[], tuple[Figure, Figure, Ratio]]) -> tuple[Figure, Figure, Ratio]:
+        if key not in self.found:
+            self.found[key] = compute()
+        a, b, r = self.found[key]
+        if self.claimed is not None and r.p is not None:
+            r = replace(r, distinguishable=key in self.claimed)
+        return a, b, r
+
+    @property
+    def tested(self) -> list[Hashable]:
+        return [key for key, (_, _, r) in self.found.items() if r.p is not None]
+
+    @property
+    def too_few(self) -> list[Hashable]:
+        return [key for key, (_, _, r) in self.found.items() if r.too_few is not None]
+
+    def decide(self) -> None:
+        keys = self.tested
+        passed = benjamini_hochberg([self.found[key][2].p or 0.0 for key in keys])
+        self.claimed = {key for key, yes in zip(keys, passed) if yes}
+
+
+def _ids(groups: list[list[RequestRecord]]) -> tuple:
+    return tuple(tuple(id(r) for r in group) for group in groups)
+
+
 @dataclass(frozen=True)
 class Pair:
     a: Side
     b: Side
     options: CompareOptions = CompareOptions()
+    tests: Tests = field(default_factory=Tests, compare=False)
 
     @property
     def sides(self) -> tuple[Side, Side]:
@@ -120,17 +157,19 @@ class Pair:
         groups_b: list[list[RequestRecord]],
         names: list[str],
     ) -> tuple[Figure, Figure, Ratio]:
-        """(A, B, B/A) of a measure over requests already grouped by repeat (of these configs)."""
-        a, b = figure(groups_a, measure), figure(groups_b, measure)
-        return a, b, figure_ratio(a, b, self.left_out(names))
+        """(A, B, B/A) of a measure over requests already grouped by repeat (of these configs); a B/A of an
+        incomplete run is left out (and not tested)."""
+        left_out = self.left_out(names)
+        key = ("requests", measure.name, measure.margin, _ids(groups_a), _ids(groups_b), left_out)
+        return self.tests.get(key, lambda: _left_out(compare(groups_a, groups_b, measure), left_out))
 
-    def run_triple(
+    def run_sides(
         self,
         name: str,
         per_repeat: Callable[[Repeat, ConfigRun], Optional[float]],
         n: Callable[[Repeat], int] = lambda r: len(r.requests),
-    ) -> tuple[Figure, Figure, Ratio]:
-        """(A, B, B/A) of a figure of whole runs (one value per repeat) of one config."""
+    ) -> tuple[Figure, Figure]:
+        """A figure of whole runs of one config on each side, with no B/A (e.g. percentages of two cache sizes)."""
         a, b = (
             run_figure(
                 [per_repeat(r, side.runs[name]) for r in side.runs[name].repeats],
@@ -138,7 +177,30 @@ class Pair:
             )
             for side in self.sides
         )
-        return a, b, figure_ratio(a, b, self.left_out([name]))
+        return a, b
+
+    def run_triple(
+        self,
+        name: str,
+        per_repeat: Callable[[Repeat, ConfigRun], Optional[float]],
+        n: Callable[[Repeat], int] = lambda r: len(r.requests),
+        *,
+        what: str,
+        margin: float = MARGIN,
+    ) -> tuple[Figure, Figure, Ratio]:
+        """(A, B, B/A) of a figure of whole runs (one value per repeat) of one config, `what` naming it."""
+        values = [[per_repeat(r, side.runs[name]) for r in side.runs[name].repeats] for side in self.sides]
+        counts = [sum(n(r) for r in side.runs[name].repeats) for side in self.sides]
+        left_out = self.left_out([name])
+        key = ("runs", what, name, margin, tuple(map(tuple, values)), tuple(counts), left_out)
+        return self.tests.get(
+            key,
+            lambda: _left_out(run_compare(values[0], values[1], n_a=counts[0], n_b=counts[1], margin=margin), left_out),
+        )
+
+
+def _left_out(triple: tuple[Figure, Figure, Ratio], left_out: Optional[str]) -> tuple[Figure, Figure, Ratio]:
+    return triple if left_out is None else (triple[0], triple[1], Ratio(None, left_out=left_out))
 
 
 @dataclass
