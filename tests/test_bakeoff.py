@@ -11,6 +11,7 @@ changed dataset, a rerun, repeats, Ctrl-C; and the README's own command, run fro
 from __future__ import annotations
 
 import json
+import statistics
 import os
 import shutil
 import signal
@@ -428,6 +429,24 @@ def test_parse_metrics_keeps_the_engines_counters_and_gauges_summed_over_labels(
     assert not any(
         name.startswith("python_") for name in parse_metrics("python_gc_objects_collected_total 3\n", "vllm:")
     )
+
+
+def test_fake_sglang_exports_its_kv_usage_rounded_and_as_a_count_and_jitters_from_its_seed():
+    from e2e.fake_engine import EngineProfile, EngineState
+
+    state = EngineState(EngineProfile(flavour="sglang", kv_capacity_tokens=10_000), "m")
+    state.cache.lookup_and_insert(list(range(1234)))
+    sample = parse_metrics(state.metrics_text().decode(), "sglang:")
+    # 1,232 tokens of whole 16-token blocks in use: 12.32 %, exported as 0.12 (SGLang's round(usage, 2))
+    assert sample["sglang:num_used_tokens"] == 1232 and sample["sglang:token_usage"] == 0.12
+    draws = [
+        [EngineState(EngineProfile(prefill_s_per_token=1e-3, jitter_s=0.01, seed=seed), "m").prefill_wait(10)]
+        for seed in (1, 1, 2)
+    ]
+    assert draws[0] == draws[1] != draws[2] and all(d[0] > 0.01 for d in draws)  # 10 ms of prefill, then a draw
+    many = EngineState(EngineProfile(jitter_s=0.01, seed=5), "m")
+    assert statistics.mean(many.prefill_wait(0) for _ in range(4000)) == pytest.approx(0.01, rel=0.1)
+    assert EngineState(EngineProfile(prefill_s_per_token=1e-3), "m").prefill_wait(10) == pytest.approx(0.01)
 
 
 def test_select_configs_orders_by_scenario_and_load_and_takes_patterns(dataset):

@@ -89,6 +89,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("analysis.analyze", "analysis.summary", "analysis.report", "analysis.plots", "analysis"),
     ("export.jsonl",),
     ("export.mooncake", "export.dag", "export"),
+    ("predicted",),  # compare's own analyze: the results read side calling the analysis at what the runs recorded
     ("cli.options", "cli.generate", "cli.datasets", "cli.runs", "cli.analysis"),
     ("cli", "__main__", ""),  # "" is the package door, fastgen/__init__.py
 ]

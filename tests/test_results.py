@@ -238,8 +238,10 @@ def test_compare_runs_reports_each_figure_for_a_b_and_their_ratio(two_sides, tmp
     assert by_turn[3]["TTFT p50 ms B"]["value"] == pytest.approx(150)
     assert by_turn[3]["TTFT p50 ms B/A"]["value"] == pytest.approx(3.0)
     # two sessions: too few to tell, no interval and no test
-    assert by_turn[3]["TTFT p50 ms B/A"]["too_few"] == "2 sessions on both sides, 8 needed"
-    assert by_turn[3]["TTFT p50 ms A"]["too_few"] == "2 sessions, 8 needed"
+    assert by_turn[3]["TTFT p50 ms B/A"]["too_few"] == (
+        "2 sessions on both sides, 8 needed; a time, and one run a side: 2 needed"
+    )
+    assert by_turn[3]["TTFT p50 ms A"]["too_few"] == "2 sessions, 8 needed; a time, and one run a side: 2 needed"
     assert by_turn[2]["kind"] == "tool_call" and by_turn[2]["TTFT p50 ms A"]["value"] is None
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert "a turn answered with a tool call has no TTFT" in markdown
@@ -533,8 +535,10 @@ def swarm_requests(ttfts_ms: list[float], *, output=10) -> list[dict]:
 def test_compare_summary_states_no_difference_within_the_margin(tmp_path):
     rng = __import__("random").Random(3)
     same = [100 + rng.random() * 200 for _ in range(40)]
-    write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests(same))
-    write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([t * 1.03 for t in same[::-1]]))
+    for k in (1, 2):
+        write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests(same), repeat=k, repeats=2)
+        b = swarm_requests([t * 1.03 for t in same[::-1]])
+        write_repeat(tmp_path / "b" / "scenario1" / "c2", b, repeat=k, repeats=2)
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
     report = report_of(tmp_path / "out")
     (level,) = table(report, "scenario1", "TTFT of text answers by concurrency")
@@ -546,18 +550,32 @@ def test_compare_summary_states_no_difference_within_the_margin(tmp_path):
 
 
 def test_compare_summary_states_a_difference_beyond_the_margin(tmp_path):
+    for k, shift in ((1, 0), (2, 2)):
+        a = swarm_requests([100 + i + shift for i in range(40)])
+        write_repeat(tmp_path / "a" / "scenario1" / "c2", a, repeat=k, repeats=2)
+        write_repeat(
+            tmp_path / "b" / "scenario1" / "c2", swarm_requests([300 + i - shift for i in range(40)]), repeat=k
+        )
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    findings = section(report_of(tmp_path / "out"), "summary")["findings"]
+    assert 2 <= len(findings) <= 8
+    # the largest first: p50 318.5 against 120.5 (means of each run's)
+    assert findings[1].startswith(
+        "scenario1/c2: TTFT p50 ms (text answers) 318 on B (b) against 120 on A (a), B/A 2.64 ["
+    )
+    assert "(n 80 and 80, 40 sessions; 2 runs and 2 runs)" in findings[1]
+
+
+def test_compare_summary_with_one_run_says_times_are_too_few_to_tell(tmp_path):
     write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests([100 + i for i in range(40)]))
     write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([300 + i for i in range(40)]))
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
     findings = section(report_of(tmp_path / "out"), "summary")["findings"]
-    assert 2 <= len(findings) <= 8
-    assert findings[1].startswith(
-        "scenario1/c2: TTFT p95 ms (text answers) 337 on B (b) against 137 on A (a), B/A 2.46 ["
-    ) or findings[1].startswith(
-        "scenario1/c2: TTFT p50 ms (text answers) 320 on B (b) against 120 on A (a), B/A 2.67 ["
-    )
-    assert any("(n 40 and 40, 40 sessions; 1 run and 1 run)" in f for f in findings)
-    assert findings[-1].startswith("One run a side: the intervals hold the sessions' variation")
+    assert findings[1].startswith("No difference between A (a) and B (b) in the headline figures")
+    (few,) = [f for f in findings if f.startswith("Too few to tell")]
+    assert "TTFT p50 ms, TTFT p95 ms of scenario1/c2 (a time, and one run a side: 2 needed)" in few
+    assert "output tok/s of scenario1/c2 (a figure of whole runs, 1 run on a side: 2 needed)" in few
+    assert findings[-1].startswith("One run a side: times and rates are too few to tell")
 
 
 def test_compare_over_repeats_reports_the_mean_and_its_interval_over_runs(tmp_path):
@@ -716,7 +734,7 @@ def test_compare_throughput_per_gpu_hour_and_kv_usage_in_tokens(tmp_path):
     assert row["sessions/GPU-h A"]["value"] == pytest.approx(100.0)
     assert row["sessions/GPU-h B"]["value"] == pytest.approx(200.0)
     assert row["output tok/GPU-h A"]["value"] == pytest.approx(60 / 3.5 * 3600 / 2)
-    assert row["output tok/s B/A"]["too_few"] == "1 run on a side, 2 needed"
+    assert row["output tok/s B/A"]["too_few"] == "a figure of whole runs, 1 run on a side: 2 needed"
     kv_section = next(t for t in section(report, "scenario2")["tables"] if t["title"].startswith("Hit ratio and peak"))
     (kv,) = rows(kv_section)
     # SGLang's tokens are its own count (sglang:num_used_tokens), not its gauge rounded to 1 % x the capacity

@@ -4,6 +4,7 @@ the bad input the rule must say "too few to tell" to rather than divide by zero.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -25,6 +26,8 @@ from records import record
 from fastgen.results.stats import Figure, hit_ratio, percentile_ms
 
 TTFT50 = percentile_ms("ttft", 50)
+# the same statistic of something the server counts, not a clock: sessions replicate it within one run
+COUNTED50 = replace(TTFT50, clocked=False)
 
 
 def rec(session: str, *, turn=1, ttft=None, prompt=None, cached=None, repeat=1, failed=False) -> RequestRecord:
@@ -84,7 +87,7 @@ def test_weighted_quantile_is_the_percentile_of_the_repeated_values():
 
 def test_a_figure_over_one_run_is_a_session_bootstrap_interval_that_brackets_the_value():
     requests = run(jittered(20, seed=3))
-    first, again = (figure([requests], TTFT50) for _ in range(2))
+    first, again = (figure([requests], COUNTED50) for _ in range(2))
     assert first == again  # a fixed seed: the same records give the same interval
     values = sorted(r.ttft * 1000 for r in requests)
     assert values[0] < first.low < first.value < first.high < values[-1]
@@ -115,8 +118,18 @@ def test_an_a_a_comparison_is_not_a_difference_with_one_two_or_three_runs():
     for runs in (1, 2, 3):
         a = [run(jittered(20, seed=10 + k), repeat=k) for k in range(runs)]
         b = [run(jittered(20, seed=20 + k), repeat=k) for k in range(runs)]
-        _, _, r = compare(a, b, TTFT50)
-        assert r.p is not None and r.p > 0.05 and r.low < 1 < r.high, runs
+        for measure in (TTFT50, COUNTED50) if runs > 1 else (COUNTED50,):
+            _, _, r = compare(a, b, measure)
+            assert r.p is not None and r.p > 0.05 and r.low < 1 < r.high, (runs, measure.clocked)
+
+
+def test_a_time_needs_two_runs_a_side_what_the_server_counts_does_not():
+    a, b = run(jittered(20, seed=1)), run(jittered(20, seed=2, scale=3.0))
+    fa, _, r = compare([a], [b], TTFT50)
+    assert r.value == pytest.approx(3.0, rel=0.3) and r.p is None and fa.low is None
+    assert r.too_few == fa.too_few == "a time, and one run a side: 2 needed"
+    _, _, counted = compare([a], [b], COUNTED50)
+    assert counted.p is not None and counted.p < 0.001
 
 
 def test_a_known_gap_is_a_difference_and_its_interval_holds_it():
@@ -131,7 +144,7 @@ def test_pairing_tells_apart_sides_whose_own_intervals_overlap():
     # the paired B/A is not
     a = run(jittered(20, seed=1))
     b = [rec(r.session, turn=r.turn, ttft=r.ttft * 1.2) for r in a]
-    fa, fb, r = compare([a], [b], TTFT50)
+    fa, fb, r = compare([a, a], [b, b], TTFT50)
     assert fa.high > fb.low and r.low == pytest.approx(1.2) and r.p == 0.0
 
 
@@ -140,9 +153,9 @@ def test_identical_values_test_as_they_are():
     fa, fb, r = compare([same, same], [same, same], TTFT50)  # zero spread anywhere: equal, no difference
     assert (fa.low, fa.high, r.value, r.p) == (pytest.approx(100.0), pytest.approx(100.0), 1.0, 1.0)
     lower = run({f"s{i}": [97.0, 97.0] for i in range(10)})  # 3 % lower everywhere: within the 5 % margin
-    assert compare([same], [lower], TTFT50)[2].p == 1.0
+    assert compare([same, same], [lower, lower], TTFT50)[2].p == 1.0
     much = run({f"s{i}": [50.0, 50.0] for i in range(10)})  # half, in every session and run: a difference
-    assert compare([same], [much], TTFT50)[2].p == 0.0
+    assert compare([same, same], [much, much], TTFT50)[2].p == 0.0
 
 
 def test_zero_spread_hit_ratios_are_not_a_difference_unless_every_session_shows_it():
@@ -155,25 +168,29 @@ def test_zero_spread_hit_ratios_are_not_a_difference_unless_every_session_shows_
 
 def test_too_few_sessions_to_tell():
     a, b = run(jittered(MIN_SESSIONS - 1, seed=1)), run(jittered(MIN_SESSIONS - 1, seed=2, scale=5.0))
-    fa, fb, r = compare([a], [b], TTFT50)
+    fa, fb, r = compare([a, a], [b, b], TTFT50)
     assert r.value == pytest.approx(fb.value / fa.value) and r.p is None
     assert r.too_few == "7 sessions on both sides, 8 needed" and fa.too_few == "7 sessions, 8 needed" and fa.low is None
     one = run({"s0": [100.0, 120.0, 90.0]})
-    fa, _, r = compare([one], [one], TTFT50)
+    fa, _, r = compare([one], [one], COUNTED50)
     assert fa.too_few == "1 session, 8 needed" and r.too_few == "1 sessions on both sides, 8 needed"
 
 
 def test_runs_of_different_repeat_counts_give_an_interval():
     a = [run(jittered(20, seed=k), repeat=k) for k in range(3)]
-    b = [run(jittered(20, seed=40))]
+    b = [run(jittered(20, seed=40 + k), repeat=k) for k in range(2)]
     fa, fb, r = compare(a, b, TTFT50)
+    assert (fa.repeats, fb.repeats) == (3, 2) and r.low < r.value < r.high and r.p is not None
+    fa, fb, r = compare(a, b[:1], COUNTED50)  # 3 runs against 1: pooled over both sides, 2 degrees of freedom
     assert (fa.repeats, fb.repeats) == (3, 1) and r.low < r.value < r.high and r.p is not None
+    assert compare(a, b[:1], TTFT50)[2].too_few == "a time, and one run a side: 2 needed"
 
 
 def test_a_failed_repeat_without_requests_leaves_the_others():
-    a = [run(jittered(20, seed=1), repeat=1), [], [rec("s0", ttft=None, failed=True, repeat=3)]]
-    fa, _, r = compare(a, [run(jittered(20, seed=2))], TTFT50)
-    assert fa.repeats == 1 and fa.n == 80 and r.p is not None
+    a = [run(jittered(20, seed=1), repeat=1), [rec("s0", ttft=None, failed=True, repeat=2)], run(jittered(20, seed=3))]
+    b = [run(jittered(20, seed=2)), run(jittered(20, seed=4))]
+    fa, _, r = compare(a, b, TTFT50)
+    assert fa.repeats == 2 and fa.n == 160 and r.p is not None
 
 
 def test_a_value_of_zero_has_no_ratio_to_test():
@@ -189,7 +206,11 @@ def test_figures_of_whole_runs_need_two_runs_a_side():
     half = 4.3027 * np.std(np.log([3, 1, 2]), ddof=1) / math.sqrt(3)
     assert got.value == 2.0 and got.high == pytest.approx(2 * math.exp(half), rel=1e-3)
     _, _, one = run_compare([1.0], [2.0, 2.1], n_a=1, n_b=2, margin=0.05)
-    assert one.value == pytest.approx(2.05) and one.too_few == "1 run on a side, 2 needed" and one.p is None
+    assert (
+        one.value == pytest.approx(2.05)
+        and one.too_few == "a figure of whole runs, 1 run on a side: 2 needed"
+        and one.p is None
+    )
     _, _, same = run_compare([1.0, 1.0], [1.0, 1.0], n_a=2, n_b=2, margin=0.05)  # no spread, no difference
     assert (same.value, same.p, same.low, same.high) == (1.0, 1.0, 1.0, 1.0)
     _, _, apart = run_compare([1.0, 1.1, 0.9], [2.0, 2.2, 1.8], n_a=3, n_b=3, margin=0.05)

@@ -11,8 +11,13 @@ What varies. Both sides replay the same sessions (the dataset's), run after run,
 A figure is the mean over runs of each run's value. The standard error of its log (of log B/A for a B/A) is the two
 added, the sessions' (the bootstrap's variance) and the runs' (the per-run values' variance / runs), with
 Welch-Satterthwaite degrees of freedom (sessions - strata for the first, runs - 1, or runs - 2 for a B/A, for the
-second); its 95 % interval is the t interval on that log scale (so it stays positive; a hit ratio's is cut at 100). Both count the requests' own noise, so the rule leans to "not shown". With one run a side the runs'
-part is not measured: the interval is the sessions' alone, and a run effect can pass for a difference.
+second); its 95 % interval is the t interval on that log scale (so it stays positive; a hit ratio's is cut at 100). Both count the requests' own noise, so the rule leans to "not shown".
+
+The unit of replication, then, is the session for what the server counts (hit ratios, tokens: a run's luck, such as
+which session's prefill finished first, falls on sessions one by one, and the paired sessions show it) and the run
+for what a clock measures (times, and the rates of whole runs): a run's host and clocks move every request in it
+together, which no resampling of its sessions can show, so a time needs MIN_RUNS runs a side to be told apart from
+its host; with one run a side it is too few to tell.
 
 A difference. A B/A is a difference when its interval lies beyond its margin (stats.MARGIN, HIT_MARGIN: the smallest
 B/A worth a claim), above 1 + margin or below 1 / (1 + margin): a t test of |log B/A| <= log(1 + margin), whose
@@ -58,7 +63,8 @@ MIN_SESSIONS = 8  # fewer and the sessions' resamples are too few to trust (e2e/
 MIN_RUNS = 2  # a figure of whole runs has one value per run: it needs two a side to have a spread
 BOOTSTRAP = 1000
 BOOTSTRAP_SEED = 20240522
-_CELLS = 4_000_000  # request weights held at once: resamples are drawn in batches under this
+_CELLS = 4_000_000
+_ONE_RUN = f"a time, and one run a side: {MIN_RUNS} needed"  # request weights held at once: resamples are drawn in batches under this
 
 
 # Student's t, for the intervals and the tests (numpy has none; scipy is not a dependency).
@@ -145,6 +151,8 @@ def benjamini_hochberg(p_values: Sequence[float], alpha: float = ALPHA) -> list[
 class _Side:
     runs: list[np.ndarray]  # per run with rows: (n, columns)
     clusters: list[np.ndarray]  # per run: each row's session (index into the clusters of both sides)
+    _per_run: Optional[np.ndarray] = None
+    _resampled: Optional[np.ndarray] = None
 
     @property
     def n(self) -> int:
@@ -152,6 +160,22 @@ class _Side:
 
     def sessions(self) -> set[int]:
         return {int(c) for found in self.clusters for c in np.unique(found)}
+
+    def per_run(self, measure: Measure) -> np.ndarray:
+        """Each run's statistic (computed once)."""
+        if self._per_run is None:
+            self._per_run = np.asarray(
+                [_run_values(rows, ids, measure, None)[0] for rows, ids in zip(self.runs, self.clusters)]
+            )
+        return self._per_run
+
+    def resampled(self, measure: Measure, counts: np.ndarray) -> np.ndarray:
+        """(B,): the mean over runs of each run's statistic, for each resample of the sessions (computed once)."""
+        if self._resampled is None:
+            self._resampled = np.mean(
+                [_run_values(rows, ids, measure, counts) for rows, ids in zip(self.runs, self.clusters)], axis=0
+            )
+        return self._resampled
 
 
 def _sides(groups: Sequence[Sequence[Sequence[RequestRecord]]], measure: Measure) -> tuple[list[_Side], list]:
@@ -194,20 +218,15 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> np.
     values (n,) sorted, weights (B, n) whole numbers -> (B,)."""
     cumulative = np.cumsum(weights, axis=1)
     total = cumulative[:, -1]
-    position = q / 100.0 * np.maximum(total - 1, 0)
+    last = np.maximum(total - 1, 0)
+    position = q / 100.0 * last
     low = np.floor(position)
-    high = np.minimum(low + 1, np.maximum(total - 1, 0))
-    rows = np.arange(len(weights))
-    span = float(cumulative.max()) + 1.0
-    flat = (cumulative + rows[:, None] * span).ravel()
-    n = values.shape[0]
-
-    def at(rank: np.ndarray) -> np.ndarray:  # the value of the rank-th element (0-based) of the repeated values
-        index = np.searchsorted(flat, rank + rows * span, side="right") - rows * n
-        return values[np.clip(index, 0, n - 1)]
-
-    result = at(low) + (position - low) * (at(high) - at(low))
-    return np.where(total > 0, result, np.nan)
+    high = np.minimum(low + 1, last)
+    top = len(values) - 1
+    # the value of the rank-th element (0-based) of the repeated values: the first whose cumulative count passes it
+    at_low = values[np.minimum((cumulative <= low[:, None]).sum(axis=1), top)]
+    at_high = values[np.minimum((cumulative <= high[:, None]).sum(axis=1), top)]
+    return np.where(total > 0, at_low + (position - low) * (at_high - at_low), np.nan)
 
 
 def _run_values(rows: np.ndarray, clusters: np.ndarray, measure: Measure, counts: Optional[np.ndarray]) -> np.ndarray:
@@ -232,15 +251,6 @@ def _run_values(rows: np.ndarray, clusters: np.ndarray, measure: Measure, counts
     )
 
 
-def _means(side: _Side, measure: Measure, counts: Optional[np.ndarray]) -> np.ndarray:
-    """The mean over runs of each run's statistic: (1,) or (B,)."""
-    return np.mean([_run_values(rows, ids, measure, counts) for rows, ids in zip(side.runs, side.clusters)], axis=0)
-
-
-def _per_run(side: _Side, measure: Measure) -> np.ndarray:
-    return np.asarray([_run_values(rows, ids, measure, None)[0] for rows, ids in zip(side.runs, side.clusters)])
-
-
 def _finite_variance(values: np.ndarray) -> Optional[float]:
     """The variance of the resamples that have a value; None when fewer than half have one."""
     finite = values[np.isfinite(values)]
@@ -251,6 +261,12 @@ def _strata_df(strata: list[np.ndarray], sessions: set[int]) -> int:
     """Degrees of freedom of a stratified cluster resample: sessions - strata (those with sessions), at least 1."""
     used = sum(1 for members in strata if sessions & set(members.tolist()))
     return max(1, len(sessions) - used)
+
+
+def _too_few(sessions: int, what: str, one_run: bool) -> Optional[str]:
+    """Why a figure of requests cannot be told (None: it can): too few sessions, or a time from one run a side."""
+    reasons = [f"{sessions} {what}, {MIN_SESSIONS} needed"] if sessions < MIN_SESSIONS else []
+    return "; ".join(reasons + ([_ONE_RUN] if one_run else [])) or None
 
 
 def _interval(value: float, parts: list[tuple[float, float]], upper: Optional[float]) -> tuple[float, float]:
@@ -265,17 +281,19 @@ def _side_figure(side: _Side, measure: Measure, counts: np.ndarray, strata: list
     runs, n, sessions = len(side.runs), side.n, side.sessions()
     if not runs or min(len(r) for r in side.runs) < measure.min_n:
         return Figure(None, n, repeats=runs, sessions=len(sessions))
-    per_run = _per_run(side, measure)
+    per_run = side.per_run(measure)
     if not np.all(np.isfinite(per_run)):
         return Figure(None, n, repeats=runs, sessions=len(sessions))
     value = float(per_run.mean())
-    if len(sessions) < MIN_SESSIONS:
-        too_few = f"{len(sessions)} session{'s' if len(sessions) != 1 else ''}, {MIN_SESSIONS} needed"
+    too_few = _too_few(
+        len(sessions), f"session{'s' if len(sessions) != 1 else ''}", measure.clocked and runs < MIN_RUNS
+    )
+    if too_few:
         return Figure(value, n, repeats=runs, sessions=len(sessions), too_few=too_few)
     if value <= 0 or np.any(per_run <= 0):
         return Figure(value, n, repeats=runs, sessions=len(sessions), too_few="a value of 0")
     with np.errstate(divide="ignore", invalid="ignore"):
-        within = _finite_variance(np.log(_means(side, measure, counts)))
+        within = _finite_variance(np.log(side.resampled(measure, counts)))
     if within is None:
         return Figure(value, n, repeats=runs, sessions=len(sessions), too_few="too few sessions in the resamples")
     between = float(np.var(np.log(per_run), ddof=1)) / runs if runs >= 2 else 0.0
@@ -311,16 +329,17 @@ def _ratio(
     if fa.value is None or fb.value is None or fa.value <= 0 or fb.value <= 0:
         return Ratio(value, too_few="a value of 0", margin=measure.margin)
     paired = a.sessions() & b.sessions()
-    if len(paired) < MIN_SESSIONS:
-        return Ratio(
-            value, too_few=f"{len(paired)} sessions on both sides, {MIN_SESSIONS} needed", margin=measure.margin
-        )
+    too_few = _too_few(
+        len(paired), "sessions on both sides", measure.clocked and min(len(a.runs), len(b.runs)) < MIN_RUNS
+    )
+    if too_few:
+        return Ratio(value, too_few=too_few, margin=measure.margin)
     with np.errstate(divide="ignore", invalid="ignore"):
-        resampled = np.log(_means(b, measure, counts)) - np.log(_means(a, measure, counts))
+        resampled = np.log(b.resampled(measure, counts)) - np.log(a.resampled(measure, counts))
     within = _finite_variance(resampled)
     if within is None:
         return Ratio(value, too_few="too few sessions in the resamples", margin=measure.margin)
-    logs = [np.log(_per_run(side, measure)) for side in (a, b)]
+    logs = [np.log(side.per_run(measure)) for side in (a, b)]
     between, df_between = 0.0, len(a.runs) + len(b.runs) - 2
     if df_between > 0:
         pooled = sum(float(((x - x.mean()) ** 2).sum()) for x in logs) / df_between
@@ -375,7 +394,11 @@ def run_compare(
     runs = [[float(v) for v in values if v is not None] for values in (values_a, values_b)]
     if min(len(r) for r in runs) < MIN_RUNS:
         fewest = min(len(r) for r in runs)
-        return fa, fb, Ratio(value, too_few=f"{fewest} run on a side, {MIN_RUNS} needed", margin=margin)
+        return (
+            fa,
+            fb,
+            Ratio(value, too_few=f"a figure of whole runs, {fewest} run on a side: {MIN_RUNS} needed", margin=margin),
+        )
     if min(min(r) for r in runs) <= 0 or value <= 0:
         return fa, fb, Ratio(value, too_few="a value of 0", margin=margin)
     logs = [np.log(r) for r in runs]

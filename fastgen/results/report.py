@@ -6,7 +6,7 @@ Sections are plain data (numbers, not text), so report.json and report.md are tw
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Hashable, Mapping, Optional, Sequence
+from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
 
 from .ceilings import Ceilings
 from .inference import benjamini_hochberg, compare, run_compare, run_figure
@@ -57,6 +57,13 @@ class Tests:
 
     found: dict[Hashable, tuple[Figure, Figure, Ratio]] = field(default_factory=dict)
     claimed: Optional[set] = None
+    _memo: dict = field(default_factory=dict)
+
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """Anything the sections compute more than once over the same runs (both builds), computed once."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def get(self, key: Hashable, compute: Callable[[], tuple[Figure, Figure, Ratio]]) -> tuple[Figure, Figure, Ratio]:
         if key not in self.found:

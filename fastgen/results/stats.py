@@ -103,6 +103,9 @@ class Measure:
     min_n: int = 1  # fewer rows in any run: no value
     margin: float = MARGIN
     upper: Optional[float] = None  # the largest value it can take (an interval is cut there): 100 for a ratio in %
+    # what a clock measures (a time): a run's host and clocks move every request of it together, so the run is its
+    # unit of replication (inference.py); False for what the server counts (tokens), which sessions replicate
+    clocked: bool = True
 
 
 def _timing(attribute: str, scale: float) -> Callable[[RequestRecord], Optional[tuple[float, ...]]]:
@@ -128,14 +131,15 @@ def _mean_of_sums(sums: np.ndarray) -> np.ndarray:
         return np.where(sums[..., 1] > 0, sums[..., 0] / np.where(sums[..., 1] > 0, sums[..., 1], 1), np.nan)
 
 
-def mean(attribute: str) -> Measure:
+def mean(attribute: str, *, clocked: bool = False) -> Measure:
+    """The mean of a value of the successful requests that have it (a count of tokens, unless `clocked`)."""
     timing = _timing(attribute, 1.0)
 
     def row(r: RequestRecord) -> Optional[tuple[float, ...]]:
         found = timing(r)
         return None if found is None else (found[0], 1.0)
 
-    return Measure(f"mean {attribute}", row, of_sums=_mean_of_sums)
+    return Measure(f"mean {attribute}", row, of_sums=_mean_of_sums, clocked=clocked)
 
 
 def _usage(r: RequestRecord) -> Optional[tuple[float, ...]]:
@@ -152,7 +156,7 @@ def _pooled_hit(sums: np.ndarray) -> np.ndarray:
 
 def hit_ratio() -> Measure:
     """100 x cached / prompt tokens, pooled over the requests the server reported usage for."""
-    return Measure("hit %", _usage, of_sums=_pooled_hit, margin=HIT_MARGIN, upper=100.0)
+    return Measure("hit %", _usage, of_sums=_pooled_hit, margin=HIT_MARGIN, upper=100.0, clocked=False)
 
 
 def _value(x) -> Optional[float]:

@@ -117,7 +117,11 @@ def _hit_lift(requests: list[RequestRecord], offset: int) -> Optional[float]:
 
 
 def prompt_check(pair: Pair, name: str) -> PromptCheck:
-    """Both sides' prompt tokens of one config, matched request by request, and the verdict."""
+    """Both sides' prompt tokens of one config, matched request by request, and the verdict (computed once)."""
+    return pair.tests.memo(("prompts", name), lambda: _prompt_check(pair, name))
+
+
+def _prompt_check(pair: Pair, name: str) -> PromptCheck:
     mode, _ = _mode(pair, name)
     runs = [side.runs[name] for side in pair.sides]
     sums = [prompt_tokens_sent(run.repeats) for run in runs]
@@ -126,7 +130,8 @@ def prompt_check(pair: Pair, name: str) -> PromptCheck:
     share = ratio(sent[0].value, sent[1].value)
     a, b = (_prompts(run) for run in runs)
     keys = sorted(set(a) & set(b))
-    first = [k for k in keys if k in _first_turns(runs[0]) & _first_turns(runs[1])]
+    firsts = _first_turns(runs[0]) & _first_turns(runs[1])
+    first = [k for k in keys if k in firsts]
     offset = _offset(a, b, keys, every=True) if mode == "recorded" else None
     if offset is None:  # requests off by different amounts: the totals, less what the first requests show
         offset = _offset(a, b, first, every=False) or 0

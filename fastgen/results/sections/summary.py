@@ -69,13 +69,13 @@ def build(pair: Pair) -> Optional[Section]:
     checks = {name: prompt_check(pair, name) for name in names}
     compared = [name for name in names if checks[name].compared]
     found: list[tuple] = []
-    too_few: dict[str, list[str]] = {}
+    too_few: dict[str, dict[str, list[str]]] = {}  # why -> figure -> configs
     for name in compared:
         for label, (a, b, r) in _headline(pair, name):
             if r.distinguishable and r.value:
                 found.append((-abs(math.log(r.value)), name, label, a, b, r))
             elif r.too_few is not None:
-                too_few.setdefault(r.too_few, []).append(f"{name} {label.split(' (')[0]}")
+                too_few.setdefault(r.too_few, {}).setdefault(label.split(" (")[0], []).append(name)
     found.sort(key=lambda f: f[:3])
     shown = found[:LINES]
     section.findings += [_line(pair, *f[1:]) for f in shown]
@@ -89,11 +89,7 @@ def build(pair: Pair) -> Optional[Section]:
     elif claimed > len(shown):
         section.findings.append(f"and {claimed - len(shown)} more differences in the tables below (B/A without ~).")
     if too_few:
-        section.findings.append(
-            "Too few to tell (shown, not tested): "
-            + "; ".join(f"{', '.join(where)} ({why})" for why, where in sorted(too_few.items()))
-            + "."
-        )
+        section.findings.append("Too few to tell (shown, not tested): " + "; ".join(_too_few(too_few)) + ".")
     offsets = [name for name in compared if checks[name].verdict == "offset"]
     if offsets:
         section.findings.append(_offsets(pair, offsets, checks))
@@ -105,8 +101,10 @@ def build(pair: Pair) -> Optional[Section]:
     runs = sorted({len(run.repeats) for side in pair.sides for run in side.runs.values()})
     if runs == [1]:
         section.findings.append(
-            "One run a side: the intervals hold the sessions' variation, not the runs' (a busy host, the order "
-            "sessions raced in), which a single run cannot show; --repeat 3 measures it."
+            "One run a side: times and rates are too few to tell, since a run's host and clocks move every request "
+            "in it together and one run cannot tell that from the engine; hit ratios and token counts are tested "
+            f"over their sessions. --repeat {MIN_RUNS} or more tests the times (3 gives the t test 4 degrees of "
+            "freedom, 2 gives it 2)."
         )
     return section
 
@@ -127,3 +125,14 @@ def _offsets(pair: Pair, names: list[str], checks: dict) -> str:
         "Compared although one side's prompts were the other's plus a constant, request by request (Same "
         "prompts): " + "; ".join(parts) + "."
     )
+
+
+def _too_few(found: dict[str, dict[str, list[str]]]) -> list[str]:
+    """Per reason, the figures that share a list of configs: "TTFT p50 ms, TTFT p95 ms of scenario1/c10 (why)"."""
+    parts = []
+    for why, figures in sorted(found.items()):
+        by_configs: dict[tuple[str, ...], list[str]] = {}
+        for label, configs in figures.items():
+            by_configs.setdefault(tuple(configs), []).append(label)
+        parts += [f"{', '.join(labels)} of {', '.join(configs)} ({why})" for configs, labels in by_configs.items()]
+    return parts
