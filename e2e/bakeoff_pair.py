@@ -4,8 +4,9 @@ with 1 GiB of KV cache each, then `fastgen compare` of the two.
 
     python -m e2e.bakeoff_pair [--workdir .e2e-pair] [--vllm-venv DIR] [--sglang-venv DIR]
 
-Each config of e2e.bakeoff_vllm.CONFIGS runs once on each engine (REPEATS: SGLang decodes slowly on these CPUs, so
-a run takes minutes; e2e.bakeoff_vllm exercises repeats) with the recorded outputs and no tool_choice sent
+Each config of e2e.bakeoff_vllm.CONFIGS runs twice on each engine (REPEATS: the report tests a time only over two
+runs a side or more, and SGLang decodes slowly on these CPUs, so three would take minutes more) with the recorded
+outputs and no tool_choice sent
 (`--tool-choice as_recorded`, MODES), one engine at a time. `fastgen compare` is given no analysis: it runs `fastgen
 analyze` for each side itself, at the engine, capacity and block size its runs recorded (`--engine vllm` at vLLM's
 CPU block size 32, `--engine sglang` at its page size 1). The checks:
@@ -49,7 +50,7 @@ from . import sglang, vllm
 
 __all__ = ["main", "run_pair"]
 
-REPEATS = 1
+REPEATS = 2  # the fewest with which the report's times are tested (a run's host moves all its times together)
 KV_GIB = 1
 BYTES_PER_TOKEN = 512  # the tiny model's KV in float32: 2 layers x 1 KV head x 32 x (K, V) x 4 bytes
 SGLANG_POOL_TOKENS = KV_GIB * (1 << 30) // BYTES_PER_TOKEN  # 2,097,152: vLLM's 1 GiB, as SGLang counts it

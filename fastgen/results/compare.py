@@ -138,7 +138,7 @@ def compare_runs(
     try:
         out.mkdir(parents=True, exist_ok=True)
         written = WrittenFiles(out)
-        drawn = [p for s in sections for p in s.plots]
+        drawn = [p for s in sections for p in s.plots if p.drawn]
         comparison.plots_skipped = "--no-plots" if not plots else matplotlib_missing("fastgen compare")
         names = ["report.json", "report.md"] + (
             [f"{p.name}.png" for p in drawn] if comparison.plots_skipped is None else []

@@ -6,29 +6,30 @@ What varies. Both sides replay the same sessions (the dataset's), run after run,
   a scenario-1 or -2 config share their turns, so a resample keeps the turn mix). For a B/A the same sessions are
   drawn on both sides: both sides ran them (a paired design), so what the sessions have in common cancels and what
   differs between the engines session by session stays;
-- run to run (a busy host, a warmer cache, the order sessions raced in): each side's per-run values, their variance
-  pooled over both sides (on the log scale of the B/A), with runs - 2 degrees of freedom.
+- run to run (a busy host, clocks, the order sessions raced in): each side's per-run values, their variance pooled
+  over both sides (on the log scale of the B/A), with runs - 2 degrees of freedom.
 A figure is the mean over runs of each run's value. The standard error of its log (of log B/A for a B/A) is the two
 added, the sessions' (the bootstrap's variance) and the runs' (the per-run values' variance / runs), with
 Welch-Satterthwaite degrees of freedom (sessions - strata for the first, runs - 1, or runs - 2 for a B/A, for the
-second); its 95 % interval is the t interval on that log scale (so it stays positive; a hit ratio's is cut at 100). Both count the requests' own noise, so the rule leans to "not shown".
+second); its 95 % interval is the t interval on that log scale (it stays positive; a hit ratio's is cut at 100).
+Both parts count the requests' own noise, so the rule leans to "not shown".
 
-The unit of replication, then, is the session for what the server counts (hit ratios, tokens: a run's luck, such as
-which session's prefill finished first, falls on sessions one by one, and the paired sessions show it) and the run
-for what a clock measures (times, and the rates of whole runs): a run's host and clocks move every request in it
-together, which no resampling of its sessions can show, so a time needs MIN_RUNS runs a side to be told apart from
-its host; with one run a side it is too few to tell.
+The unit of replication is the session for what the server counts (hit ratios, tokens: a run's luck, such as which
+session's prefill finished first, falls on sessions one by one, and the paired sessions show it) and the run for
+what a clock measures (Measure.clocked: times, and the rates of whole runs): a run's host and clocks move every
+request in it together, which no resampling of its sessions can show, so a time needs MIN_RUNS runs a side to be
+told apart from its host.
 
 A difference. A B/A is a difference when its interval lies beyond its margin (stats.MARGIN, HIT_MARGIN: the smallest
 B/A worth a claim), above 1 + margin or below 1 / (1 + margin): a t test of |log B/A| <= log(1 + margin), whose
 p-value is below ALPHA exactly when the interval lies beyond. Every B/A the report tests is one test of one family,
 corrected together by Benjamini-Hochberg at ALPHA: when A and B do not differ (an A/A comparison), the chance that the
-report claims any difference is at most ALPHA; of the differences it claims, ALPHA are expected false.
+report claims any difference is at most ALPHA; of the differences it claims, ALPHA are expected false. A zero spread
+is no special case: equal values are no difference; values apart beyond the margin in every session and run are one.
 
-Too few to tell: a figure of requests over fewer than MIN_SESSIONS sessions (with data on both sides, for a B/A);
-a figure of whole runs (throughput, a KV peak) with fewer than MIN_RUNS runs on a side; a value of 0 (no ratio).
-Identical values (no spread at all) test as they are: equal, no difference; apart beyond the margin in every
-session and run, a difference.
+Too few to tell (no interval, no test): a figure of requests over fewer than MIN_SESSIONS sessions (with data on both
+sides, for a B/A); a time, or a figure of whole runs (throughput, a KV peak), with fewer than MIN_RUNS runs on a
+side; a value of 0 (no ratio).
 """
 
 from __future__ import annotations

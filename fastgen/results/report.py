@@ -233,6 +233,11 @@ class Plot:
     )  # legend -> x: a labelled vertical line (a chosen capacity)
     x_tokens: bool = False  # the x values are token counts: ticks read 420K, 1.2M
 
+    @property
+    def drawn(self) -> bool:
+        """Whether there is anything to draw (a series with a value, or a mark): an empty chart is not written."""
+        return bool(self.marks) or any(v is not None for values in self.series.values() for v in values)
+
 
 @dataclass
 class Section:

@@ -56,8 +56,8 @@ def rule(pair: Pair) -> str:
     return (
         f"The rule: a B/A is a difference when its 95 % interval (over the sessions behind it, the same ones drawn on "
         f"both sides, and over the runs) lies beyond its margin ({HIT_MARGIN:.0%} for hit ratios, {MARGIN:.0%} "
-        f"for the rest), after Benjamini-Hochberg over every B/A the report tested ({tested} tested, {too_few} too "
-        f"few to tell: under {MIN_SESSIONS} sessions, or under {MIN_RUNS} runs a side for a whole-run figure). "
+        f"for the rest), after Benjamini-Hochberg over every B/A the report tested: {tested} tested, {too_few} too "
+        f"few to tell (under {MIN_SESSIONS} sessions; a time or a whole-run figure under {MIN_RUNS} runs a side). "
         f"When A and B do not differ, the report claims any difference with probability at most {ALPHA:.0%}."
     )
 
