@@ -85,6 +85,20 @@ def test_weighted_quantile_is_the_percentile_of_the_repeated_values():
         assert got == pytest.approx(want)
 
 
+def test_a_quantile_over_many_rows_is_resampled_at_cut_points_to_within_one_cut():
+    from fastgen.results import inference
+
+    rng = np.random.default_rng(2)
+    rows, clusters = rng.lognormal(0.0, 1.0, (6000, 1)), rng.integers(0, 300, 6000)
+    counts = inference._draws([np.arange(300)], 300, 200)
+    order = np.argsort(rows[:, 0])
+    for q in (50, 95, 99):
+        cut = inference._run_values(rows, clusters, percentile_ms("ttft", q), counts)
+        exact = inference._weighted_quantile(rows[order, 0], counts[:, clusters[order]], q)
+        assert cut == pytest.approx(exact, rel=0.03)  # a cut holds 3 of 6,000 rows
+        assert np.std(np.log(cut)) == pytest.approx(np.std(np.log(exact)), rel=0.05)  # the spread the rule uses
+
+
 def test_a_figure_over_one_run_is_a_session_bootstrap_interval_that_brackets_the_value():
     requests = run(jittered(20, seed=3))
     first, again = (figure([requests], COUNTED50) for _ in range(2))

@@ -64,8 +64,10 @@ MIN_SESSIONS = 8  # fewer and the sessions' resamples are too few to trust (e2e/
 MIN_RUNS = 2  # a figure of whole runs has one value per run: it needs two a side to have a spread
 BOOTSTRAP = 1000
 BOOTSTRAP_SEED = 20240522
-_CELLS = 4_000_000
-_ONE_RUN = f"a time, and one run a side: {MIN_RUNS} needed"  # request weights held at once: resamples are drawn in batches under this
+_CELLS = 4_000_000  # request weights held at once: resamples are drawn in batches under this
+_EXACT_ROWS = 4096  # a quantile over more rows is resampled over QUANTILE_CUTS cut points of its sorted values
+QUANTILE_CUTS = 2048
+_ONE_RUN = f"a time, and one run a side: {MIN_RUNS} needed"
 
 
 # Student's t, for the intervals and the tests (numpy has none; scipy is not a dependency).
@@ -230,6 +232,35 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> np.
     return np.where(total > 0, at_low + (position - low) * (at_high - at_low), np.nan)
 
 
+def _cut_quantile(values: np.ndarray, members: np.ndarray, counts: np.ndarray, q: float) -> np.ndarray:
+    """_weighted_quantile for many rows, to within one of QUANTILE_CUTS steps of the sorted values: each resample's
+    cumulative weight is counted per session at the cut points only (counts @ per-session counts, no (B, rows)
+    array), and the rank is placed between its two cuts in proportion to the weight between them."""
+    n = len(values)
+    cuts = np.unique(np.linspace(0, n - 1, QUANTILE_CUTS).round().astype(np.int64))
+    sessions, width = counts.shape[1], len(cuts)
+    cell = members * width + np.searchsorted(cuts, np.arange(n), side="left")  # (session, the cut a row falls under)
+    below = np.bincount(cell, minlength=sessions * width).reshape(sessions, width).astype(float)
+    cumulative = counts @ np.cumsum(below, axis=1)  # (B, cuts): weight of the rows up to each cut
+    total = cumulative[:, -1]
+    last = np.maximum(total - 1, 0)
+    position = q / 100.0 * last
+    low = np.floor(position)
+    high = np.minimum(low + 1, last)
+
+    def at(rank: np.ndarray) -> np.ndarray:
+        k = np.minimum((cumulative <= rank[:, None]).sum(axis=1), len(cuts) - 1)
+        before = np.where(k > 0, cumulative[np.arange(len(k)), np.maximum(k - 1, 0)], 0.0)
+        span = cumulative[np.arange(len(k)), k] - before
+        start = np.where(k > 0, cuts[np.maximum(k - 1, 0)] + 1, 0)
+        share = np.where(span > 0, (rank - before + 1) / np.where(span > 0, span, 1), 1.0)
+        index = start + np.clip(np.ceil(share * (cuts[k] - start + 1)) - 1, 0, None)
+        return values[np.minimum(index.astype(np.int64), n - 1)]
+
+    found = at(low) + (position - low) * (at(high) - at(low))
+    return np.where(total > 0, found, np.nan)
+
+
 def _run_values(rows: np.ndarray, clusters: np.ndarray, measure: Measure, counts: Optional[np.ndarray]) -> np.ndarray:
     """One run's statistic: (1,) over its rows, or (B,) over each resample's weights (counts: (B, clusters))."""
     if measure.of_sums is not None:
@@ -243,6 +274,8 @@ def _run_values(rows: np.ndarray, clusters: np.ndarray, measure: Measure, counts
     values, members = rows[order, 0], clusters[order]
     if counts is None:
         return np.atleast_1d(np.percentile(values, measure.quantile))
+    if len(values) > _EXACT_ROWS:
+        return _cut_quantile(values, members, counts, measure.quantile)
     batch = max(1, _CELLS // max(1, len(values)))
     return np.concatenate(
         [
