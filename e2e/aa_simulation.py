@@ -136,7 +136,7 @@ def claims(pair: Pair) -> dict:
     sections = build_sections(pair)
     summary = next(s for s in sections if s.id == "summary").findings
     found = pair.tests.found
-    tested = [found[key][2] for key in pair.tests.tested]
+    tested = [found[key][2] for key in pair.tests.tested()]
     return {
         "tested": len(tested),
         "claimed": len(pair.tests.claimed or ()),

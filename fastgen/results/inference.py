@@ -22,9 +22,10 @@ told apart from its host.
 
 A difference. A B/A is a difference when its interval lies beyond its margin (stats.MARGIN, HIT_MARGIN: the smallest
 B/A worth a claim), above 1 + margin or below 1 / (1 + margin): a t test of |log B/A| <= log(1 + margin), whose
-p-value is below ALPHA exactly when the interval lies beyond. Every B/A the report tests is one test of one family,
-corrected together by Benjamini-Hochberg at ALPHA: when A and B do not differ (an A/A comparison), the chance that the
-report claims any difference is at most ALPHA; of the differences it claims, ALPHA are expected false. A zero spread
+p-value is below ALPHA exactly when the interval lies beyond. The report's tests are corrected by Benjamini-Hochberg
+at ALPHA in two families (report.Tests: the summary's headline figures, and the tables' other B/A): when A and B do
+not differ (an A/A comparison), each family claims any difference with probability at most ALPHA; of the differences
+it claims, ALPHA are expected false. A zero spread
 is no special case: equal values are no difference; values apart beyond the margin in every session and run are one.
 
 Too few to tell (no interval, no test): a figure of requests over fewer than MIN_SESSIONS sessions (with data on both

@@ -9,7 +9,7 @@ row's cell is a number, a string, null, or one of two small dicts (described aga
   runs), too_few why it has no interval;
 - a ratio (the B/A columns): {"value", "low", "high", "distinguishable", "left_out", "too_few", "p", "margin",
   "sessions"}: [low, high] its 95% interval, p the p-value of its test against its margin, distinguishable whether
-  it is a difference once every test of the report is corrected together (null: not tested), too_few why it was
+  it is a difference once the tests of its family are corrected (null: not tested), too_few why it was
   not tested, left_out why a value is withheld (an incomplete or failed run, unless --include-incomplete).
 """
 
@@ -126,7 +126,7 @@ READING = (
     "(sessions/h: N sessions), [low-high] its 95% interval over the sessions (resampled whole) and the runs; "
     f"none under {MIN_SESSIONS} sessions, or, for a figure of whole runs (throughput, a KV peak), under "
     f"{MIN_RUNS} runs. A B/A is tested: B/A alone is a difference, its 95% interval beyond its margin after "
-    "every B/A of the report is corrected together (the rule is in the summary); `~`: not shown to differ; "
+    "the tests are corrected (the rule is in the summary); `~`: not shown to differ; "
     "`(too few)`: too few sessions or runs to tell. The test pairs the two sides' sessions (both ran the same "
     "ones), so a B/A can be a difference while the two sides' own intervals overlap. Percentiles need "
     f"1/(1-q) requests in each run (p95: 20, p99: {P99_MIN_REQUESTS}; `- (n=N)` otherwise: it would be the "

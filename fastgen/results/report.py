@@ -52,11 +52,13 @@ def _by_repeat(runs: list[ConfigRun], keep: Callable[[RequestRecord], bool]) -> 
 @dataclass
 class Tests:
     """Every B/A the report computed, once each (the same figure in two tables is one test), and, once `decide` has
-    run, which are differences: Benjamini-Hochberg over all of them (inference.py). The report is built twice: the
-    first build finds the tests, the second shows each one decided."""
+    run, which are differences: Benjamini-Hochberg (inference.py) over each of two families, the headline figures the
+    summary looks at (`headline`: declared by the summary) and every other B/A of the tables. The report is built
+    twice: the first build finds the tests, the second shows each one decided."""
 
     found: dict[Hashable, tuple[Figure, Figure, Ratio]] = field(default_factory=dict)
     claimed: Optional[set] = None
+    headline: set = field(default_factory=set)
     _memo: dict = field(default_factory=dict)
 
     def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
@@ -73,18 +75,27 @@ class Tests:
             r = replace(r, distinguishable=key in self.claimed)
         return a, b, r
 
-    @property
-    def tested(self) -> list[Hashable]:
-        return [key for key, (_, _, r) in self.found.items() if r.p is not None]
+    def tested(self, headline: Optional[bool] = None) -> list[Hashable]:
+        """The tests (with a p-value); only the headline family's or only the others' with `headline`."""
+        return [
+            key
+            for key, (_, _, r) in self.found.items()
+            if r.p is not None and (headline is None or (key in self.headline) == headline)
+        ]
 
-    @property
-    def too_few(self) -> list[Hashable]:
-        return [key for key, (_, _, r) in self.found.items() if r.too_few is not None]
+    def too_few(self, headline: Optional[bool] = None) -> list[Hashable]:
+        return [
+            key
+            for key, (_, _, r) in self.found.items()
+            if r.too_few is not None and (headline is None or (key in self.headline) == headline)
+        ]
 
     def decide(self) -> None:
-        keys = self.tested
-        passed = benjamini_hochberg([self.found[key][2].p or 0.0 for key in keys])
-        self.claimed = {key for key, yes in zip(keys, passed) if yes}
+        self.claimed = set()
+        for family in (True, False):
+            keys = self.tested(family)
+            passed = benjamini_hochberg([self.found[key][2].p or 0.0 for key in keys])
+            self.claimed |= {key for key, yes in zip(keys, passed) if yes}
 
 
 def _ids(groups: list[list[RequestRecord]]) -> tuple:
@@ -153,9 +164,13 @@ class Pair:
         )
         return "/".join(bad) if bad else None
 
-    def triple(self, measure: Measure, names: list[str], keep=lambda r: True) -> tuple[Figure, Figure, Ratio]:
+    def triple(
+        self, measure: Measure, names: list[str], keep=lambda r: True, *, headline: bool = False
+    ) -> tuple[Figure, Figure, Ratio]:
         """[A, B, B/A] of a measure over these configs' requests that `keep` accepts."""
-        return self.triple_of(measure, self.groups(self.a, names, keep), self.groups(self.b, names, keep), names)
+        return self.triple_of(
+            measure, self.groups(self.a, names, keep), self.groups(self.b, names, keep), names, headline=headline
+        )
 
     def triple_of(
         self,
@@ -163,11 +178,15 @@ class Pair:
         groups_a: list[list[RequestRecord]],
         groups_b: list[list[RequestRecord]],
         names: list[str],
+        *,
+        headline: bool = False,
     ) -> tuple[Figure, Figure, Ratio]:
         """(A, B, B/A) of a measure over requests already grouped by repeat (of these configs); a B/A of an
-        incomplete run is left out (and not tested)."""
+        incomplete run is left out (and not tested). `headline`: the summary's, tested in the headline family."""
         left_out = self.left_out(names)
         key = ("requests", measure.name, measure.margin, _ids(groups_a), _ids(groups_b), left_out)
+        if headline:
+            self.tests.headline.add(key)
         return self.tests.get(key, lambda: _left_out(compare(groups_a, groups_b, measure), left_out))
 
     def run_sides(
@@ -194,12 +213,15 @@ class Pair:
         *,
         what: str,
         margin: float = MARGIN,
+        headline: bool = False,
     ) -> tuple[Figure, Figure, Ratio]:
         """(A, B, B/A) of a figure of whole runs (one value per repeat) of one config, `what` naming it."""
         values = [[per_repeat(r, side.runs[name]) for r in side.runs[name].repeats] for side in self.sides]
         counts = [sum(n(r) for r in side.runs[name].repeats) for side in self.sides]
         left_out = self.left_out([name])
         key = ("runs", what, name, margin, tuple(map(tuple, values)), tuple(counts), left_out)
+        if headline:
+            self.tests.headline.add(key)
         return self.tests.get(
             key,
             lambda: _left_out(run_compare(values[0], values[1], n_a=counts[0], n_b=counts[1], margin=margin), left_out),

@@ -3,7 +3,7 @@ the steady-state window. When two figures differ is inference.py's: this module 
 
 A figure (`Figure`) is a value, n (the requests behind it), the sessions and runs it rests on, and an interval
 [low, high] (inference.py: sessions and runs, a t interval); a B/A (`Ratio`) carries its own interval, the p-value of
-the test against its margin and, once the report's tests are corrected together, whether it is a difference.
+the test against its margin and, once the report's tests are corrected (by family), whether it is a difference.
 Percentiles are numpy's linear interpolation; a percentile q needs at least 1 / (1 - q/100) requests in every run
 it is computed from (p95: 20, p99: 100), fewer and it would be the largest value: its value is None (with its n). A
 hit ratio is pooled: 100 x the sum of cached tokens over the sum of prompt tokens (long prompts weigh as they do).

@@ -2,7 +2,8 @@
 differences it found in each config's headline figures (hit %, TTFT p50 and p95 of text answers, output tok/s), the
 largest first, at most LINES of them; the configs and figures too few to tell; configs compared although one side's
 prompts were the other's plus a constant (the Same prompts check), and those left out because their prompts differ.
-A B/A counts as a difference here exactly when its table shows it without `~`: one rule, one family."""
+The headline figures are one family of tests, the tables' other B/A another (Tests.decide); a headline figure shown in
+a table carries the summary's decision."""
 
 from __future__ import annotations
 
@@ -46,19 +47,22 @@ def _line(pair: Pair, name: str, label: str, a: Figure, b: Figure, r: Ratio) -> 
 
 
 def _headline(pair: Pair, name: str) -> list[tuple[str, tuple[Figure, Figure, Ratio]]]:
-    cells = [(label, pair.triple(measure, [name])) for label, measure in HEADLINE]
-    cells.append((OUTPUT, pair.run_triple(name, whole_output_tokens_per_s, what=OUTPUT)))
+    cells = [(label, pair.triple(measure, [name], headline=True)) for label, measure in HEADLINE]
+    cells.append((OUTPUT, pair.run_triple(name, whole_output_tokens_per_s, what=OUTPUT, headline=True)))
     return cells
 
 
 def rule(pair: Pair) -> str:
-    tested, too_few = len(pair.tests.tested), len(pair.tests.too_few)
+    tests = pair.tests
     return (
         f"The rule: a B/A is a difference when its 95 % interval (over the sessions behind it, the same ones drawn on "
         f"both sides, and over the runs) lies beyond its margin ({HIT_MARGIN:.0%} for hit ratios, {MARGIN:.0%} "
-        f"for the rest), after Benjamini-Hochberg over every B/A the report tested: {tested} tested, {too_few} too "
-        f"few to tell (under {MIN_SESSIONS} sessions; a time or a whole-run figure under {MIN_RUNS} runs a side). "
-        f"When A and B do not differ, the report claims any difference with probability at most {ALPHA:.0%}."
+        f"for the rest), after Benjamini-Hochberg at {ALPHA:.0%} over the headline figures below "
+        f"({len(tests.tested(True))} tested, {len(tests.too_few(True))} too few to tell) and, apart, over the "
+        f"tables' other B/A ({len(tests.tested(False))} tested, {len(tests.too_few(False))} too few). Too few: under "
+        f"{MIN_SESSIONS} sessions; a time or a whole-run figure under {MIN_RUNS} runs a side. When A and B do not "
+        f"differ, the summary claims a difference with probability at most {ALPHA:.0%}, the tables at most "
+        f"{ALPHA:.0%} apart."
     )
 
 
@@ -84,10 +88,13 @@ def build(pair: Pair) -> Optional[Section]:
         section.findings.append(
             f"No difference between A ({pair.a.label}) and B ({pair.b.label}) in the headline figures of "
             f"{len(compared)} config{'s' if len(compared) != 1 else ''} (hit %, TTFT p50 and p95 of {TEXT_ANSWERS}, "
-            f"output tok/s)" + (f"; {claimed} in the tables below (B/A without ~)." if claimed else ".")
+            f"output tok/s)" + (f"; {claimed} among the tables' other B/A (without ~)." if claimed else ".")
         )
-    elif claimed > len(shown):
-        section.findings.append(f"and {claimed - len(shown)} more differences in the tables below (B/A without ~).")
+    elif len(found) > len(shown) or claimed:
+        more = len(found) - len(shown)
+        section.findings.append(
+            f"and {more} more headline differences, and {claimed} among the tables' other B/A (without ~)."
+        )
     if too_few:
         section.findings.append("Too few to tell (shown, not tested): " + "; ".join(_too_few(too_few)) + ".")
     offsets = [name for name in compared if checks[name].verdict == "offset"]
@@ -110,8 +117,8 @@ def build(pair: Pair) -> Optional[Section]:
 
 
 def _claimed(pair: Pair) -> int:
-    """How many of the report's tests are differences (every table's B/A without `~`)."""
-    return len(pair.tests.claimed or ())
+    """How many of the tables' other B/A are differences (without `~`)."""
+    return len((pair.tests.claimed or set()) - pair.tests.headline)
 
 
 def _offsets(pair: Pair, names: list[str], checks: dict) -> str:
