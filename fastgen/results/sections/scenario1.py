@@ -77,7 +77,7 @@ def build(pair: Pair) -> Optional[Section]:
         )
 
     grid = Table(
-        "By load level and turn",
+        f"By load level and turn (TTFT of {TEXT_ANSWERS})",
         ["config", "concurrency", "turn", "kind", *abr("hit %"), *abr("TTFT p50 ms")],
         note=f"TTFT of {TEXT_ANSWERS}. A turn whose hit ratio drops shows what a miss costs at that load: its "
         "TTFT rises with it.",

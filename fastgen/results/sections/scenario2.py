@@ -68,7 +68,7 @@ def build(pair: Pair) -> Optional[Section]:
         return None
     names, section = opened
     per_config = Table(
-        "TTFT p50 of the root, the first branch to start and its later siblings",
+        f"TTFT p50 of the root, the first branch to start and its later siblings ({TEXT_ANSWERS})",
         ["config", "layout", "concurrency", "status", *abr("root"), *abr("first branch"), *abr("later siblings")],
     )
     cache = Table(
@@ -106,7 +106,7 @@ def build(pair: Pair) -> Optional[Section]:
         layouts[_layout(a_requests)].append(name)
 
     sync_stagger = Table(
-        "Sync against stagger (all load levels pooled)",
+        f"Sync against stagger (all load levels pooled; TTFT of {TEXT_ANSWERS})",
         [
             "layout",
             *abr("first branch TTFT p50"),

@@ -112,7 +112,7 @@ def build(pair: Pair) -> Optional[Section]:
         pressure.rows.append(row)
 
     layouts = Table(
-        "Stable against noisy, per engine",
+        f"Stable against noisy, per engine (TTFT of {TEXT_ANSWERS})",
         [
             "concurrency",
             "side",

@@ -26,7 +26,7 @@ def build(pair: Pair) -> Optional[Section]:
         run = pair.a.runs[name]
         groups.setdefault((run.scenario, _layout(run.config)), []).append(name)
     table = Table(
-        f"Largest concurrency with TTFT p95 at most {target:g} ms",
+        f"Largest concurrency with TTFT p95 ({TEXT_ANSWERS}) at most {target:g} ms",
         ["scenario", "layout", "concurrencies", "largest A", "TTFT p95 ms A", "largest B", "TTFT p95 ms B"],
         note=f"TTFT of {TEXT_ANSWERS} (mean over runs). A config whose run is "
         "incomplete or failed on that side is left out unless --include-incomplete; `-`: no concurrency "
