@@ -65,6 +65,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("results.ceilings",),
     ("results.stats",),
     ("results.inference",),  # the decision rule: when a B/A is a difference
+    ("results.prompts",),  # were both sides sent the same prompts (or the same plus a constant)
     ("results.report",),
     (
         "results.sections.common",

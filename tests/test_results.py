@@ -344,6 +344,7 @@ def test_compare_with_an_analysis_sets_the_pooled_ceiling_beside_each_hit_ratio(
                 "configs": [
                     {
                         "config": "scenario1/c2",
+                        "requests": 6,
                         "prompt_tokens": 6000,
                         "hit_percent_infinite": 65.0,
                         "hit_percent_capacity": 45.0,
@@ -496,6 +497,7 @@ def test_compare_shows_status_and_failed_counts_and_leaves_an_incomplete_run_out
         "p": None,
         "margin": None,
         "sessions": 0,
+        "offset_free": None,
     }
     (level,) = table(report, "scenario1", "TTFT of text answers by concurrency")
     assert level["status"] == "B incomplete (1/6 requests, 1/2 sessions failed)"
@@ -708,6 +710,11 @@ def test_compare_a_constant_prompt_offset_is_explained_compared_and_its_hit_lift
     # B: 3,792 of 6,288 tokens cached; without the offset 3,600 of 6,000, A's 60 %
     assert row["hit lift of the offset (points)"] == pytest.approx(100 * 3792 / 6288 - 60.0, abs=1e-6)
     assert not any("same prompts" in p for p in comparison.problems)
+    # the hit ratios shown are the servers'; their B/A is tested without B's offset: 60 % against 60 %
+    (runs,) = table(report, "runs", "Runs")
+    assert runs["hit % B"]["value"] == pytest.approx(100 * 3792 / 6288)
+    assert runs["hit % B/A"]["value"] == pytest.approx(1.0)
+    assert runs["hit % B/A"]["offset_free"] == "b's 48-token prompt offset taken out"
     summary = section(report, "summary")["findings"]
     assert not any(f.startswith("Left out") for f in summary)
     assert any(
@@ -846,6 +853,7 @@ def analysis_file(path: Path, capacity: int, hit: float) -> Path:
                 "configs": [
                     {
                         "config": "scenario1/c2",
+                        "requests": 6,
                         "prompt_tokens": 6000,
                         "hit_percent_infinite": hit,
                         "hit_percent_capacity": hit - 10,
@@ -873,9 +881,41 @@ def test_compare_ceilings_per_side_are_labelled_and_a_hit_above_its_ceiling_says
     # B hits 20 % against its own ceiling at capacity of 15 %; outputs not recorded in these runs
     (finding,) = section(report, "runs")["findings"]
     assert finding.startswith(
-        "scenario1/c2: b hits 20.0 %, 5.0 points above the at capacity ceiling 15.0 %: "
+        "scenario1/c2: b hits 20.0 %, 5.0 points above the ceiling at capacity, 15.0 %: "
         "either its live outputs were shorter"
     )
+    assert finding.endswith("(the outputs mode was not recorded; its prompts were analyze's own, token for token).")
+
+
+def test_a_hit_above_its_ceiling_is_explained_by_how_the_prompts_compare_with_analyzes(tmp_path):
+    """Recorded outputs, B's prompts analyze's plus 48 tokens each: where those tokens' lift is the whole excess the
+    note says so; where it is not, it says the offset and the sharing, never that the prompts were analyze's own."""
+    write_repeat(tmp_path / "a" / "scenario1" / "c2", scenario1_requests(900))
+    write_repeat(tmp_path / "b" / "scenario1" / "c2", with_offset(scenario1_requests(900), 48))
+    for ceiling, expected in (
+        (
+            70.0,
+            "its prompts were analyze's plus 48 tokens on every request, which lift its hit % by 0.31 points: "
+            "the offset's tokens, cached in every later request, are the whole excess.",
+        ),
+        (
+            65.0,
+            "its outputs were the recorded ones and its prompts were analyze's plus 48 tokens on every request, "
+            "which lift its hit % by 0.31 points; the engine shared prefixes across sessions that the simulation's "
+            "schedule did not overlap.",
+        ),
+    ):
+        out = tmp_path / f"out-{ceiling:g}"
+        compare_runs(
+            tmp_path / "a",
+            tmp_path / "b",
+            out,
+            plots=False,
+            analysis_a=analysis_file(tmp_path / "a.json", 1_000_000, 70.0),
+            analysis_b=analysis_file(tmp_path / "b.json", 100_000, ceiling),  # at capacity: ceiling - 10
+        )
+        findings = [f for f in section(report_of(out), "runs")["findings"] if f.startswith("scenario1/c2: b")]
+        assert len(findings) == 1 and findings[0].endswith(expected), findings
 
 
 # Writing: never over a file compare did not write

@@ -95,7 +95,11 @@ def _cell(column: str, value) -> str:
             return "-"
         if value.too_few:
             return f"{value.value:.2f} (too few)"
-        return f"{value.value:.2f}" + ("" if value.distinguishable else " ~")
+        return (
+            f"{value.value:.2f}"
+            + ("" if value.distinguishable else " ~")
+            + (" offset-free" if value.offset_free else "")
+        )
     if value is None:
         return "-"
     if isinstance(value, bool) or isinstance(value, int) or isinstance(value, str):
@@ -127,7 +131,8 @@ READING = (
     f"none under {MIN_SESSIONS} sessions, or, for a figure of whole runs (throughput, a KV peak), under "
     f"{MIN_RUNS} runs. A B/A is tested: B/A alone is a difference, its 95% interval beyond its margin after "
     "the tests are corrected (the rule is in the summary); `~`: not shown to differ; "
-    "`(too few)`: too few sessions or runs to tell. The test pairs the two sides' sessions (both ran the same "
+    "`(too few)`: too few sessions or runs to tell; `offset-free`: a hit ratio's B/A with one "
+    "side's constant prompt offset taken out (Same prompts). The test pairs the two sides' sessions (both ran the same "
     "ones), so a B/A can be a difference while the two sides' own intervals overlap. Percentiles need "
     f"1/(1-q) requests in each run (p95: 20, p99: {P99_MIN_REQUESTS}; `- (n=N)` otherwise: it would be the "
     "maximum). `excl. (incomplete)`: a run of that config failed or lost requests or sessions on a side; its "

@@ -88,6 +88,7 @@ class Ratio:
     p: Optional[float] = None  # the test's p-value against the margin (inference.py), before the correction
     margin: Optional[float] = None  # the smallest difference claimed: B/A beyond 1 + margin or 1 / (1 + margin)
     sessions: int = 0  # sessions with data on both sides (paired)
+    offset_free: Optional[str] = None  # whose constant prompt offset was taken out before the test (a hit ratio)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,8 @@ class Measure:
     # what a clock measures (a time): a run's host and clocks move every request of it together, so the run is its
     # unit of replication (inference.py); False for what the server counts (tokens), which sessions replicate
     clocked: bool = True
+    # it counts prompt tokens: a B/A of it compares the sides without a constant prompt offset (results/prompts.py)
+    of_prompts: bool = False
 
 
 def _timing(attribute: str, scale: float) -> Callable[[RequestRecord], Optional[tuple[float, ...]]]:
@@ -156,7 +159,7 @@ def _pooled_hit(sums: np.ndarray) -> np.ndarray:
 
 def hit_ratio() -> Measure:
     """100 x cached / prompt tokens, pooled over the requests the server reported usage for."""
-    return Measure("hit %", _usage, of_sums=_pooled_hit, margin=HIT_MARGIN, upper=100.0, clocked=False)
+    return Measure("hit %", _usage, of_sums=_pooled_hit, margin=HIT_MARGIN, upper=100.0, clocked=False, of_prompts=True)
 
 
 def _value(x) -> Optional[float]:

@@ -100,8 +100,11 @@ def _above_ceiling(pair: Pair, name: str, hits: list[Figure]) -> list[str]:
         if ceiling is None or hit.value - ceiling < ABOVE_CEILING_POINTS:
             continue
         outputs = side.runs[name].identity_values("outputs")
-        prompts = _against_analyze(pair, side, name)
-        if outputs == ["live"]:
+        prompts, lift = _against_analyze(pair, side, name)
+        excess = hit.value - ceiling
+        if lift is not None and excess - lift < ABOVE_CEILING_POINTS:
+            why = f"{prompts}: the offset's tokens, cached in every later request, are the whole excess"
+        elif outputs == ["live"]:
             why = (
                 "its outputs were live: the engine's own answers, shorter than the recorded ones, leave later "
                 f"prompts less new text after the cached prefix than the prompts analyze rebuilt ({prompts})"
@@ -117,29 +120,31 @@ def _above_ceiling(pair: Pair, name: str, hits: list[Figure]) -> list[str]:
                 f"simulation's schedule did not see (the outputs mode was not recorded; {prompts})"
             )
         found.append(
-            f"{name}: {side.label} hits {hit.value:.1f} %, {hit.value - ceiling:.1f} points above the {which} "
-            f"ceiling {ceiling:.1f} %: {why}."
+            f"{name}: {side.label} hits {hit.value:.1f} %, {excess:.1f} points above the ceiling {which}, "
+            f"{ceiling:.1f} %: {why}."
         )
     return found
 
 
-def _against_analyze(pair: Pair, side, name: str) -> str:
+def _against_analyze(pair: Pair, side, name: str) -> tuple[str, Optional[float]]:
     """How the side's prompts compare with the ones analyze rebuilt for its ceiling, in words that are true to the
-    run: the same tokens, the same plus a constant per request (the Same prompts check's offset), or not."""
+    run (the same tokens, the same plus a constant per request, or not), and the hit-% points a constant offset the
+    Same prompts check found on this side lifts its hit ratio by (None: no such offset)."""
     entry = side.ceilings.configs.get(name) if side.ceilings else None
     check = prompt_check(pair, name)
     index = 0 if side is pair.a else 1
     sent = check.sent[index].value
     if entry is None or sent is None:
-        return "its prompts were not compared with analyze's"
+        return "its prompts were not compared with analyze's", None
     predicted, requests = entry.get("prompt_tokens"), entry.get("requests")
     if predicted is None:
-        return "analyze recorded no prompt tokens to compare its prompts with"
+        return "analyze recorded no prompt tokens to compare its prompts with", None
     if round(sent) == predicted:
-        return "its prompts were analyze's own, token for token"
+        return "its prompts were analyze's own, token for token", None
     if requests and (round(sent) - predicted) % requests == 0:
         per = (round(sent) - predicted) // requests
         lift = check.lift if check.verdict == "offset" and check.lifted == ("A" if index == 0 else "B") else None
         more = f", which lift its hit % by {lift:.2f} points" if lift is not None else ""
-        return f"its prompts were analyze's plus {per:+,} tokens on every request{more}"
-    return f"its prompts were not analyze's ({round(sent):,} tokens against analyze's {predicted:,})"
+        words = f"plus {per:,}" if per > 0 else f"less {-per:,}"
+        return f"its prompts were analyze's {words} tokens on every request{more}", lift
+    return f"its prompts were not analyze's ({round(sent):,} tokens against analyze's {predicted:,})", None

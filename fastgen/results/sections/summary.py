@@ -40,9 +40,10 @@ def _runs(figure: Figure) -> str:
 
 def _line(pair: Pair, name: str, label: str, a: Figure, b: Figure, r: Ratio) -> str:
     behind = f"n {b.n} and {a.n}" + (f", {r.sessions} sessions" if r.sessions else "")
+    offset = f", {r.offset_free}" if r.offset_free else ""
     return (
         f"{name}: {label} {_number(b.value)} on B ({pair.b.label}) against {_number(a.value)} on A ({pair.a.label}), "
-        f"B/A {r.value:.2f} [{r.low:.2f}-{r.high:.2f}] ({behind}; {_runs(b)} and {_runs(a)})"
+        f"B/A {r.value:.2f} [{r.low:.2f}-{r.high:.2f}] ({behind}; {_runs(b)} and {_runs(a)}{offset})"
     )
 
 
@@ -92,9 +93,10 @@ def build(pair: Pair) -> Optional[Section]:
         )
     elif len(found) > len(shown) or claimed:
         more = len(found) - len(shown)
-        section.findings.append(
-            f"and {more} more headline differences, and {claimed} among the tables' other B/A (without ~)."
-        )
+        parts = [f"{more} more headline difference{'' if more == 1 else 's'}"] if more else []
+        if claimed:
+            parts.append(f"{claimed} difference{'' if claimed == 1 else 's'} among the tables' other B/A (without ~)")
+        section.findings.append("and " + ", and ".join(parts) + ".")
     if too_few:
         section.findings.append("Too few to tell (shown, not tested): " + "; ".join(_too_few(too_few)) + ".")
     offsets = [name for name in compared if checks[name].verdict == "offset"]
