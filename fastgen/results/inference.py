@@ -398,8 +398,9 @@ def _tested(difference: float, parts: list[tuple[float, float]], margin: float, 
     )
 
 
-def run_figure(values: Sequence[Optional[float]], n: int) -> Figure:
-    """A figure of whole runs, one value per run: the mean, and its t interval over runs (none under MIN_RUNS)."""
+def run_figure(values: Sequence[Optional[float]], n: int, upper: Optional[float] = None) -> Figure:
+    """A figure of whole runs, one value per run: the mean, and its t interval over runs (none under MIN_RUNS), cut
+    at `upper` (100 for a percentage)."""
     found = [float(v) for v in values if v is not None]
     if not found:
         return Figure(None, n, repeats=0)
@@ -408,7 +409,7 @@ def run_figure(values: Sequence[Optional[float]], n: int) -> Figure:
         return Figure(value, n, repeats=len(found), too_few=f"{len(found)} run, {MIN_RUNS} needed")
     if min(found) <= 0:
         return Figure(value, n, repeats=len(found), too_few="a value of 0")
-    low, high = _interval(value, [(float(np.var(np.log(found), ddof=1)) / len(found), len(found) - 1)], None)
+    low, high = _interval(value, [(float(np.var(np.log(found), ddof=1)) / len(found), len(found) - 1)], upper)
     return Figure(value, n, low, high, len(found))
 
 

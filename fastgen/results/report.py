@@ -221,12 +221,16 @@ class Pair:
         name: str,
         per_repeat: Callable[[Repeat, ConfigRun], Optional[float]],
         n: Callable[[Repeat], int] = lambda r: len(r.requests),
+        *,
+        upper: Optional[float] = None,
     ) -> tuple[Figure, Figure]:
-        """A figure of whole runs of one config on each side, with no B/A (e.g. percentages of two cache sizes)."""
+        """A figure of whole runs of one config on each side, with no B/A (e.g. percentages of two cache sizes),
+        its interval cut at `upper`."""
         a, b = (
             run_figure(
                 [per_repeat(r, side.runs[name]) for r in side.runs[name].repeats],
                 sum(n(r) for r in side.runs[name].repeats),
+                upper,
             )
             for side in self.sides
         )

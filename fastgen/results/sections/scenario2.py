@@ -93,7 +93,7 @@ def build(pair: Pair) -> Optional[Section]:
                 *triples["later"],
             ]
         )
-        kv = pair.run_sides(name, kv_peak_percent)
+        kv = pair.run_sides(name, kv_peak_percent, upper=100.0)
         cache.rows.append(
             [
                 name,

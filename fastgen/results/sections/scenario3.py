@@ -105,7 +105,7 @@ def build(pair: Pair) -> Optional[Section]:
                 *ttft_triples(pair, [name]),
             ]
         )
-        kv = pair.run_sides(name, kv_peak_percent)
+        kv = pair.run_sides(name, kv_peak_percent, upper=100.0)
         row: list = [name, *kv, *pair.run_triple(name, kv_peak_tokens, what="peak KV tokens")]
         for quantity in ("preemptions", "evictions"):  # A and B (no B/A)
             row += pair.run_sides(name, partial(_counter_delta, quantity))
