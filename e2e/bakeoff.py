@@ -9,7 +9,7 @@ and every reset (fake_engine.py). Both commands run as a user runs them, in thei
 
 - every config completed on both, and the engine saw one reset before each config (its log);
 - request for request, the (prompt, cached) tokens compare read from each run equal the engine's log between that
-  config's reset and the next; the report's hit % of each config is 100 x cached / prompt from the log (the median over
+  config's reset and the next; the report's hit % of each config is 100 x cached / prompt from the log (the mean over
   repeats of each repeat's);
 - the smaller cache never has the higher hit ratio, has the lower one over all configs (one session at a time fits
   either cache, so those configs hit the same), and wherever it hits 10 points less (a scenario-1 text turn of one
@@ -218,7 +218,7 @@ def check_bakeoff(workdir: Path, configs: list[str], logs: dict[str, list[dict]]
                 pooled.setdefault(name, []).append(100.0 * cached / prompt)
             failures += _coverage(spec.label, name, repeat, repeat.folder / METRICS_FILE)
         for name, hits in pooled.items():
-            hit = statistics.median(hits)  # the report's figure: the median over repeats of each one's pooled ratio
+            hit = statistics.mean(hits)  # the report's figure: the mean over repeats of each one's pooled ratio
             measured.setdefault(name, [None, None])[side] = hit
             shown = report_hits.get(name, (None, None))[side]
             if shown is None or abs(shown - hit) > 1e-4:
@@ -314,7 +314,7 @@ def _misses_cost_time(workdir: Path, report: dict) -> list[str]:
         cells
         for section in report["sections"]
         for table in section["tables"]
-        if table["title"] in ("By load level and turn", "Hit ratio and TTFT per config")
+        if table["title"].startswith(("By load level and turn", "Hit ratio and TTFT of text answers per config"))
         for cells in _rows(table)
     ]
     compared = 0
@@ -327,7 +327,7 @@ def _misses_cost_time(workdir: Path, report: dict) -> list[str]:
         charges = []
         for spec in ENGINES:
             found = requests[spec.label].get(cells["config"])
-            # as the report's figure: each repeat's median, then the median over repeats
+            # as the report's figure: each repeat's median, then the mean over repeats
             medians = [
                 statistics.median(_charge_ms(r) for r in chosen)
                 for chosen in (
@@ -340,7 +340,7 @@ def _misses_cost_time(workdir: Path, report: dict) -> list[str]:
                 )
                 if chosen
             ]
-            charges.append(statistics.median(medians) if medians else None)
+            charges.append(statistics.mean(medians) if medians else None)
         shown = _value(cells["TTFT p50 ms B"])
         big_charge, small_charge = charges  # ENGINES: the big cache, then the small one
         if big_charge is None or small_charge is None or not small_charge > big_charge:

@@ -10,7 +10,7 @@ servers replay the same prompts, and the random model's forced tool calls stop a
 - every run completed on both servers, each after a `POST /reset_prefix_cache` that the bakeoff verified;
 - the reset empties the cache: both repeats of RESET_CHECK start with a request that finds nothing cached (without
   the reset, the second run's first request would find the first run's prefix);
-- the report's hit % of each config (the median over its repeats) equals vLLM's own `vllm:prefix_cache_hits` /
+- the report's hit % of each config (the mean over its repeats) equals vLLM's own `vllm:prefix_cache_hits` /
   `vllm:prefix_cache_queries` over each run (from the sampled `/metrics`), within TOLERANCE_POINTS;
 - the report found the same prompts on both sides (its prompt-token check), and every request's `prompt_tokens`,
   as vLLM counted it, equals the span's recorded `input_tokens` (fastgen counts the prompt the server renders, and
@@ -88,10 +88,10 @@ def _vllm_hit_percent(metrics: Path) -> Optional[float]:
     return 100.0 * hits / queries if queries else None
 
 
-def _median_of_all(values: list[Optional[float]]) -> Optional[float]:
-    """The median, or None where there is no value or one is missing."""
+def _mean_of_all(values: list[Optional[float]]) -> Optional[float]:
+    """The mean (the report's figure over repeats), or None where there is no value or one is missing."""
     known = [v for v in values if v is not None]
-    return statistics.median(known) if known and len(known) == len(values) else None
+    return statistics.mean(known) if known and len(known) == len(values) else None
 
 
 def _hit_percent(pairs: list[tuple[Optional[int], Optional[int]]]) -> Optional[float]:
@@ -327,7 +327,7 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
         if statuses != ["completed", "completed"]:
             failures.append(f"{name}: {statuses}")
         for (label, _), side in zip(SERVERS, "AB"):
-            shown = (row[f"hit % {side}"] or {}).get("value")  # the median over repeats of each one's pooled ratio
+            shown = (row[f"hit % {side}"] or {}).get("value")  # the mean over repeats of each one's pooled ratio
             own = []
             for repeat in read_runs(workdir / "reports" / label)[0][name].repeats:
                 record = json.loads((repeat.folder / "run.json").read_text())
@@ -338,7 +338,7 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
                         f"POST /reset_prefix_cache"
                     )
                 own.append(_vllm_hit_percent(repeat.folder / "metrics.jsonl"))
-            hit = _median_of_all(own)
+            hit = _mean_of_all(own)
             print(f"{label} {name}: report hit {shown} %, vLLM's counters {hit if hit is None else round(hit, 2)} %")
             if hit is None or shown is None or abs(hit - shown) > TOLERANCE_POINTS:
                 failures.append(f"{label} {name}: report hit % {shown}, vLLM's own counters {hit}")

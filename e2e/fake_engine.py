@@ -14,12 +14,19 @@ another of the request's tools (`ignore_tool_choice`, as SGLang 0.5.23's hermes 
 (`metrics_endpoint`, as SGLang without --enable-metrics), and a startup warmup (`warmup_s`: as SGLang, GET /health
 answers 503 that long after the start while /v1/models already answers, then the warmup request's prompt tokens are
 in its counter). Like the real engines it exports its
-process start time and its KV capacity (vLLM's `cache_config_info` labels, SGLang's `max_total_num_tokens`).
+process start time and its KV capacity (vLLM's `cache_config_info` labels, SGLang's `max_total_num_tokens`), and as
+SGLang does, its KV usage both as a gauge rounded to 1 % (`sglang:token_usage`) and as a count of tokens
+(`sglang:num_used_tokens`).
+
+Latency jitter (`jitter_s`, off by default): each prefill waits a further random time, exponential with that mean,
+drawn from a generator seeded with `seed`, so two engines of one profile are two servers that differ by chance alone
+(the A/A check, e2e/bakeoff_aa.py). Which request draws which value follows their arrival, as on a real server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -52,6 +59,8 @@ class EngineProfile:
     ignore_tool_choice: bool = False  # a named tool_choice answered with another of the request's tools
     metrics_endpoint: bool = True  # False: no /metrics (404), like SGLang without --enable-metrics
     warmup_s: float = 0.0  # SGLang's startup warmup: /health answers 503 this long, then its tokens are counted
+    jitter_s: float = 0.0  # mean of an exponential wait added to every prefill (0: none)
+    seed: int = 0  # of the jitter's generator
 
     def __post_init__(self) -> None:
         if self.flavour not in FLAVOURS:
@@ -79,6 +88,7 @@ class EngineState:
         self.process_start = time.time()
         self.restarted = False
         self._prefill: Optional[asyncio.Lock] = None
+        self._jitter = random.Random(profile.seed)
 
     def should_fail(self) -> bool:
         """Count a chat request; whether it is one fail_every answers with HTTP 500."""
@@ -109,14 +119,20 @@ class EngineState:
                 self.waiting -= 1
                 acquired = True
                 self.running += 1
-                if self.profile.prefill_s_per_token:
-                    await asyncio.sleep(uncached_tokens * self.profile.prefill_s_per_token)
+                wait = self.prefill_wait(uncached_tokens)
+                if wait:
+                    await asyncio.sleep(wait)
         except BaseException:
             if acquired:
                 self.running -= 1
             else:
                 self.waiting -= 1
             raise
+
+    def prefill_wait(self, uncached_tokens: int) -> float:
+        """Seconds one prefill takes: the uncached tokens' cost, and a draw of the jitter."""
+        wait = uncached_tokens * self.profile.prefill_s_per_token
+        return wait + (self._jitter.expovariate(1.0 / self.profile.jitter_s) if self.profile.jitter_s else 0.0)
 
     def finished(self, prompt_tokens: int, completion_tokens: int) -> None:
         """A request that got through prefill has ended (answered, or its client went away)."""
@@ -133,6 +149,10 @@ class EngineState:
     @property
     def busy(self) -> bool:
         return bool(self.running or self.waiting)
+
+    def used_tokens(self) -> int:
+        capacity = self.profile.kv_capacity_tokens
+        return self.cache.used_tokens if not capacity else min(capacity, self.cache.used_tokens)
 
     def kv_usage(self) -> float:
         capacity = self.profile.kv_capacity_tokens
@@ -193,7 +213,8 @@ class EngineState:
                 else:
                     yield gauge("sglang:num_running_reqs", "Running requests.", state.running)
                     yield gauge("sglang:num_queue_reqs", "Queued requests.", state.waiting)
-                    yield gauge("sglang:token_usage", "The token usage.", state.kv_usage())
+                    yield gauge("sglang:token_usage", "The token usage.", round(state.kv_usage(), 2))
+                    yield gauge("sglang:num_used_tokens", "The number of used tokens.", state.used_tokens())
                     yield gauge(
                         "sglang:max_total_num_tokens",
                         "Maximum total number of tokens in the KV cache.",

@@ -3,7 +3,7 @@
     python -m e2e.server --port 0 --tokenizer DIR [--record FILE] [--model NAME] [--flavour vllm|sglang]
         [--kv-capacity TOKENS] [--prefill-us-per-token US] [--no-reset-endpoint] [--die-after N]
         [--fail-every N] [--restart-after N] [--reset-keeps-cache] [--output-scale F] [--ignore-tool-choice]
-        [--no-metrics] [--warmup S]
+        [--no-metrics] [--warmup S] [--jitter-ms MS] [--seed N]
 
 prints the port it bound on stdout, then serves `GET /v1/models`, `POST /v1/chat/completions` (streaming SSE
 with `stream_options.include_usage`, or one JSON response), `GET /metrics`, the flavour's reset endpoint and its
@@ -403,6 +403,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         metavar="S",
         help="answer GET /health 503 for S seconds after the start, then count a warmup request (SGLang's startup)",
     )
+    p.add_argument(
+        "--jitter-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="add to every prefill a random wait, exponential with this mean (two such engines differ by chance)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="the seed of the jitter's generator")
     args = p.parse_args(argv)
     profile = EngineProfile(
         flavour=args.flavour,
@@ -419,6 +427,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         ignore_tool_choice=args.ignore_tool_choice,
         metrics_endpoint=not args.no_metrics,
         warmup_s=args.warmup,
+        jitter_s=args.jitter_ms / 1000.0,
+        seed=args.seed,
     )
     server = ServerThread(
         args.tokenizer,

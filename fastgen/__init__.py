@@ -40,6 +40,7 @@ _EXPORTS = {
     "BakeoffOptions": "bakeoff",
     "run_bakeoff": "bakeoff",
     "compare_runs": "results",
+    "recorded_ceilings": "predicted",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

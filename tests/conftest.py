@@ -41,6 +41,7 @@ SLOW_TESTS = (
     "tests/test_prompt_tokens.py::test_replayed_on_a_second_real_vocabulary_*",
     "tests/test_native_bench.py::*",
     "tests/test_template_window.py::test_every_request_of_a_quarter_of_the_32k_workload_*",  # 1,362 prompts rendered whole, 3 times
+    "tests/test_aa_simulation.py::test_the_rule_keeps_its_false_positive_rate_*",  # 70 whole reports
 )
 
 

@@ -11,6 +11,7 @@ changed dataset, a rerun, repeats, Ctrl-C; and the README's own command, run fro
 from __future__ import annotations
 
 import json
+import statistics
 import os
 import shutil
 import signal
@@ -31,7 +32,7 @@ from fastgen.bakeoff.reset import wait_idle
 from fastgen.bakeoff.runs import write_run
 from fastgen.bakeoff.sampler import parse_metrics
 from fastgen.bakeoff.server import LiveServer, fetch, probe_server
-from fastgen.bakeoff.status import judge_run, last_error
+from fastgen.bakeoff.status import count_records, judge_run, last_error, read_counts
 from fastgen.engines import VLLM
 from fastgen.errors import OutputError, ServerError
 
@@ -430,6 +431,24 @@ def test_parse_metrics_keeps_the_engines_counters_and_gauges_summed_over_labels(
     )
 
 
+def test_fake_sglang_exports_its_kv_usage_rounded_and_as_a_count_and_jitters_from_its_seed():
+    from e2e.fake_engine import EngineProfile, EngineState
+
+    state = EngineState(EngineProfile(flavour="sglang", kv_capacity_tokens=10_000), "m")
+    state.cache.lookup_and_insert(list(range(1234)))
+    sample = parse_metrics(state.metrics_text().decode(), "sglang:")
+    # 1,232 tokens of whole 16-token blocks in use: 12.32 %, exported as 0.12 (SGLang's round(usage, 2))
+    assert sample["sglang:num_used_tokens"] == 1232 and sample["sglang:token_usage"] == 0.12
+    draws = [
+        [EngineState(EngineProfile(prefill_s_per_token=1e-3, jitter_s=0.01, seed=seed), "m").prefill_wait(10)]
+        for seed in (1, 1, 2)
+    ]
+    assert draws[0] == draws[1] != draws[2] and all(d[0] > 0.01 for d in draws)  # 10 ms of prefill, then a draw
+    many = EngineState(EngineProfile(jitter_s=0.01, seed=5), "m")
+    assert statistics.mean(many.prefill_wait(0) for _ in range(4000)) == pytest.approx(0.01, rel=0.1)
+    assert EngineState(EngineProfile(prefill_s_per_token=1e-3), "m").prefill_wait(10) == pytest.approx(0.01)
+
+
 def test_select_configs_orders_by_scenario_and_load_and_takes_patterns(dataset):
     names = [c.name for c in select_configs(dataset / "configs")]
     assert names[:5] == ["scenario1/c1", "scenario1/c10", "scenario1/c25", "scenario1/c50", "scenario1/c100"]
@@ -759,6 +778,22 @@ def test_failure_reason_is_the_exceptions_last_line_not_the_traceback_header(tmp
     )
     log.write_text("x - ERROR - first\nx - ERROR - the last error\nshutting down\n")
     assert last_error(log) == "the last error (see inference-perf.log)"
+
+
+def test_a_session_with_an_error_but_success_true_is_failed_and_a_missing_event_lost(tmp_path):
+    requests = [{"start_time": 1.0, "error": None}, {"start_time": 2.0, "error": {"error_type": "HTTP Error 500"}}]
+    sessions = [
+        {"session_id": "a", "success": True, "error": None, "num_events": 2},
+        {"session_id": "b", "success": True, "error": {"error_type": "Timeout", "error_msg": "late"}, "num_events": 1},
+    ]
+    counts = count_records(requests, sessions)
+    assert (counts.failed, counts.sessions_failed, counts.expected, counts.lost) == (1, 1, 3, 1)
+    assert counts.errors == ["HTTP Error 500", "Timeout: late"]
+    assert counts.problems() == "1 of 3 requests failed, 1 of 3 requests not recorded, 1 of 2 sessions failed"
+    (tmp_path / "per_request_lifecycle_metrics.json").write_text(json.dumps(requests))
+    (tmp_path / "per_session_lifecycle_metrics.json").write_text(json.dumps(sessions))
+    assert read_counts(tmp_path) == counts  # the bakeoff's path reads the same
+    assert count_records(requests, None).session_report is False
 
 
 def test_fake_engine_fails_every_nth_request_and_scales_its_answers(dataset):

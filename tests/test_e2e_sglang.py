@@ -155,6 +155,7 @@ def test_metrics_count_what_usage_reports_and_the_pool_size(server):
         "sglang:prompt_tokens_total",
         "sglang:max_total_num_tokens",
         "sglang:token_usage",
+        "sglang:num_used_tokens",
         "sglang:num_running_reqs",
         "sglang:num_queue_reqs",
     ):

@@ -67,7 +67,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("bakeoff.runner", "bakeoff"),
     ("results.runs",),
     ("results.ceilings",),
-    ("results.stats", "results.report"),
+    ("results.stats",),
+    ("results.inference",),  # the decision rule: when a B/A is a difference
+    ("results.prompts",),  # were both sides sent the same prompts (or the same plus a constant)
+    ("results.report",),
     (
         "results.sections.common",
         "results.sections.scenario1",
@@ -92,6 +95,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("analysis.analyze", "analysis.summary", "analysis.report", "analysis.plots", "analysis"),
     ("export.jsonl",),
     ("export.mooncake", "export.dag", "export"),
+    ("predicted",),  # compare's own analyze: the results read side calling the analysis at what the runs recorded
     ("cli.options", "cli.generate", "cli.datasets", "cli.runs", "cli.analysis"),
     ("cli", "__main__", ""),  # "" is the package door, fastgen/__init__.py
 ]

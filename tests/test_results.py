@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -231,14 +233,20 @@ def test_compare_runs_reports_each_figure_for_a_b_and_their_ratio(two_sides, tmp
     assert row["hit % A"]["value"] == pytest.approx(60.0) and row["hit % B"]["value"] == pytest.approx(20.0)
     assert row["hit % A"]["n"] == 6 and row["hit % A"]["repeats"] == 1
     assert row["hit % B/A"]["value"] == pytest.approx(20.0 / 60.0)
-    by_turn = {r["turn"]: r for r in table(report, "scenario1", "TTFT by turn")}
+    by_turn = {r["turn"]: r for r in table(report, "scenario1", "TTFT of text answers by turn")}
     assert by_turn[3]["TTFT p50 ms A"]["value"] == pytest.approx(50)
     assert by_turn[3]["TTFT p50 ms B"]["value"] == pytest.approx(150)
     assert by_turn[3]["TTFT p50 ms B/A"]["value"] == pytest.approx(3.0)
+    # two sessions: too few to tell, no interval and no test
+    assert by_turn[3]["TTFT p50 ms B/A"]["too_few"] == (
+        "2 sessions on both sides, 8 needed; a time, and one run a side: 2 needed"
+    )
+    assert by_turn[3]["TTFT p50 ms A"]["too_few"] == "2 sessions, 8 needed; a time, and one run a side: 2 needed"
     assert by_turn[2]["kind"] == "tool_call" and by_turn[2]["TTFT p50 ms A"]["value"] is None
     markdown = (tmp_path / "out" / "report.md").read_text()
-    assert "Tool-call turns have no TTFT" in markdown and "| scenario1/c2 | completed | 0 | 0 | completed |" in markdown
-    assert "| 3 | text | 50.0 [50.0-50.0] n=2 | 150 [150-150] n=2 | 3.00 |" in markdown
+    assert "a turn answered with a tool call has no TTFT" in markdown
+    assert "| scenario1/c2 | completed | 0 | 0 | completed |" in markdown
+    assert "| 3 | text | 50.0 n=2 (2 sessions) | 150 n=2 (2 sessions) | 3.00 (too few) |" in markdown
 
 
 def test_compare_runs_names_a_malformed_or_missing_file_and_compares_the_rest(two_sides, tmp_path):
@@ -336,6 +344,7 @@ def test_compare_with_an_analysis_sets_the_pooled_ceiling_beside_each_hit_ratio(
                 "configs": [
                     {
                         "config": "scenario1/c2",
+                        "requests": 6,
                         "prompt_tokens": 6000,
                         "hit_percent_infinite": 65.0,
                         "hit_percent_capacity": 45.0,
@@ -426,6 +435,29 @@ def test_read_runs_reads_an_older_completed_run_with_failed_requests_as_incomple
     assert run.reason.startswith("1 of 6 requests failed")
 
 
+def test_read_runs_counts_failed_sessions_as_the_bakeoff_does(tmp_path):
+    from fastgen.bakeoff.status import read_counts
+
+    sessions = [
+        {"session_id": "s1", "success": True, "start_time": 1000.0, "end_time": 1010.0, "num_events": 3},
+        {
+            "session_id": "s2",
+            "success": True,
+            "error": "late",
+            "start_time": 1000.0,
+            "end_time": 1010.0,
+            "num_events": 4,
+        },
+    ]
+    folder = tmp_path / "a" / "scenario1" / "c2"
+    write_folder(folder, scenario1_requests(900), sessions=sessions)  # no counts in its record: read from the records
+    run = read_runs(tmp_path / "a")[0]["scenario1/c2"]
+    counts = read_counts(folder)  # what the bakeoff would have recorded
+    assert (run.sessions_failed, run.sessions_total) == (counts.sessions_failed, counts.sessions) == (1, 2)
+    assert (run.requests_failed, run.requests_total) == (counts.failed + counts.lost, 7) == (1, 7)  # 1 lost
+    assert run.status == "incomplete" and [s.success for s in run.sessions] == [True, False]
+
+
 def test_read_runs_takes_itl_from_the_computed_metrics(tmp_path):
     requests = scenario1_requests(900)
     requests[0]["computed_metrics"]["inter_token_latency"] = 0.012
@@ -461,8 +493,13 @@ def test_compare_shows_status_and_failed_counts_and_leaves_an_incomplete_run_out
         "high": None,
         "distinguishable": None,
         "left_out": "incomplete",
+        "too_few": None,
+        "p": None,
+        "margin": None,
+        "sessions": 0,
+        "offset_free": None,
     }
-    (level,) = table(report, "scenario1", "TTFT by concurrency")
+    (level,) = table(report, "scenario1", "TTFT of text answers by concurrency")
     assert level["status"] == "B incomplete (1/6 requests, 1/2 sessions failed)"
     assert level["TTFT p50 ms B"]["value"] is not None and level["TTFT p50 ms B/A"]["value"] is None
     assert "excl. (incomplete)" in (tmp_path / "out" / "report.md").read_text()
@@ -497,37 +534,108 @@ def swarm_requests(ttfts_ms: list[float], *, output=10) -> list[dict]:
     ]
 
 
-def test_compare_summary_states_no_difference_when_the_intervals_overlap(tmp_path):
+def test_compare_summary_states_no_difference_within_the_margin(tmp_path):
     rng = __import__("random").Random(3)
     same = [100 + rng.random() * 200 for _ in range(40)]
-    write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests(same))
-    write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([t * 1.03 for t in same[::-1]]))
+    for k in (1, 2):
+        write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests(same), repeat=k, repeats=2)
+        b = swarm_requests([t * 1.03 for t in same[::-1]])
+        write_repeat(tmp_path / "b" / "scenario1" / "c2", b, repeat=k, repeats=2)
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
     report = report_of(tmp_path / "out")
-    (level,) = table(report, "scenario1", "TTFT by concurrency")
-    assert level["TTFT p50 ms B/A"]["distinguishable"] is False
-    (line,) = section(report, "summary")["findings"]
-    assert line.startswith("No difference between A (a) and B (b) survives the spread")
+    (level,) = table(report, "scenario1", "TTFT of text answers by concurrency")
+    assert level["TTFT p50 ms B/A"]["distinguishable"] is False and level["TTFT p50 ms B/A"]["p"] > 0.05
+    findings = section(report, "summary")["findings"]
+    assert findings[0].startswith("The rule: a B/A is a difference when its 95 % interval")
+    assert findings[1].startswith("No difference between A (a) and B (b) in the headline figures of 1 config")
     assert "1.03 ~" in (tmp_path / "out" / "report.md").read_text()
 
 
-def test_compare_summary_states_a_difference_that_survives_the_spread(tmp_path):
+def test_compare_summary_states_a_difference_beyond_the_margin(tmp_path):
+    for k, shift in ((1, 0), (2, 2)):
+        a = swarm_requests([100 + i + shift for i in range(40)])
+        write_repeat(tmp_path / "a" / "scenario1" / "c2", a, repeat=k, repeats=2)
+        write_repeat(
+            tmp_path / "b" / "scenario1" / "c2", swarm_requests([300 + i - shift for i in range(40)]), repeat=k
+        )
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    findings = section(report_of(tmp_path / "out"), "summary")["findings"]
+    assert 2 <= len(findings) <= 8
+    # the largest first: p50 318.5 against 120.5 (means of each run's)
+    assert findings[1].startswith(
+        "scenario1/c2: TTFT p50 ms (text answers) 318 on B (b) against 120 on A (a), B/A 2.64 ["
+    )
+    assert "(n 80 and 80, 40 sessions; 2 runs and 2 runs)" in findings[1]
+
+
+def test_compare_summary_with_one_run_says_times_are_too_few_to_tell(tmp_path):
     write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests([100 + i for i in range(40)]))
     write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([300 + i for i in range(40)]))
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
     findings = section(report_of(tmp_path / "out"), "summary")["findings"]
-    assert 1 <= len(findings) <= 5
-    assert findings[0].startswith("scenario1/c2: TTFT p50 ms 320 on B (b) against 120 on A (a), B/A 2.67")
+    assert findings[1].startswith("No difference between A (a) and B (b) in the headline figures")
+    (few,) = [f for f in findings if f.startswith("Too few to tell")]
+    assert "TTFT p50 ms, TTFT p95 ms of scenario1/c2 (a time, and one run a side: 2 needed)" in few
+    assert "output tok/s of scenario1/c2 (a figure of whole runs, 1 run on a side: 2 needed)" in few
+    assert findings[-1].startswith("One run a side: times and rates are too few to tell")
 
 
-def test_compare_over_repeats_reports_the_median_and_min_max(tmp_path):
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # no division by zero, no mean of nothing, anywhere
+def test_compare_bad_input_is_too_few_to_tell_or_a_correct_interval_never_a_traceback(tmp_path):
+    from fastgen.results import CompareOptions
+
+    swarm = [100 + 3 * i for i in range(20)]
+    # runs of different repeat counts: three of A, two of B
+    for k in (1, 2, 3):
+        write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests([t + k for t in swarm]), repeat=k, repeats=3)
+    for k in (1, 2):
+        write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([t * 2 for t in swarm]), repeat=k, repeats=2)
+    # a side with one session
+    for side, ttft in (("a", 0.1), ("b", 0.2)):
+        alone = [request("s0", t, "text", start=t, prompt=1000, cached=500, ttft=ttft) for t in (1, 2, 3)]
+        write_repeat(tmp_path / side / "scenario1" / "c4", alone, concurrency=4)
+    # a config with a failed repeat: its second run died before any request
+    for side in ("a", "b"):
+        write_repeat(tmp_path / side / "scenario1" / "c8", swarm_requests(swarm), concurrency=8, repeats=2)
+    failed = tmp_path / "b" / "scenario1" / "c8" / "repeat-2"
+    write_repeat(tmp_path / "b" / "scenario1" / "c8", [], concurrency=8, repeat=2, repeats=2, status="failed")
+    (failed / "per_request_lifecycle_metrics.json").unlink()
+    # identical values, zero spread, on both sides, two runs each
+    for side in ("a", "b"):
+        for k in (1, 2):
+            write_repeat(tmp_path / side / "scenario1" / "c16", swarm_requests([150.0] * 20), repeat=k, concurrency=16)
+    for options in (CompareOptions(), CompareOptions(include_incomplete=True)):
+        compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False, options=options, force=True)
+        levels = {
+            r["config"]: r for r in table(report_of(tmp_path / "out"), "scenario1", "TTFT of text answers by conc")
+        }
+        uneven = levels["scenario1/c2"]
+        assert (uneven["TTFT p50 ms A"]["repeats"], uneven["TTFT p50 ms B"]["repeats"]) == (3, 2)
+        assert uneven["TTFT p50 ms B/A"]["low"] < uneven["TTFT p50 ms B/A"]["value"] < uneven["TTFT p50 ms B/A"]["high"]
+        one = levels["scenario1/c4"]["TTFT p50 ms B/A"]
+        assert one["value"] == 2.0 and one["too_few"].startswith("1 sessions on both sides, 8 needed")
+        same = levels["scenario1/c16"]["TTFT p50 ms B/A"]
+        assert (same["value"], same["low"], same["high"], same["p"], same["distinguishable"]) == (1, 1, 1, 1, False)
+        broken = levels["scenario1/c8"]
+        if options.include_incomplete:  # the failed run adds nothing: one run a side, a time too few to tell
+            assert broken["TTFT p50 ms B"]["repeats"] == 1 and "one run a side" in broken["TTFT p50 ms B/A"]["too_few"]
+        else:
+            assert broken["TTFT p50 ms B/A"]["left_out"] == "failed" and broken["status"].startswith("B failed")
+
+
+def test_compare_over_repeats_reports_the_mean_and_its_interval_over_runs(tmp_path):
     for k, ttft in enumerate((100, 300, 200), start=1):
-        write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests([ttft] * 4), repeat=k, repeats=3)
-    write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([100] * 4))
+        write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests([ttft] * 8), repeat=k, repeats=3)
+    write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([100] * 8))
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
-    (level,) = table(report_of(tmp_path / "out"), "scenario1", "TTFT by concurrency")
-    assert level["TTFT p50 ms A"] == {"value": 200.0, "n": 12, "low": 100.0, "high": 300.0, "repeats": 3}
-    assert "200 [100-300] n=12, 3 runs" in (tmp_path / "out" / "report.md").read_text()
+    (level,) = table(report_of(tmp_path / "out"), "scenario1", "TTFT of text answers by concurrency")
+    # every session the same within a run: the interval is the runs' alone, 200 x exp(+- 4.303 sd(log) / sqrt(3))
+    a = level["TTFT p50 ms A"]
+    assert (a["value"], a["n"], a["repeats"], a["sessions"]) == (200.0, 24, 3, 8)
+    half = 4.3027 * statistics.stdev([math.log(v) for v in (100, 300, 200)]) / 3**0.5
+    assert a["low"] == pytest.approx(200 * math.exp(-half), rel=1e-3)
+    assert a["high"] == pytest.approx(200 * math.exp(half), rel=1e-3)
+    assert "200 [50.3-795] n=24 (8 sessions, 3 runs)" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_compare_shows_p99_only_with_100_requests_behind_it(tmp_path):
@@ -535,12 +643,14 @@ def test_compare_shows_p99_only_with_100_requests_behind_it(tmp_path):
         write_repeat(tmp_path / side / "scenario1" / "c2", swarm_requests([100 + i for i in range(99)]))
         write_repeat(tmp_path / side / "scenario1" / "c4", swarm_requests([100 + i for i in range(100)]), concurrency=4)
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
-    levels = {r["config"]: r for r in table(report_of(tmp_path / "out"), "scenario1", "TTFT by concurrency")}
+    levels = {
+        r["config"]: r for r in table(report_of(tmp_path / "out"), "scenario1", "TTFT of text answers by concurrency")
+    }
     few = levels["scenario1/c2"]["TTFT p99 ms A"]
     assert few["value"] is None and few["n"] == 99
     assert levels["scenario1/c4"]["TTFT p99 ms A"]["value"] == pytest.approx(100 + 0.99 * 99)
     markdown = (tmp_path / "out" / "report.md").read_text()
-    assert "- (n=99)" in markdown and "p99 is shown only where at least 100 requests" in markdown
+    assert "- (n=99, 99 sessions)" in markdown and "p95: 20, p99: 100" in markdown
 
 
 def test_compare_names_and_leaves_out_configs_whose_runs_replayed_different_datasets(tmp_path):
@@ -565,13 +675,51 @@ def test_compare_prompt_token_check_fails_when_the_sides_sent_different_prompts(
     write_repeat(tmp_path / "a" / "scenario1" / "c2", scenario1_requests(900))
     write_repeat(tmp_path / "b" / "scenario1" / "c2", longer)
     comparison = compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
-    (row,) = table(report_of(tmp_path / "out"), "prompts", "Prompt tokens sent")
-    assert (row["outputs"], row["tolerance %"], row["same prompts"]) == ("recorded", 0.5, "NO")
+    report = report_of(tmp_path / "out")
+    (row,) = table(report, "prompts", "Prompt tokens sent")
+    assert (row["outputs"], row["requests matched"], row["same prompts"]) == ("recorded", 6, "NO")
     assert (row["prompt tokens A"]["value"], row["prompt tokens B"]["value"]) == (6000, 6060)
     assert (
-        "scenario1/c2: b sent 1.010 x the prompt tokens of a (recorded outputs, tolerance 0.5 %): the engines "
-        "were not given the same prompts"
+        "scenario1/c2: b sent 1.010 x the prompt tokens of a (recorded outputs), not one constant amount more or "
+        "less on every request: the engines were not given the same prompts"
     ) in comparison.problems
+    assert any(
+        f.startswith("Left out: scenario1/c2, whose sides were not sent")
+        for f in section(report, "summary")["findings"]
+    )
+
+
+def with_offset(requests: list[dict], offset: int) -> list[dict]:
+    """The same requests rendered `offset` tokens longer, every one, those tokens cached where anything was."""
+    for entry in requests:
+        usage = entry["info"]["response_metrics"]["server_usage"]
+        usage["prompt_tokens"] += offset
+        details = usage.get("prompt_tokens_details")
+        if details and details["cached_tokens"]:
+            details["cached_tokens"] += offset
+    return requests
+
+
+def test_compare_a_constant_prompt_offset_is_explained_compared_and_its_hit_lift_shown(tmp_path):
+    write_repeat(tmp_path / "a" / "scenario1" / "c2", scenario1_requests(900))
+    write_repeat(tmp_path / "b" / "scenario1" / "c2", with_offset(scenario1_requests(900), 48))
+    comparison = compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    report = report_of(tmp_path / "out")
+    (row,) = table(report, "prompts", "Prompt tokens sent")
+    assert row["same prompts"] == "yes, +48 tokens a request" and row["offset B-A (tokens a request)"] == 48
+    # B: 3,792 of 6,288 tokens cached; without the offset 3,600 of 6,000, A's 60 %
+    assert row["hit lift of the offset (points)"] == pytest.approx(100 * 3792 / 6288 - 60.0, abs=1e-6)
+    assert not any("same prompts" in p for p in comparison.problems)
+    # the hit ratios shown are the servers'; their B/A is tested without B's offset: 60 % against 60 %
+    (runs,) = table(report, "runs", "Runs")
+    assert runs["hit % B"]["value"] == pytest.approx(100 * 3792 / 6288)
+    assert runs["hit % B/A"]["value"] == pytest.approx(1.0)
+    assert runs["hit % B/A"]["offset_free"] == "b's 48-token prompt offset taken out"
+    summary = section(report, "summary")["findings"]
+    assert not any(f.startswith("Left out") for f in summary)
+    assert any(
+        "scenario1/c2 (b: 48 tokens more on each of 6 requests, its hit % lifted 0.31 points" in f for f in summary
+    )
 
 
 def test_compare_prompt_token_check_allows_live_outputs_their_tolerance(tmp_path):
@@ -626,7 +774,7 @@ def test_compare_throughput_per_gpu_hour_and_kv_usage_in_tokens(tmp_path):
         tmp_path / "b" / "scenario2" / "c2_sync",
         scenario1_requests(900),
         identity=identity(server={"engine": "sglang", "gpus": 1, "kv_capacity_tokens": 20_000}),
-        samples=[{"sglang:token_usage": 0.9}],
+        samples=[{"sglang:token_usage": 0.9, "sglang:num_used_tokens": 17_950}],
     )
     compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
     report = report_of(tmp_path / "out")
@@ -636,18 +784,40 @@ def test_compare_throughput_per_gpu_hour_and_kv_usage_in_tokens(tmp_path):
     assert row["sessions/GPU-h A"]["value"] == pytest.approx(100.0)
     assert row["sessions/GPU-h B"]["value"] == pytest.approx(200.0)
     assert row["output tok/GPU-h A"]["value"] == pytest.approx(60 / 3.5 * 3600 / 2)
-    (kv,) = table(report, "scenario2", "Hit ratio and peak KV usage")
-    assert (kv["peak KV % A"]["value"], kv["peak KV % B"]["value"]) == (50.0, 90.0) and "peak KV % B/A" not in kv
-    assert kv["peak KV tokens A"]["value"] == 50_000 and kv["peak KV tokens B"]["value"] == 18_000
-    assert kv["peak KV tokens B/A"]["value"] == pytest.approx(0.36)
+    assert row["output tok/s B/A"]["too_few"] == "a figure of whole runs, 1 run on a side: 2 needed"
+    kv_section = next(t for t in section(report, "scenario2")["tables"] if t["title"].startswith("Hit ratio and peak"))
+    (kv,) = rows(kv_section)
+    # SGLang's tokens are its own count (sglang:num_used_tokens), not its gauge rounded to 1 % x the capacity
+    assert (kv["peak KV % A"]["value"], kv["peak KV % B"]["value"]) == (50.0, 89.75) and "peak KV % B/A" not in kv
+    assert kv["peak KV tokens A"]["value"] == 50_000 and kv["peak KV tokens B"]["value"] == 17_950
+    assert kv["peak KV tokens B/A"]["value"] == pytest.approx(0.359) and kv["peak KV tokens B/A"]["too_few"]
+    assert "sglang: sglang:num_used_tokens (a count of tokens)" in kv_section["note"]
+
+
+def test_compare_shows_no_kv_tokens_from_a_gauge_rounded_to_one_percent(tmp_path):
+    for side, samples in (("a", [{"sglang:token_usage": 0.0}]), ("b", [{"sglang:token_usage": 0.01}])):
+        write_repeat(
+            tmp_path / side / "scenario2" / "c2_sync",
+            scenario1_requests(900),
+            identity=identity(server={"engine": "sglang", "kv_capacity_tokens": 2_097_152}),
+            samples=samples,
+        )
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    kv_section = next(
+        t for t in section(report_of(tmp_path / "out"), "scenario2")["tables"] if t["title"].startswith("Hit ratio")
+    )
+    (kv,) = rows(kv_section)
+    assert kv["peak KV % B"]["value"] == 1.0 and kv["peak KV tokens B"]["value"] is None
+    assert kv["peak KV tokens B/A"]["value"] is None
+    assert "sglang:token_usage only, rounded to 1% of the cache: no count of tokens and no B/A" in kv_section["note"]
 
 
 def test_compare_slo_gives_the_largest_concurrency_that_meets_the_ttft_target(tmp_path):
     from fastgen.results import CompareOptions
 
     for level, (a_ms, b_ms) in {2: (100, 100), 4: (200, 400), 8: (600, 900)}.items():
-        write_repeat(tmp_path / "a" / "scenario1" / f"c{level}", swarm_requests([a_ms] * 5), concurrency=level)
-        write_repeat(tmp_path / "b" / "scenario1" / f"c{level}", swarm_requests([b_ms] * 5), concurrency=level)
+        write_repeat(tmp_path / "a" / "scenario1" / f"c{level}", swarm_requests([a_ms] * 20), concurrency=level)
+        write_repeat(tmp_path / "b" / "scenario1" / f"c{level}", swarm_requests([b_ms] * 20), concurrency=level)
     compare_runs(
         tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False, options=CompareOptions(slo_ttft_p95_ms=300)
     )
@@ -683,6 +853,7 @@ def analysis_file(path: Path, capacity: int, hit: float) -> Path:
                 "configs": [
                     {
                         "config": "scenario1/c2",
+                        "requests": 6,
                         "prompt_tokens": 6000,
                         "hit_percent_infinite": hit,
                         "hit_percent_capacity": hit - 10,
@@ -710,9 +881,41 @@ def test_compare_ceilings_per_side_are_labelled_and_a_hit_above_its_ceiling_says
     # B hits 20 % against its own ceiling at capacity of 15 %; outputs not recorded in these runs
     (finding,) = section(report, "runs")["findings"]
     assert finding.startswith(
-        "scenario1/c2: b hits 20.0 %, 5.0 points above the at capacity ceiling 15.0 %: "
+        "scenario1/c2: b hits 20.0 %, 5.0 points above the ceiling at capacity, 15.0 %: "
         "either its live outputs were shorter"
     )
+    assert finding.endswith("(the outputs mode was not recorded; its prompts were analyze's own, token for token).")
+
+
+def test_a_hit_above_its_ceiling_is_explained_by_how_the_prompts_compare_with_analyzes(tmp_path):
+    """Recorded outputs, B's prompts analyze's plus 48 tokens each: where those tokens' lift is the whole excess the
+    note says so; where it is not, it says the offset and the sharing, never that the prompts were analyze's own."""
+    write_repeat(tmp_path / "a" / "scenario1" / "c2", scenario1_requests(900))
+    write_repeat(tmp_path / "b" / "scenario1" / "c2", with_offset(scenario1_requests(900), 48))
+    for ceiling, expected in (
+        (
+            70.0,
+            "its prompts were analyze's plus 48 tokens on every request, which lift its hit % by 0.31 points: "
+            "the offset's tokens, cached in every later request, are the whole excess.",
+        ),
+        (
+            65.0,
+            "its outputs were the recorded ones and its prompts were analyze's plus 48 tokens on every request, "
+            "which lift its hit % by 0.31 points; the engine shared prefixes across sessions that the simulation's "
+            "schedule did not overlap.",
+        ),
+    ):
+        out = tmp_path / f"out-{ceiling:g}"
+        compare_runs(
+            tmp_path / "a",
+            tmp_path / "b",
+            out,
+            plots=False,
+            analysis_a=analysis_file(tmp_path / "a.json", 1_000_000, 70.0),
+            analysis_b=analysis_file(tmp_path / "b.json", 100_000, ceiling),  # at capacity: ceiling - 10
+        )
+        findings = [f for f in section(report_of(out), "runs")["findings"] if f.startswith("scenario1/c2: b")]
+        assert len(findings) == 1 and findings[0].endswith(expected), findings
 
 
 # Writing: never over a file compare did not write
@@ -740,7 +943,7 @@ def test_compare_force_keeps_the_users_file_as_edited_and_writes_the_new_one(two
     (out / "report.json").write_text("mine")
     comparison = compare_runs(*two_sides, out, plots=False, force=True)
     assert comparison.moved == ["report.json.edited"] and (out / "report.json.edited").read_text() == "mine"
-    assert report_of(out)["format"] == 2
+    assert report_of(out)["format"] == 3
     (out / "report.json").write_text("mine again")
     compare_runs(*two_sides, out, plots=False, force=True)
     assert (out / "report.json.edited-2").read_text() == "mine again"  # the first one kept too

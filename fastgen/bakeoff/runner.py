@@ -263,6 +263,7 @@ def _run_one(
             "label": options.label,
             "fastgen": __version__,
             "scrape_interval_s": options.scrape_interval_s,
+            "config_dir": Path(options.config_dir).resolve().as_posix(),  # for compare's own analyze (ceilings)
             "identity": identity,
         }
         return _replay(config, folder, record, fleet, model, options, command, checked.metrics_served, stage)

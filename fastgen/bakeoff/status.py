@@ -18,7 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["PER_REQUEST_FILE", "PER_SESSION_FILE", "RunCounts", "judge_run", "last_error", "read_counts"]
+__all__ = [
+    "PER_REQUEST_FILE",
+    "PER_SESSION_FILE",
+    "RunCounts",
+    "count_records",
+    "judge_run",
+    "last_error",
+    "read_counts",
+    "request_failed",
+    "session_failed",
+]
 
 PER_REQUEST_FILE = "per_request_lifecycle_metrics.json"
 PER_SESSION_FILE = "per_session_lifecycle_metrics.json"
@@ -55,6 +65,22 @@ class RunCounts:
     def lost(self) -> int:
         return max(0, (self.expected or 0) - self.recorded)
 
+    @classmethod
+    def from_record(cls, record: dict) -> "RunCounts":
+        """The counts a run record (run.json, format 2) holds; zeros where it holds none."""
+        requests = record.get("requests")
+        sessions = record.get("sessions")
+        requests = requests if isinstance(requests, dict) else {}
+        sessions = sessions if isinstance(sessions, dict) else {}
+        expected = requests.get("expected")
+        return cls(
+            recorded=int(requests.get("recorded") or 0),
+            failed=int(requests.get("failed") or 0),
+            expected=None if expected is None else int(expected),
+            sessions=int(sessions.get("total") or 0),
+            sessions_failed=int(sessions.get("failed") or 0),
+        )
+
     def record(self) -> dict:
         """The run record's requests, sessions and errors fields."""
         return {
@@ -76,33 +102,56 @@ class RunCounts:
         return ", ".join(parts)
 
 
+def request_failed(entry: dict) -> bool:
+    """Whether inference-perf recorded a request as failed: its `error` is not null."""
+    return entry.get("error") is not None
+
+
+def session_failed(entry: dict) -> bool:
+    """Whether a session failed: `success` false, or an `error` recorded (inference-perf 0.7.0 can write both an
+    error and success true for one session: it is failed)."""
+    return entry.get("success") is False or entry.get("error") is not None
+
+
 def read_counts(folder: Path) -> Optional[RunCounts]:
     """The counts of the reports in `folder`; None when there is no readable per-request report."""
     requests = _read_list(Path(folder) / PER_REQUEST_FILE)
     if requests is None:
         return None
+    return count_records(requests, _read_list(Path(folder) / PER_SESSION_FILE))
+
+
+def count_records(requests: list[dict], sessions: Optional[list[dict]]) -> RunCounts:
+    """The counts of inference-perf's per-request entries and per-session entries (None: no per-session report):
+    the one way both the bakeoff and compare count failed and lost requests and failed sessions."""
     counts = RunCounts(recorded=len(requests))
     errors: list[str] = []
     for entry in sorted(requests, key=_start_time):
-        error = entry.get("error")
-        if error is None:
+        if not request_failed(entry):
             continue
+        error = entry.get("error")
         counts.failed += 1
         kind = str((error or {}).get("error_type", "")) if isinstance(error, dict) else ""
         counts.connection_failures += kind in CONNECTION_ERRORS
         errors.append(_error_text(error))
-    sessions = _read_list(Path(folder) / PER_SESSION_FILE)
     if sessions is not None:
         counts.session_report = True
         counts.sessions = len(sessions)
-        counts.expected = sum(int(s.get("num_events") or 0) for s in sessions)
+        counts.expected = sum(_events(s) for s in sessions)
         for session in sorted(sessions, key=lambda s: str(s.get("session_id", ""))):
-            if session.get("success") is False or session.get("error") is not None:
+            if session_failed(session):
                 counts.sessions_failed += 1
                 if session.get("error") is not None:
                     errors.append(_error_text(session["error"]))
     counts.errors = list(dict.fromkeys(errors))[:MAX_ERRORS]
     return counts
+
+
+def _events(session: dict) -> int:
+    try:
+        return int(session.get("num_events") or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def judge_run(

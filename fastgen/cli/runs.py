@@ -205,10 +205,16 @@ def compare_parser() -> Parser:
         type=Path,
         metavar="FILE",
         help="the JSON of `fastgen analyze --json` for the same dataset: its predicted ceilings beside "
-        "every hit ratio, for both sides",
+        "every hit ratio, for both sides (default: compare runs analyze for each side itself, at the engine, "
+        "KV capacity and block size its runs recorded, on the configs and traces they replayed)",
     )
-    p.add_argument("--analysis-a", type=Path, metavar="FILE", help="A's own analysis (e.g. at A's KV capacity)")
-    p.add_argument("--analysis-b", type=Path, metavar="FILE", help="B's own analysis (e.g. at B's KV capacity)")
+    p.add_argument("--analysis-a", type=Path, metavar="FILE", help="A's own analysis, instead of compare's")
+    p.add_argument("--analysis-b", type=Path, metavar="FILE", help="B's own analysis, instead of compare's")
+    p.add_argument(
+        "--no-analysis",
+        action="store_true",
+        help="no ceilings unless given: compare does not run analyze itself (it reads every trace file)",
+    )
     p.add_argument(
         "--include-incomplete",
         action="store_true",
@@ -225,7 +231,7 @@ def compare_parser() -> Parser:
         "--slo-ttft-p95-ms",
         type=positive_float("--slo-ttft-p95-ms", most=10**7),
         metavar="MS",
-        help="per scenario and side, the largest concurrency whose text-turn TTFT p95 is at most MS",
+        help="per scenario and side, the largest concurrency whose TTFT p95 (of its text answers) is at most MS",
     )
     p.add_argument(
         "--force",
@@ -235,6 +241,19 @@ def compare_parser() -> Parser:
     )
     p.add_argument("--no-plots", action="store_true", help="tables only, even with matplotlib installed")
     return p
+
+
+def _announced(quiet: bool):
+    """recorded_ceilings, saying on stderr what it runs (analyze reads every trace file: it can take a while)."""
+    from ..predicted import recorded_ceilings, recorded_setup
+
+    def ceilings_for(label, runs):
+        setup, _ = recorded_setup(runs)
+        if setup is not None and not quiet:
+            print(f"fastgen: {label}'s ceilings: {setup.describe()} (--no-analysis skips it)", file=sys.stderr)
+        return recorded_ceilings(label, runs)
+
+    return ceilings_for
 
 
 def run_compare(args) -> int:
@@ -253,6 +272,7 @@ def run_compare(args) -> int:
         analysis_b=args.analysis_b,
         options=options,
         force=args.force,
+        ceilings_for=None if args.no_analysis else _announced(args.quiet),
     )
     for problem in report.problems:
         print(f"fastgen: warning: {problem}", file=sys.stderr)

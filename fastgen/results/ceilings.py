@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["Ceilings", "read_ceilings"]
+__all__ = ["Ceilings", "ceilings_of", "read_ceilings"]
 
 
 @dataclass
@@ -53,6 +53,17 @@ class Ceilings:
         return 100 * infinite / prompt, None if capacity is None else 100 * capacity / prompt
 
 
+def ceilings_of(doc: dict, source: str) -> Ceilings:
+    """The ceilings of an analysis document (analysis/report.py's analysis_document), `source` naming it."""
+    return Ceilings(
+        doc.get("capacity_tokens"),
+        {c["config"]: c for c in doc["configs"]},
+        doc.get("block_size"),
+        doc.get("rules") or doc.get("definition", "vllm"),
+        source,
+    )
+
+
 def read_ceilings(path: Path) -> tuple[Optional[Ceilings], list[str]]:
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -61,15 +72,8 @@ def read_ceilings(path: Path) -> tuple[Optional[Ceilings], list[str]]:
                 f"{path} holds AIPerf's definition, not ceilings; run fastgen analyze --json without "
                 f"--definition aiperf"
             ]
-        configs = {c["config"]: c for c in doc["configs"]}
+        return ceilings_of(doc, Path(path).name), []
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return None, [
             f"--analysis {path} is not the JSON of fastgen analyze --json ({str(exc)[:80]}); the report has no ceilings"
         ]
-    return Ceilings(
-        doc.get("capacity_tokens"),
-        configs,
-        doc.get("block_size"),
-        doc.get("rules") or doc.get("definition", "vllm"),
-        Path(path).name,
-    ), []

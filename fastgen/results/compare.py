@@ -11,10 +11,10 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from ..errors import OutputError
-from .ceilings import read_ceilings
+from .ceilings import Ceilings, read_ceilings
 from .plots import matplotlib_missing, write_plots
 from .render import report_document, report_markdown
 from .report import CompareOptions, Pair, Section, Side
@@ -22,7 +22,11 @@ from .runs import ConfigRun, read_runs
 from .sections import SECTIONS
 from .written import WrittenFiles
 
-__all__ = ["Comparison", "build_sections", "compare_runs"]
+__all__ = ["CeilingsFor", "Comparison", "build_sections", "compare_runs"]
+
+# A side's ceilings from its runs (fastgen.predicted runs analyze at what they recorded): (ceilings, or None and the
+# one line that says why not)
+CeilingsFor = Callable[[str, dict[str, ConfigRun]], tuple[Optional[Ceilings], Optional[str]]]
 
 
 @dataclass
@@ -36,6 +40,11 @@ class Comparison:
 
 
 def build_sections(pair: Pair) -> list[Section]:
+    """Every section, each B/A decided: a first build finds every test the report makes, Benjamini-Hochberg decides
+    them together (inference.py), the second build shows each decided (the same figures, computed once)."""
+    for module in SECTIONS:
+        module.build(pair)
+    pair.tests.decide()
     return [section for module in SECTIONS if (section := module.build(pair)) is not None]
 
 
@@ -72,6 +81,15 @@ def _ceilings(path: Optional[Path], option: str, problems: list[str]):
     return ceilings
 
 
+def _predicted(
+    ceilings_for: CeilingsFor, label: str, runs: dict[str, ConfigRun], problems: list[str]
+) -> Optional[Ceilings]:
+    ceilings, why = ceilings_for(label, runs)
+    if why:
+        problems.append(f"{label}: no ceilings: {why}")
+    return ceilings
+
+
 def compare_runs(
     runs_a: Path,
     runs_b: Path,
@@ -83,9 +101,11 @@ def compare_runs(
     analysis_b: Optional[Path] = None,
     options: CompareOptions = CompareOptions(),
     force: bool = False,
+    ceilings_for: Optional[CeilingsFor] = None,
 ) -> Comparison:
     """Read both sides' runs (and the ceilings of `fastgen analyze --json`: `analysis` for both sides, or one per
-    side), write the report."""
+    side; for a side given none, `ceilings_for` its runs, e.g. fastgen.predicted.recorded_ceilings, which runs
+    analyze at the capacity, block size and engine they recorded), write the report."""
     runs_a, runs_b, out = Path(runs_a), Path(runs_b), Path(out)
     if not 0 < options.plateau <= 1:
         raise OutputError(f"--plateau {options.plateau} is not a fraction of the peak; give one in (0, 1]")
@@ -106,6 +126,11 @@ def compare_runs(
     shared = _ceilings(analysis, "--analysis", problems)
     ceilings_a = _ceilings(analysis_a, "--analysis-a", problems) if analysis_a else shared
     ceilings_b = _ceilings(analysis_b, "--analysis-b", problems) if analysis_b else shared
+    if ceilings_for is not None and analysis is None:
+        if analysis_a is None:
+            ceilings_a = _predicted(ceilings_for, label_a, a, problems)
+        if analysis_b is None:
+            ceilings_b = _predicted(ceilings_for, label_b, b, problems)
     pair = Pair(Side(label_a, a, ceilings_a), Side(label_b, b, ceilings_b), options)
     sections = build_sections(pair)
     problems += [p for s in sections for p in s.problems]
@@ -113,7 +138,7 @@ def compare_runs(
     try:
         out.mkdir(parents=True, exist_ok=True)
         written = WrittenFiles(out)
-        drawn = [p for s in sections for p in s.plots]
+        drawn = [p for s in sections for p in s.plots if p.drawn]
         comparison.plots_skipped = "--no-plots" if not plots else matplotlib_missing("fastgen compare")
         names = ["report.json", "report.md"] + (
             [f"{p.name}.png" for p in drawn] if comparison.plots_skipped is None else []

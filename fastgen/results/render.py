@@ -3,12 +3,14 @@
 report.json (format 2): {"format", "a", "b", "options", "cells", "sections", "plots", "problems"}; a section is
 {"id", "title", "intro", "tables", "plots", "findings", "problems"}, a table {"title", "columns", "rows", "note"}. A
 row's cell is a number, a string, null, or one of two small dicts (described again under "cells"):
-- a figure: {"value", "n", "low", "high", "repeats"}: value is the median over repeats (one run: the value), n the
-  requests behind it (sessions for sessions/h), [low, high] min-max over repeats or, for one run, a bootstrap 95%
-  interval over requests (null for figures of whole runs of one repeat), repeats how many runs it rests on;
-- a ratio (the B/A columns): {"value", "low", "high", "distinguishable", "left_out"}: distinguishable is false when
-  A's and B's intervals overlap, null when either has none; left_out names why a value is withheld (an incomplete
-  or failed run, unless --include-incomplete).
+- a figure: {"value", "n", "low", "high", "repeats", "sessions", "too_few"}: value is the mean over runs of each
+  run's value, n the requests behind it (sessions for sessions/h), [low, high] its 95% interval over its sessions
+  and runs (inference.py), repeats how many runs and sessions how many sessions it rests on (0: a figure of whole
+  runs), too_few why it has no interval;
+- a ratio (the B/A columns): {"value", "low", "high", "distinguishable", "left_out", "too_few", "p", "margin",
+  "sessions"}: [low, high] its 95% interval, p the p-value of its test against its margin, distinguishable whether
+  it is a difference once the tests of its family are corrected (null: not tested), too_few why it was
+  not tested, left_out why a value is withheld (an incomplete or failed run, unless --include-incomplete).
 """
 
 from __future__ import annotations
@@ -18,16 +20,18 @@ import math
 from typing import Optional
 
 from .report import Pair, Section, Table
+from .inference import MIN_RUNS, MIN_SESSIONS
 from .stats import P99_MIN_REQUESTS, Figure, Ratio
 
 __all__ = ["REPORT_FORMAT", "report_document", "report_markdown"]
 
-REPORT_FORMAT = 2
+REPORT_FORMAT = 3  # 3: figures are means over runs with t intervals; B/A tested (p, margin), decided together
 CELLS = {
-    "figure": "{value, n, low, high, repeats}: median over repeats (or the one run's value); n requests behind it; "
-    "[low, high] min-max over repeats, or a bootstrap 95% interval over requests for one run",
-    "ratio": "{value, low, high, distinguishable, left_out}: B/A; distinguishable false when the intervals overlap; "
-    "left_out says why no value is given",
+    "figure": "{value, n, low, high, repeats, sessions, too_few}: mean over runs of each run's value; n requests "
+    "behind it; [low, high] its 95% interval over sessions and runs; too_few: why it has none",
+    "ratio": "{value, low, high, distinguishable, left_out, too_few, p, margin, sessions}: B/A with its 95% "
+    "interval; distinguishable: a difference after the report's Benjamini-Hochberg correction (null: not tested); "
+    "too_few or left_out: why not tested",
 }
 
 
@@ -75,19 +79,27 @@ def _number(value: float, ratio: bool = False) -> str:
 
 def _cell(column: str, value) -> str:
     if isinstance(value, Figure):
-        runs = f", {value.repeats} runs" if value.repeats > 1 else ""
+        behind = [f"{value.sessions} sessions"] if value.sessions else []
+        behind += [f"{value.repeats} runs"] if value.repeats > 1 else []
+        suffix = f" ({', '.join(behind)})" if behind else ""
         if value.value is None:
-            return f"- (n={value.n}{runs})" if value.n else "-"
+            return f"- (n={value.n}{', ' + ', '.join(behind) if behind else ''})" if value.n else "-"
         spread = (
             f" [{_number(value.low)}-{_number(value.high)}]" if value.low is not None and value.high is not None else ""
         )
-        return f"{_number(value.value)}{spread} n={value.n}{runs}"
+        return f"{_number(value.value)}{spread} n={value.n}{suffix}"
     if isinstance(value, Ratio):
         if value.left_out:
             return f"excl. ({value.left_out})"
         if value.value is None:
             return "-"
-        return f"{value.value:.2f}" + (" ~" if value.distinguishable is False else "")
+        if value.too_few:
+            return f"{value.value:.2f} (too few)"
+        return (
+            f"{value.value:.2f}"
+            + ("" if value.distinguishable else " ~")
+            + (" offset-free" if value.offset_free else "")
+        )
     if value is None:
         return "-"
     if isinstance(value, bool) or isinstance(value, int) or isinstance(value, str):
@@ -114,14 +126,19 @@ def _table(table: Table) -> list[str]:
 
 READING = (
     "Every figure is given for A, for B, and as B/A (below 1: B is lower). A figure reads `value [low-high] "
-    "n=N`: N requests stand behind it (sessions for sessions/h); over several runs of a config the value is "
-    "their median and [low-high] their min-max (`, K runs`), over one run [low-high] is a bootstrap 95% "
-    "interval over its requests (none for figures of a whole run). `~` after a B/A: the two intervals "
-    f"overlap, the difference is not distinguishable from the spread. p99 is shown only where at least "
-    f"{P99_MIN_REQUESTS} requests stand behind it in each run (`- (n=N)` otherwise: it would be the maximum). "
-    "`excl. (incomplete)`: a run of that config failed or lost requests or sessions on a side; its figures "
-    "are shown but left out of B/A (--include-incomplete puts them in). Hit ratios are the servers' own "
-    "cached-token counts over their prompt tokens; times are inference-perf's, client side."
+    "n=N (S sessions, K runs)`: the mean over K runs of each run's value, N requests and S sessions behind it "
+    "(sessions/h: N sessions), [low-high] its 95% interval over the sessions (resampled whole) and the runs; "
+    f"none under {MIN_SESSIONS} sessions, or, for a figure of whole runs (throughput, a KV peak), under "
+    f"{MIN_RUNS} runs. A B/A is tested: B/A alone is a difference, its 95% interval beyond its margin after "
+    "the tests are corrected (the rule is in the summary); `~`: not shown to differ; "
+    "`(too few)`: too few sessions or runs to tell; `offset-free`: a hit ratio's B/A with one "
+    "side's constant prompt offset taken out (Same prompts). The test pairs the two sides' sessions (both ran the same "
+    "ones), so a B/A can be a difference while the two sides' own intervals overlap. Percentiles need "
+    f"1/(1-q) requests in each run (p95: 20, p99: {P99_MIN_REQUESTS}; `- (n=N)` otherwise: it would be the "
+    "maximum). `excl. (incomplete)`: a run of that config failed or lost requests or sessions on a side; its "
+    "figures are shown but left out of B/A (--include-incomplete puts them in). Hit ratios are the servers' own "
+    "cached-token counts over their prompt tokens; times are inference-perf's, client side; TTFT, TPOT and ITL "
+    "are of the text answers (the requests that streamed text)."
 )
 
 

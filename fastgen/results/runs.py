@@ -22,6 +22,7 @@ import yaml
 
 from ..bakeoff.identity import identity_change
 from ..bakeoff.runs import METRICS_FILE, RUN_CONFIG_FILE, RUN_FILE, read_run
+from ..bakeoff.status import RunCounts, count_records, request_failed, session_failed
 
 __all__ = ["ConfigRun", "Repeat", "RequestRecord", "SessionRecord", "read_runs"]
 
@@ -48,6 +49,10 @@ class RequestRecord:
     failed: bool
     itl: Optional[float] = None  # inference-perf's mean gap between streamed tokens; None without two content tokens
     repeat: int = 1  # which run of the config (1-based); times compare only within one
+    config: str = ""  # the config it ran in (scenario1/c10): with the session, the unit the report resamples
+    # what the engine answered, from inference-perf's output_message: "tool_call" (it streamed tool_calls), "text"
+    # (content only), "nothing" (neither), None (not recorded); `kind` is the recorded turn's
+    answered: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,7 @@ class Repeat:
     sessions: list[SessionRecord] = field(default_factory=list)
     samples: list[tuple[float, dict]] = field(default_factory=list)  # (epoch s, metrics) from /metrics
     fleet: dict = field(default_factory=dict)  # run.json's fleet: each replica's figures behind a router; {} none
+    config_dir: Optional[str] = None  # the config folder the bakeoff ran it from (run.json; None before)
 
     @property
     def server(self) -> dict:
@@ -99,6 +105,12 @@ class ConfigRun:
     repeats: list[Repeat] = field(default_factory=list)
     concurrency: Optional[int] = None
     session_rate: Optional[float] = None
+    trace_directory: Optional[str] = None  # the trace folder its first repeat replayed (its run-config.yml)
+
+    @property
+    def config_dir(self) -> Optional[str]:
+        """The config folder the bakeoff ran it from (run.json), None where the runs did not record it."""
+        return next((r.config_dir for r in self.repeats if r.config_dir), None)
 
     @property
     def scenario(self) -> str:
@@ -208,12 +220,12 @@ def read_runs(root: Path) -> tuple[dict[str, ConfigRun], list[str]]:
             del by_index[0]
         run = ConfigRun(name=name)
         for index in sorted(by_index):
-            repeat = _read_folder(by_index[index], max(index, 1), problems)
+            repeat = _read_folder(by_index[index], max(index, 1), problems, name)
             if repeat is not None:
                 run.repeats.append(repeat)
         run.repeats = _same_runs(name, run.repeats, problems)
         if run.repeats:
-            run.concurrency, run.session_rate = _stage(run.repeats[0].folder, problems)
+            run.concurrency, run.session_rate, run.trace_directory = _stage(run.repeats[0].folder, problems)
             runs[name] = run
     if not runs:
         problems.append(f"{root} holds no runs (no {PER_REQUEST} below it)")
@@ -241,7 +253,7 @@ def _same_runs(name: str, repeats: list[Repeat], problems: list[str]) -> list[Re
     return kept
 
 
-def _read_folder(folder: Path, index: int, problems: list[str]) -> Optional[Repeat]:
+def _read_folder(folder: Path, index: int, problems: list[str], name: str = "") -> Optional[Repeat]:
     record = read_run(folder)
     repeat = Repeat(
         index=int((record or {}).get("repeat") or index),
@@ -257,21 +269,26 @@ def _read_folder(folder: Path, index: int, problems: list[str]) -> Optional[Repe
         repeat.reset = reset if isinstance(reset, dict) else {"done": reset, "verified": None, "how": None}
         repeat.errors = [str(e) for e in record.get("errors") or []]
         repeat.fleet = record["fleet"] if isinstance(record.get("fleet"), dict) else {}
+        config_dir = record.get("config_dir")
+        repeat.config_dir = config_dir if isinstance(config_dir, str) else None
     requests = _load_json(folder / PER_REQUEST, problems, list)
     if requests is None and repeat.status != "failed":
         return None if record is None else repeat
-    for entry in requests or []:
+    entries = [e for e in requests or [] if isinstance(e, dict)]
+    for entry in entries:
         try:
-            repeat.requests.append(_request(entry, repeat.index))
+            repeat.requests.append(_request(entry, repeat.index, name))
         except (KeyError, TypeError, ValueError) as exc:
             problems.append(f"{folder / PER_REQUEST}: an entry without {exc}; skipped")
             break
-    for entry in _load_json(folder / PER_SESSION, problems, list) or []:
+    session_list = _load_json(folder / PER_SESSION, problems, list)
+    sessions = [e for e in session_list or [] if isinstance(e, dict)]
+    for entry in sessions:
         try:
             repeat.sessions.append(
                 SessionRecord(
                     str(entry["session_id"]),
-                    bool(entry["success"]),
+                    not session_failed(entry),
                     float(entry["start_time"]),
                     float(entry["end_time"]),
                     repeat.index,
@@ -281,29 +298,26 @@ def _read_folder(folder: Path, index: int, problems: list[str]) -> Optional[Repe
             problems.append(f"{folder / PER_SESSION}: a malformed session entry; skipped")
             break
     repeat.samples = _samples(folder / METRICS_FILE, problems) if record else []
-    _counts(repeat, record or {})
+    _counts(repeat, record or {}, count_records(entries, sessions if session_list is not None else None))
     return repeat
 
 
-def _counts(repeat: Repeat, record: dict) -> None:
-    """Failed counts from run.json (format 2), else from the records; a run recorded "completed" (format 1) or
-    with no record whose records show failures is read as incomplete: a status must not say more than its records."""
-    requests, sessions = record.get("requests"), record.get("sessions")
-    seen_failed = sum(r.failed for r in repeat.requests)
-    seen_sessions_failed = sum(not s.success for s in repeat.sessions)
-    if isinstance(requests, dict):
-        expected = requests.get("expected")
-        recorded = int(requests.get("recorded") or len(repeat.requests))
-        lost = max(0, int(expected) - recorded) if expected is not None else 0
-        repeat.requests_failed = max(int(requests.get("failed") or 0), seen_failed) + lost
-        repeat.requests_total = max(recorded, int(expected or 0))
-    else:
-        repeat.requests_failed, repeat.requests_total = seen_failed, len(repeat.requests)
-    if isinstance(sessions, dict):
-        repeat.sessions_failed = max(int(sessions.get("failed") or 0), seen_sessions_failed)
-        repeat.sessions_total = int(sessions.get("total") or len(repeat.sessions))
-    else:
-        repeat.sessions_failed, repeat.sessions_total = seen_sessions_failed, len(repeat.sessions)
+def _counts(repeat: Repeat, record: dict, seen: RunCounts) -> None:
+    """Failed and lost counts: what run.json (format 2) recorded, or what the records show where they show more
+    (bakeoff.status.count_records counts both the same way); a run recorded "completed" (format 1) or with no
+    record whose records show failures is read as incomplete: a status must not say more than its records."""
+    recorded = RunCounts.from_record(record)
+    requests_known = isinstance(record.get("requests"), dict)
+    merged = RunCounts(
+        recorded=max(recorded.recorded, seen.recorded),
+        failed=max(recorded.failed, seen.failed),
+        expected=recorded.expected if requests_known else seen.expected,
+        sessions=recorded.sessions if isinstance(record.get("sessions"), dict) and recorded.sessions else seen.sessions,
+        sessions_failed=max(recorded.sessions_failed, seen.sessions_failed),
+    )
+    repeat.requests_failed = merged.failed + merged.lost
+    repeat.requests_total = max(merged.recorded, merged.expected or 0)
+    repeat.sessions_failed, repeat.sessions_total = merged.sessions_failed, merged.sessions
     if repeat.status in ("completed", "reports") and (repeat.requests_failed or repeat.sessions_failed):
         repeat.status = "incomplete"
         repeat.reason = repeat.reason or (
@@ -328,7 +342,16 @@ def _load_json(path: Path, problems: list[str], kind: type):
     return value
 
 
-def _request(entry: dict, repeat: int = 1) -> RequestRecord:
+def _answered(info: dict) -> Optional[str]:
+    message = info.get("output_message")
+    if not isinstance(message, dict):
+        return None
+    if message.get("tool_calls"):
+        return "tool_call"
+    return "text" if message.get("content") else "nothing"
+
+
+def _request(entry: dict, repeat: int = 1, config: str = "") -> RequestRecord:
     info = entry.get("info") or {}
     labels = info.get("labels") or {}
     usage = (info.get("response_metrics") or {}).get("server_usage") or {}
@@ -352,9 +375,11 @@ def _request(entry: dict, repeat: int = 1) -> RequestRecord:
         latency=computed.get("request_latency"),
         ntpot=computed.get("normalized_time_per_output_token"),
         tpot=computed.get("time_per_output_token"),
-        failed=entry.get("error") is not None,
+        failed=request_failed(entry),
         itl=computed.get("inter_token_latency"),
         repeat=repeat,
+        config=config,
+        answered=_answered(info),
     )
 
 
@@ -394,18 +419,30 @@ def _python_object(loader, suffix, node):
 _TolerantLoader.add_multi_constructor("tag:yaml.org,2002:python/", _python_object)
 
 
-def _stage(folder: Path, problems: list[str]) -> tuple[Optional[int], Optional[float]]:
-    """(concurrent_sessions, session_rate) of the run's first load stage."""
+def _stage(folder: Path, problems: list[str]) -> tuple[Optional[int], Optional[float], Optional[str]]:
+    """(concurrent_sessions, session_rate) of the run's first load stage, and the trace folder it replayed."""
     for name in (RUN_CONFIG_FILE, INFERENCE_PERF_CONFIG):
         path = folder / name
         if not path.exists():
             continue
         try:
-            stage = yaml.load(path.read_text(encoding="utf-8"), Loader=_TolerantLoader)["load"]["stages"][0]
+            document = yaml.load(path.read_text(encoding="utf-8"), Loader=_TolerantLoader)
+            stage = document["load"]["stages"][0]
             stage = stage.get("__dict__", stage)
             rate = stage.get("session_rate")
-            return int(stage["concurrent_sessions"]), None if rate is None else float(rate)
+            found = (int(stage["concurrent_sessions"]), None if rate is None else float(rate))
         except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError, ValueError):
             problems.append(f"{path}: no load stage with concurrent_sessions; its load level is unknown")
-            return None, None
-    return None, None
+            return None, None, None
+        return (*found, _trace_directory(document))
+    return None, None, None
+
+
+def _trace_directory(document) -> Optional[str]:
+    try:
+        data = document["data"]
+        replay = data.get("__dict__", data)["otel_trace_replay"]
+        found = replay.get("__dict__", replay)["trace_directory"]
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None

@@ -1,16 +1,12 @@
-"""Every statistic the report prints, each with what it rests on: how many requests stand behind it and its spread.
+"""Every statistic the report prints, and what each rests on: the measures over requests, the figures of whole runs,
+the steady-state window. When two figures differ is inference.py's: this module says what a figure is.
 
-A figure (`Figure`) is a value, n (the requests behind it), an interval [low, high] and the number of repeats:
-- over several repeats of a config, the value is the median of the per-repeat values and the interval their min-max;
-- over one run, the value is computed over its requests and the interval is a bootstrap 95% interval: BOOTSTRAP
-  resamples of the requests (with replacement) from a numpy Generator seeded with BOOTSTRAP_SEED, so the same
-  records always give the same interval;
-- figures of a whole run (throughput, KV peak, counters) have per-repeat values only: min-max over repeats, no
-  interval for one run.
-Percentiles are numpy's linear interpolation; p99 needs P99_MIN_REQUESTS requests in every repeat it is computed
-from, else its value is None (with its n). A hit ratio is pooled: 100 x the sum of cached tokens over the sum of
-prompt tokens (a resample draws requests, so long prompts weigh as they do in the value). A B/A (`Ratio`) is
-`distinguishable` when the two intervals do not overlap; None when either has no interval.
+A figure (`Figure`) is a value, n (the requests behind it), the sessions and runs it rests on, and an interval
+[low, high] (inference.py: sessions and runs, a t interval); a B/A (`Ratio`) carries its own interval, the p-value of
+the test against its margin and, once the report's tests are corrected (by family), whether it is a difference.
+Percentiles are numpy's linear interpolation; a percentile q needs at least 1 / (1 - q/100) requests in every run
+it is computed from (p95: 20, p99: 100), fewer and it would be the largest value: its value is None (with its n). A
+hit ratio is pooled: 100 x the sum of cached tokens over the sum of prompt tokens (long prompts weigh as they do).
 
 Times: a request's start and end are inference-perf's perf_counter seconds, comparable within one run only, so
 windows and time bins are computed per repeat, each from its own first request.
@@ -18,6 +14,7 @@ windows and time bins are computed per repeat, each from its own first request.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Sequence
 
@@ -26,17 +23,15 @@ import numpy as np
 from .runs import ConfigRun, Repeat, RequestRecord
 
 __all__ = [
-    "BOOTSTRAP",
-    "BOOTSTRAP_SEED",
     "Figure",
+    "HIT_MARGIN",
+    "MARGIN",
     "Measure",
     "P99_MIN_REQUESTS",
     "PERCENTILES",
     "Ratio",
     "Window",
     "counter_delta",
-    "figure",
-    "figure_ratio",
     "hit_percent",
     "hit_ratio",
     "in_window",
@@ -45,13 +40,12 @@ __all__ = [
     "output_tokens_per_s",
     "over_time",
     "peak",
-    "peak_percent",
     "per_gpu_hour",
     "percentile",
+    "percentile_min_n",
     "percentile_ms",
     "prompt_tokens_sent",
     "ratio",
-    "run_figure",
     "sessions_per_hour",
     "steady_window",
     "ttft_ms",
@@ -62,9 +56,12 @@ __all__ = [
 
 PERCENTILES = (50, 95, 99)
 P99_MIN_REQUESTS = 100
-BOOTSTRAP = 1000
-BOOTSTRAP_SEED = 20240522
-_BOOTSTRAP_CELLS = 4_000_000  # resampled values held at once: resamples are drawn in batches under this
+# The smallest B/A worth a claim (inference.py: a difference is one whose interval lies beyond it). Hit ratios: 1 %
+# of the ratio, about a point at the 80-95 % agents reach, the size of a block-granularity effect and more than a
+# constant prompt offset lifts them (the Same prompts section measures it); everything else (times, rates, token
+# counts): 5 %, below which a host's scheduling and a GPU's clocks move figures run to run.
+HIT_MARGIN = 0.01
+MARGIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -73,130 +70,101 @@ class Figure:
     n: int  # requests behind it (sessions for sessions/h), over every repeat
     low: Optional[float] = None
     high: Optional[float] = None
-    repeats: int = 0  # repeats it was computed from
+    repeats: int = 0  # runs it was computed from
+    sessions: int = 0  # sessions behind it (0: a figure of whole runs)
+    too_few: Optional[str] = None  # why it has no interval (too few sessions or runs)
 
 
 @dataclass(frozen=True)
 class Ratio:
-    """B/A of two figures."""
+    """B/A of two figures, and the test of whether it is a difference."""
 
     value: Optional[float]
-    low: Optional[float] = None  # B's low over A's high
+    low: Optional[float] = None  # its 95 % interval (inference.py), before the report's tests are corrected
     high: Optional[float] = None
-    distinguishable: Optional[bool] = None  # the intervals do not overlap; None: no interval on one side
+    distinguishable: Optional[bool] = None  # a difference (after the correction); None: not tested
     left_out: Optional[str] = None  # why there is no value although both sides have one (an incomplete run)
+    too_few: Optional[str] = None  # why it was not tested: too few sessions or runs, or a value of 0
+    p: Optional[float] = None  # the test's p-value against the margin (inference.py), before the correction
+    margin: Optional[float] = None  # the smallest difference claimed: B/A beyond 1 + margin or 1 / (1 + margin)
+    sessions: int = 0  # sessions with data on both sides (paired)
+    offset_free: Optional[str] = None  # whose constant prompt offset was taken out before the test (a hit ratio)
 
 
 @dataclass(frozen=True)
 class Measure:
-    """A statistic of a set of requests: `columns` turns the requests it applies to into an (n, k) array,
-    `statistic` maps (..., n, k) arrays to (...) values, so one call computes every bootstrap resample."""
+    """A statistic of a set of requests. `row` is what one request contributes (None: it does not count); the
+    statistic is either a function of the rows' column sums (`of_sums`: a pooled ratio, a mean) or the `quantile`
+    of the rows' single value. inference.py evaluates it over resampled sessions with weights."""
 
-    columns: Callable[[list[RequestRecord]], np.ndarray]
-    statistic: Callable[[np.ndarray], np.ndarray]
-    min_n: int = 1  # fewer requests (in any repeat): no value
+    name: str  # what it is called in a test's key and in a line: "hit %", "ttft p95"
+    row: Callable[[RequestRecord], Optional[tuple[float, ...]]]
+    of_sums: Optional[Callable[[np.ndarray], np.ndarray]] = None  # (..., columns) sums -> (...) values
+    quantile: Optional[float] = None  # 0-100
+    min_n: int = 1  # fewer rows in any run: no value
+    margin: float = MARGIN
+    upper: Optional[float] = None  # the largest value it can take (an interval is cut there): 100 for a ratio in %
+    # what a clock measures (a time): a run's host and clocks move every request of it together, so the run is its
+    # unit of replication (inference.py); False for what the server counts (tokens), which sessions replicate
+    clocked: bool = True
+    # it counts prompt tokens: a B/A of it compares the sides without a constant prompt offset (results/prompts.py)
+    of_prompts: bool = False
 
 
-def _attribute(attribute: str, scale: float = 1.0) -> Callable[[list[RequestRecord]], np.ndarray]:
-    def columns(requests: list[RequestRecord]) -> np.ndarray:
-        return np.asarray(
-            [[getattr(r, attribute) * scale] for r in requests if not r.failed and getattr(r, attribute) is not None],
-            dtype=float,
-        ).reshape(-1, 1)
+def _timing(attribute: str, scale: float) -> Callable[[RequestRecord], Optional[tuple[float, ...]]]:
+    def row(r: RequestRecord) -> Optional[tuple[float, ...]]:
+        value = getattr(r, attribute)
+        return None if r.failed or value is None else (value * scale,)
 
-    return columns
+    return row
+
+
+def percentile_min_n(q: float) -> int:
+    """The fewest requests a percentile needs in each run: below 1 / (1 - q/100) it is the largest value."""
+    return max(1, math.ceil(1.0 / (1.0 - q / 100.0) - 1e-9)) if q < 100 else 1
 
 
 def percentile_ms(attribute: str, q: float) -> Measure:
     """The q-th percentile of a timing of the successful requests that have it, in milliseconds."""
-    return Measure(
-        _attribute(attribute, 1000.0),
-        lambda a: np.percentile(a[..., 0], q, axis=-1),
-        P99_MIN_REQUESTS if q >= 99 else 1,
-    )
+    return Measure(f"{attribute} p{q:g}", _timing(attribute, 1000.0), quantile=q, min_n=percentile_min_n(q))
 
 
-def mean(attribute: str) -> Measure:
-    return Measure(_attribute(attribute), lambda a: a[..., 0].mean(axis=-1))
-
-
-def _usage(requests: list[RequestRecord]) -> np.ndarray:
-    return np.asarray(
-        [[r.prompt_tokens, r.cached_tokens or 0] for r in requests if not r.failed and r.prompt_tokens is not None],
-        dtype=float,
-    ).reshape(-1, 2)
-
-
-def _pooled_hit(a: np.ndarray) -> np.ndarray:
-    prompt = a[..., 0].sum(axis=-1)
+def _mean_of_sums(sums: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(prompt > 0, 100.0 * a[..., 1].sum(axis=-1) / np.where(prompt > 0, prompt, 1), np.nan)
+        return np.where(sums[..., 1] > 0, sums[..., 0] / np.where(sums[..., 1] > 0, sums[..., 1], 1), np.nan)
+
+
+def mean(attribute: str, *, clocked: bool = False) -> Measure:
+    """The mean of a value of the successful requests that have it (a count of tokens, unless `clocked`)."""
+    timing = _timing(attribute, 1.0)
+
+    def row(r: RequestRecord) -> Optional[tuple[float, ...]]:
+        found = timing(r)
+        return None if found is None else (found[0], 1.0)
+
+    return Measure(f"mean {attribute}", row, of_sums=_mean_of_sums, clocked=clocked)
+
+
+def _usage(r: RequestRecord) -> Optional[tuple[float, ...]]:
+    if r.failed or r.prompt_tokens is None:
+        return None
+    return (float(r.prompt_tokens), float(r.cached_tokens or 0))
+
+
+def _pooled_hit(sums: np.ndarray) -> np.ndarray:
+    prompt = sums[..., 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(prompt > 0, 100.0 * sums[..., 1] / np.where(prompt > 0, prompt, 1), np.nan)
 
 
 def hit_ratio() -> Measure:
     """100 x cached / prompt tokens, pooled over the requests the server reported usage for."""
-    return Measure(_usage, _pooled_hit)
+    return Measure("hit %", _usage, of_sums=_pooled_hit, margin=HIT_MARGIN, upper=100.0, clocked=False, of_prompts=True)
 
 
 def _value(x) -> Optional[float]:
     x = float(x)
     return None if np.isnan(x) else x
-
-
-def _bootstrap(data: np.ndarray, statistic) -> tuple[Optional[float], Optional[float]]:
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    n = len(data)
-    batch = max(1, min(BOOTSTRAP, _BOOTSTRAP_CELLS // max(1, n * data.shape[1])))
-    batches = []
-    for done in range(0, BOOTSTRAP, batch):
-        index = rng.integers(0, n, size=(min(batch, BOOTSTRAP - done), n))
-        batches.append(np.asarray(statistic(data[index]), dtype=float))
-    values = np.concatenate(batches)
-    values = values[~np.isnan(values)]
-    if not len(values):
-        return None, None
-    return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
-
-
-def figure(groups: Sequence[Sequence[RequestRecord]], measure: Measure) -> Figure:
-    """A measure over requests grouped by repeat: the median and min-max over repeats, or, for one repeat, the
-    value with its bootstrap interval."""
-    arrays = [a for a in (measure.columns(list(g)) for g in groups) if len(a)]
-    n = sum(len(a) for a in arrays)
-    if not arrays or min(len(a) for a in arrays) < measure.min_n:
-        return Figure(None, n, repeats=len(arrays))
-    if len(arrays) == 1:
-        value = _value(measure.statistic(arrays[0]))
-        low, high = _bootstrap(arrays[0], measure.statistic) if value is not None else (None, None)
-        return Figure(value, n, low, high, 1)
-    values = [v for v in (_value(measure.statistic(a)) for a in arrays) if v is not None]
-    if not values:
-        return Figure(None, n, repeats=len(arrays))
-    return Figure(float(np.median(values)), n, min(values), max(values), len(arrays))
-
-
-def run_figure(values: Sequence[Optional[float]], n: int) -> Figure:
-    """A figure of whole runs, one value per repeat: the median, and min-max over repeats (none for one run)."""
-    found = [float(v) for v in values if v is not None]
-    if not found:
-        return Figure(None, n, repeats=0)
-    if len(found) == 1:
-        return Figure(found[0], n, repeats=1)
-    return Figure(float(np.median(found)), n, min(found), max(found), len(found))
-
-
-def figure_ratio(a: Figure, b: Figure, left_out: Optional[str] = None) -> Ratio:
-    """B/A, with the range of ratios the two intervals allow and whether they overlap."""
-    if left_out is not None:
-        return Ratio(None, left_out=left_out)
-    value = ratio(a.value, b.value)
-    if value is None:
-        return Ratio(None)
-    if a.low is None or a.high is None or b.low is None or b.high is None:
-        return Ratio(value)
-    low = ratio(a.high, b.low)
-    high = ratio(a.low, b.high) if a.low and a.low > 0 else None
-    return Ratio(value, low, high, a.high < b.low or b.high < a.low)
 
 
 def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
@@ -223,8 +191,8 @@ def ttft_ms(requests: Iterable[RequestRecord], q: float) -> Optional[float]:
 
 def hit_percent(requests: Iterable[RequestRecord]) -> Optional[float]:
     """100 x cached / prompt tokens, pooled over the requests the server reported usage for."""
-    usage = _usage(list(requests))
-    return _value(_pooled_hit(usage)) if len(usage) else None
+    rows = [row for r in requests if (row := _usage(r)) is not None]
+    return _value(_pooled_hit(np.asarray(rows).sum(axis=0))) if rows else None
 
 
 # Figures of a whole run, one value per repeat.
@@ -236,14 +204,15 @@ def peak(repeat: Repeat | ConfigRun, values: Callable[[dict], Optional[float]]) 
     return max(found) if found else None
 
 
-def peak_percent(repeat: Repeat, usage: Callable[[dict], Optional[float]]) -> Optional[float]:
-    """Peak KV usage of one run in percent of its cache (a usage gauge that reads 0-1)."""
-    fraction = peak(repeat, usage)
-    return None if fraction is None else 100.0 * fraction
-
-
-def kv_tokens(repeat: Repeat, usage: Callable[[dict], Optional[float]]) -> Optional[float]:
-    """Peak KV usage in tokens: the peak sampled usage fraction x the KV capacity the run recorded."""
+def kv_tokens(
+    repeat: Repeat, used: Callable[[dict], Optional[float]], usage: Optional[Callable[[dict], Optional[float]]]
+) -> Optional[float]:
+    """Peak KV usage of one run in tokens: the largest sampled count of used tokens where the engine exports one
+    (`used`), else the peak usage fraction x the KV capacity the run recorded (`usage`; None: the engine's gauge is
+    too coarse to count tokens with)."""
+    tokens = peak(repeat, used)
+    if tokens is not None or usage is None:
+        return tokens
     fraction, capacity = peak(repeat, usage), repeat.server.get("kv_capacity_tokens")
     return None if fraction is None or capacity is None else fraction * capacity
 
@@ -292,14 +261,13 @@ def per_gpu_hour(value: Optional[float], gpus: Optional[int], *, per_second: boo
     return value * (3600.0 if per_second else 1.0) / gpus
 
 
-def prompt_tokens_sent(repeats: Sequence[Repeat], keep: Callable[[RequestRecord], bool] = lambda r: True) -> Figure:
-    """The server's prompt_tokens summed over a run's successful requests: median and min-max over repeats."""
-    sums = [
+def prompt_tokens_sent(repeats: Sequence[Repeat], keep: Callable[[RequestRecord], bool] = lambda r: True) -> list[int]:
+    """The server's prompt_tokens summed over each run's successful requests (runs without requests left out)."""
+    return [
         sum(r.prompt_tokens for r in repeat.requests if keep(r) and not r.failed and r.prompt_tokens is not None)
         for repeat in repeats
         if repeat.requests
     ]
-    return run_figure(sums, sum(len(repeat.requests) for repeat in repeats))
 
 
 # The steady-state window.

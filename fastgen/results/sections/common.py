@@ -1,4 +1,5 @@
-"""Small helpers every section uses: column names for A, B and B/A, the standard triples, a config's status."""
+"""Small helpers every section uses: column names for A, B and B/A, the standard triples, a config's status, turn
+kinds as recorded and as answered, the KV peaks."""
 
 from __future__ import annotations
 
@@ -7,20 +8,29 @@ from typing import Callable, Optional
 
 from ...engines import ENGINES
 from ..report import Cell, Pair, Section, Table
-from ..runs import ConfigRun, RequestRecord
-from ..stats import PERCENTILES, mean, percentile_ms
+from ..runs import ConfigRun, Repeat, RequestRecord
+from ..stats import PERCENTILES, kv_tokens, mean, peak, percentile_ms
 
 __all__ = [
+    "TEXT_ANSWERS",
+    "TTFT",
     "abr",
-    "content_turn",
     "engine_metric",
     "kind_of",
+    "kv_peak_percent",
+    "kv_peak_tokens",
+    "kv_source",
     "output_tokens_table",
     "scenario_section",
     "status_cell",
     "ttft_columns",
     "ttft_triples",
 ]
+
+# The one TTFT (and TPOT, ITL) the report shows, named in every table header that shows one: over the requests whose
+# answer streamed text. inference-perf times content tokens only, so an answer that is a tool call has none; a turn
+# recorded as a tool call that the engine answered with text has one (turn kinds: the Same prompts section).
+TEXT_ANSWERS = "text answers"
 
 KINDS = ("text", "tool_call", "root", "branch")
 
@@ -29,21 +39,19 @@ def abr(measure: str) -> list[str]:
     return [f"{measure} A", f"{measure} B", f"{measure} B/A"]
 
 
-def content_turn(r: RequestRecord) -> bool:
-    """A turn that streams content (text, a root, a branch), so it has a TTFT, TPOT and ITL; tool calls do not."""
-    return r.kind != "tool_call"
-
-
 def ttft_triples(pair: Pair, names: list[str], keep=lambda r: True) -> list[Cell]:
     """TTFT p50, p95, p99 in ms, each as A, B, B/A."""
     cells: list[Cell] = []
     for q in PERCENTILES:
-        cells += pair.triple(percentile_ms("ttft", q), names, keep)
+        cells += pair.triple(TTFT[q], names, keep)
     return cells
 
 
 def ttft_columns() -> list[str]:
     return [c for q in PERCENTILES for c in abr(f"TTFT p{q} ms")]
+
+
+TTFT = {q: percentile_ms("ttft", q) for q in PERCENTILES}
 
 
 def scenario_section(pair: Pair, scenario: str, title: str, intro: str) -> Optional[tuple[list[str], Section]]:
@@ -56,8 +64,15 @@ def scenario_section(pair: Pair, scenario: str, title: str, intro: str) -> Optio
 
 
 def kind_of(requests: list[RequestRecord]) -> str:
+    """The recorded kinds of these requests, and, where the engines answered a recorded tool call otherwise, how
+    often: "tool_call (answered with text 16 of 16)"."""
     kinds = Counter(r.kind for r in requests)
-    return "/".join(sorted(kinds)) if kinds else ""
+    text = "/".join(sorted(kinds)) if kinds else ""
+    calls = [r for r in requests if r.kind == "tool_call" and r.answered is not None and not r.failed]
+    other = Counter(r.answered for r in calls if r.answered != "tool_call")
+    if other:
+        text += " (answered with " + ", ".join(f"{k} {n} of {len(calls)}" for k, n in sorted(other.items())) + ")"
+    return text
 
 
 def status_cell(pair: Pair, name: str) -> str:
@@ -81,6 +96,52 @@ def engine_metric(run: ConfigRun, quantity: str) -> Callable[[dict], Optional[fl
     return lambda sample: engine.metric(sample, quantity) if engine else None
 
 
+def _usage_gauge(run: ConfigRun) -> Optional[Callable[[dict], Optional[float]]]:
+    """The engine's KV usage gauge, where it is fine enough to count tokens with (not rounded)."""
+    engine = ENGINES.get(run.engine or "")
+    return None if engine is None or engine.kv_usage_step else engine_metric(run, "kv_usage")
+
+
+def kv_peak_tokens(repeat: Repeat, run: ConfigRun) -> Optional[float]:
+    """Peak KV tokens in use over one run: the engine's count (SGLang's num_used_tokens) where it exports one, else
+    its usage gauge x the recorded capacity where the gauge is not rounded (vLLM's); None otherwise."""
+    return kv_tokens(repeat, engine_metric(run, "kv_used_tokens"), _usage_gauge(run))
+
+
+def kv_peak_percent(repeat: Repeat, run: ConfigRun) -> Optional[float]:
+    """Peak KV usage in % of the capacity: from the token count where there is one, else the usage gauge (as
+    exported: SGLang's rounded to 1 %)."""
+    tokens, capacity = kv_peak_tokens(repeat, run), repeat.server.get("kv_capacity_tokens")
+    if tokens is not None and capacity:
+        return 100.0 * tokens / capacity
+    fraction = peak(repeat, engine_metric(run, "kv_usage"))
+    return None if fraction is None else 100.0 * fraction
+
+
+def kv_source(runs: list[ConfigRun]) -> str:
+    """Where the KV peaks of these runs come from, in words, for a table's note."""
+    found = []
+    for run in runs:
+        engine = ENGINES.get(run.engine or "")
+        if engine is None:
+            continue
+        count = engine.metrics.get("kv_used_tokens")
+        gauge = engine.metrics.get("kv_usage", ("-",))[0]
+        if count and any(engine.metric(s, "kv_used_tokens") is not None for _, s in run.samples):
+            text = f"{engine.name}: {count[0]} (a count of tokens)"
+        elif engine.kv_usage_step:
+            text = (
+                f"{engine.name}: {gauge} only, rounded to {engine.kv_usage_step:.0%} of the cache: no count of "
+                f"tokens and no B/A"
+            )
+        else:
+            text = f"{engine.name}: {gauge} x the recorded capacity"
+        if text not in found:
+            found.append(text)
+    return "; ".join(found) or "no KV metrics sampled"
+
+
+OUTPUT_TOKENS = mean("output_tokens")
 OUTPUT_NOTE = (
     "Output tokens per request of each turn kind, as inference-perf counted them: with live outputs each "
     "engine answers with its own, so later prompts and decode work differ; read latencies beside these."
@@ -95,5 +156,5 @@ def output_tokens_table(pair: Pair, names: list[str]) -> Table:
     for name in names:
         kinds = {r.kind for r in pair.a.runs[name].requests + pair.b.runs[name].requests}
         for kind in [k for k in KINDS if k in kinds] + sorted(kinds - set(KINDS)):
-            table.rows.append([name, kind, *pair.triple(mean("output_tokens"), [name], lambda r, k=kind: r.kind == k)])
+            table.rows.append([name, kind, *pair.triple(OUTPUT_TOKENS, [name], lambda r, k=kind: r.kind == k)])
     return table

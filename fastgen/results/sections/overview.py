@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..report import Cell, Pair, Section, Side, Table
-from ..stats import Figure, figure, figure_ratio, hit_ratio
+from ..inference import figure
+from ..report import Cell, Pair, Section, Table
+from ..stats import Figure, hit_ratio
+from .prompts import prompt_check
 
 SCENARIO = None  # every scenario
 
 NOTE = (
     "hit %: 100 x cached / prompt tokens, as the server reported them, pooled over the config's requests (the "
-    "median over repeats). Status `reports`: inference-perf's reports without a bakeoff record (run by hand); "
+    "mean over runs). Status `reports`: inference-perf's reports without a bakeoff record (run by hand); "
     "`incomplete`: it ran to the end but requests or sessions failed or were lost; `failed`: it did not run to "
     "the end. Failed: failed or lost requests, and failed sessions, over every repeat."
 )
@@ -25,9 +27,7 @@ CEILING_NOTE = (
 )
 
 
-def _hit(side: Side, name: str) -> Figure:
-    run = side.runs.get(name)
-    return figure([r.requests for r in run.repeats], hit_ratio()) if run else Figure(None, 0)
+HIT = hit_ratio()
 
 
 def build(pair: Pair) -> Optional[Section]:
@@ -60,12 +60,16 @@ def build(pair: Pair) -> Optional[Section]:
     section = Section("runs", "Runs", tables=[table])
     for name in names:
         runs = [side.runs.get(name) for side in pair.sides]
-        hits = [_hit(side, name) for side in pair.sides]
         both = all(runs)
+        if both:
+            hit_a, hit_b, hit_ratio_ = pair.triple(HIT, [name])
+            hits = [hit_a, hit_b]
+        else:
+            hits = [figure([r.requests for r in run.repeats], HIT) if run else Figure(None, 0) for run in runs]
         row: list[Cell] = [name]
         for run in runs:
             row += [run.status, run.requests_failed, run.sessions_failed] if run else ["not run", None, None]
-        row += [*hits, figure_ratio(hits[0], hits[1], pair.left_out([name])) if both else None]
+        row += [*hits, hit_ratio_ if both else None]
         row += pair.ceiling_cells([name]) if both else [None] * len(pair.ceiling_columns())
         row += [len(r.repeats) if r else None for r in runs]
         row += [r.requests_total if r else None for r in runs]
@@ -96,23 +100,51 @@ def _above_ceiling(pair: Pair, name: str, hits: list[Figure]) -> list[str]:
         if ceiling is None or hit.value - ceiling < ABOVE_CEILING_POINTS:
             continue
         outputs = side.runs[name].identity_values("outputs")
-        if outputs == ["live"]:
+        prompts, lift = _against_analyze(pair, side, name)
+        excess = hit.value - ceiling
+        if lift is not None and excess - lift < ABOVE_CEILING_POINTS:
+            why = f"{prompts}: the offset's tokens, cached in every later request, are the whole excess"
+        elif outputs == ["live"]:
             why = (
                 "its outputs were live: the engine's own answers, shorter than the recorded ones, leave later "
-                "prompts less new text after the cached prefix than the prompts analyze rebuilt"
+                f"prompts less new text after the cached prefix than the prompts analyze rebuilt ({prompts})"
             )
         elif outputs == ["recorded"]:
             why = (
-                "its prompts were analyze's own (recorded outputs), so the engine shared prefixes across sessions "
-                "that the simulation's schedule did not overlap"
+                f"its outputs were the recorded ones and {prompts}; the engine shared prefixes across sessions "
+                f"that the simulation's schedule did not overlap"
             )
         else:
             why = (
                 "either its live outputs were shorter than the recorded ones, or the engine shared prefixes the "
-                "simulation's schedule did not see (the outputs mode was not recorded)"
+                f"simulation's schedule did not see (the outputs mode was not recorded; {prompts})"
             )
         found.append(
-            f"{name}: {side.label} hits {hit.value:.1f} %, {hit.value - ceiling:.1f} points above the {which} "
-            f"ceiling {ceiling:.1f} %: {why}."
+            f"{name}: {side.label} hits {hit.value:.1f} %, {excess:.1f} points above the ceiling {which}, "
+            f"{ceiling:.1f} %: {why}."
         )
     return found
+
+
+def _against_analyze(pair: Pair, side, name: str) -> tuple[str, Optional[float]]:
+    """How the side's prompts compare with the ones analyze rebuilt for its ceiling, in words that are true to the
+    run (the same tokens, the same plus a constant per request, or not), and the hit-% points a constant offset the
+    Same prompts check found on this side lifts its hit ratio by (None: no such offset)."""
+    entry = side.ceilings.configs.get(name) if side.ceilings else None
+    check = prompt_check(pair, name)
+    index = 0 if side is pair.a else 1
+    sent = check.sent[index].value
+    if entry is None or sent is None:
+        return "its prompts were not compared with analyze's", None
+    predicted, requests = entry.get("prompt_tokens"), entry.get("requests")
+    if predicted is None:
+        return "analyze recorded no prompt tokens to compare its prompts with", None
+    if round(sent) == predicted:
+        return "its prompts were analyze's own, token for token", None
+    if requests and (round(sent) - predicted) % requests == 0:
+        per = (round(sent) - predicted) // requests
+        lift = check.lift if check.verdict == "offset" and check.lifted == ("A" if index == 0 else "B") else None
+        more = f", which lift its hit % by {lift:.2f} points" if lift is not None else ""
+        words = f"plus {per:,}" if per > 0 else f"less {-per:,}"
+        return f"its prompts were analyze's {words} tokens on every request{more}", lift
+    return f"its prompts were not analyze's ({round(sent):,} tokens against analyze's {predicted:,})", None

@@ -16,18 +16,18 @@ from typing import Optional
 
 from ..report import Cell, Pair, Section, Side, Table
 from ..runs import ConfigRun, Repeat
-from ..stats import run_figure
+from ..inference import run_figure
 
 SCENARIO = None  # every scenario
 
 REPLICAS_NOTE = (
     "Each replica's counters over the run (vLLM: vllm:request_success, vllm:prompt_tokens, vllm:prefix_cache_hits; "
-    "SGLang: sglang:num_requests, sglang:prompt_tokens, sglang:cached_tokens): one run's counts, or the median over "
-    "repeats [min-max]. hit %: 100 x cached / prompt tokens; share: the replica's part of the requests."
+    "SGLang: sglang:num_requests, sglang:prompt_tokens, sglang:cached_tokens): one run's counts, or the mean over "
+    "runs [its 95 % interval over runs, from two]. hit %: 100 x cached / prompt tokens; share: the replica's part of the requests."
 )
 SPREAD_NOTE = (
     "Imbalance: the busiest replica's requests over the mean (1.00 is even); hit % range: the lowest and the highest "
-    "replica's hit ratio; fleet hit %: every replica's cached tokens over their prompt tokens. Median over repeats. "
+    "replica's hit ratio; fleet hit %: every replica's cached tokens over their prompt tokens. Mean over runs. "
     "Counters = requests: the replicas' prompt tokens summed equal the prompt tokens the run's requests were "
     "answered with (`yes` in every repeat)."
 )
@@ -66,7 +66,7 @@ def _replica_rows(name: str, tag: str, side: Side, run: ConfigRun) -> list[list[
             [_percent(row.get("cached_tokens"), row.get("prompt_tokens")) for row in per],
             [_percent(row.get("requests"), total) for row, total in zip(per, totals)],
         ]
-        cells: list[Cell] = [run_figure(v, n) for v in values]
+        cells: list[Cell] = [run_figure(v, n, upper=100.0 if i >= 3 else None) for i, v in enumerate(values)]
         if len(run.repeats) == 1:  # one run: its counts as they are (a figure reads 10.0 n=10)
             cells[:3] = [None if v[0] is None else int(v[0]) for v in values[:3]]
         rows.append([name, f"{tag}: {side.label}", _policy(run), url, *cells])
@@ -109,7 +109,10 @@ def _spread_row(name: str, tag: str, side: Side, run: ConfigRun) -> list[Cell]:
         f"{tag}: {side.label}",
         _policy(run),
         max(len(_rows(r)) for r in run.repeats),
-        *(run_figure([s[key] for s in spreads], n) for key in ("imbalance", "hit_low", "hit_high", "fleet_hit")),
+        *(
+            run_figure([s[key] for s in spreads], n, upper=None if key == "imbalance" else 100.0)
+            for key in ("imbalance", "hit_low", "hit_high", "fleet_hit")
+        ),
         "yes" if not any(mismatches) else "NO",
     ]
 

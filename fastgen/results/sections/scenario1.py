@@ -7,17 +7,46 @@ from typing import Optional
 
 from ..report import Pair, Plot, Section, Table
 from ..stats import hit_ratio, percentile_ms
-from .common import abr, kind_of, output_tokens_table, scenario_section, status_cell, ttft_columns, ttft_triples
+from .common import (
+    TEXT_ANSWERS,
+    TTFT,
+    abr,
+    kind_of,
+    output_tokens_table,
+    scenario_section,
+    status_cell,
+    ttft_columns,
+    ttft_triples,
+)
 
 SCENARIO = "scenario1"
 TITLE = "Scenario 1: long-context tool-call loops"
-INTRO = "Six turns per session over a large stable prefix; turns 3 and 5 are forced tool calls."
+INTRO = "Six turns per session over a large stable prefix; turns 3 and 5 are recorded as tool calls."
 
 TOOL_TTFT_NOTE = (
-    "Tool-call turns have no TTFT, TPOT or ITL: their answer streams as tool_calls deltas, not content, "
-    "and inference-perf times only content tokens. They are compared by request latency and normalized "
-    "time per output token (latency / output tokens) instead."
+    f"TTFT of {TEXT_ANSWERS}: a turn answered with a tool call has no TTFT, TPOT or ITL (its answer streams as "
+    "tool_calls deltas, not content, and inference-perf times only content tokens); a turn recorded as a tool "
+    "call that the engine answered with text has them (kind: how many). Tool calls are compared by request "
+    "latency and normalized time per output token (latency / output tokens) instead."
 )
+HIT = hit_ratio()
+LATENCY = {q: percentile_ms("latency", q) for q in (50, 95)}
+NTPOT = percentile_ms("ntpot", 50)
+
+
+def _answered_intro(pair: Pair, names: list[str]) -> str:
+    """The intro, true to the run: how each side answered the turns recorded as tool calls."""
+    parts = []
+    for side in pair.sides:
+        calls = [r for n in names for r in side.runs[n].requests if r.kind == "tool_call" and not r.failed]
+        known = [r for r in calls if r.answered is not None]
+        if not calls or not known:
+            continue
+        as_calls = sum(r.answered == "tool_call" for r in known)
+        parts.append(f"{side.label} answered {as_calls} of {len(known)} of them with a tool call")
+    if not parts:
+        return INTRO
+    return INTRO[:-1] + ": " + "; ".join(parts) + " (Same prompts: turn kinds)."
 
 
 def _value(cell) -> Optional[float]:
@@ -28,9 +57,14 @@ def build(pair: Pair) -> Optional[Section]:
     if (opened := scenario_section(pair, SCENARIO, TITLE, INTRO)) is None:
         return None
     names, section = opened
+    section.intro = _answered_intro(pair, names)
     turns = sorted({r.turn for n in names for r in pair.a.runs[n].requests + pair.b.runs[n].requests})
 
-    by_turn = Table("TTFT by turn (all load levels pooled)", ["turn", "kind", *ttft_columns()], note=TOOL_TTFT_NOTE)
+    by_turn = Table(
+        f"TTFT of {TEXT_ANSWERS} by turn (all load levels pooled)",
+        ["turn", "kind", *ttft_columns()],
+        note=TOOL_TTFT_NOTE,
+    )
     hits = Table(
         "Prefix-cache hit ratio by turn (server-reported cached / prompt tokens)",
         ["turn", *abr("hit %"), *pair.ceiling_columns()],
@@ -39,13 +73,14 @@ def build(pair: Pair) -> Optional[Section]:
         a, b = pair.requests(names, lambda r, t=turn: r.turn == t)
         by_turn.rows.append([turn, kind_of(a + b), *ttft_triples(pair, names, lambda r, t=turn: r.turn == t)])
         hits.rows.append(
-            [turn, *pair.triple(hit_ratio(), names, lambda r, t=turn: r.turn == t), *pair.ceiling_cells(names, turn)]
+            [turn, *pair.triple(HIT, names, lambda r, t=turn: r.turn == t), *pair.ceiling_cells(names, turn)]
         )
 
     grid = Table(
-        "By load level and turn",
+        f"By load level and turn (TTFT of {TEXT_ANSWERS})",
         ["config", "concurrency", "turn", "kind", *abr("hit %"), *abr("TTFT p50 ms")],
-        note="A turn whose hit ratio drops shows what a miss costs at that load: its TTFT rises with it.",
+        note=f"TTFT of {TEXT_ANSWERS}. A turn whose hit ratio drops shows what a miss costs at that load: its "
+        "TTFT rises with it.",
     )
     for name in names:
         for turn in turns:
@@ -56,57 +91,56 @@ def build(pair: Pair) -> Optional[Section]:
                     pair.a.runs[name].concurrency,
                     turn,
                     kind_of(a + b),
-                    *pair.triple(hit_ratio(), [name], lambda r, t=turn: r.turn == t),
-                    *pair.triple(percentile_ms("ttft", 50), [name], lambda r, t=turn: r.turn == t),
+                    *pair.triple(HIT, [name], lambda r, t=turn: r.turn == t),
+                    *pair.triple(TTFT[50], [name], lambda r, t=turn: r.turn == t),
                 ]
             )
 
-    by_level = Table("TTFT by concurrency (text turns)", ["config", "concurrency", "status", *ttft_columns()])
+    by_level = Table(f"TTFT of {TEXT_ANSWERS} by concurrency", ["config", "concurrency", "status", *ttft_columns()])
     for name in names:
         by_level.rows.append(
-            [
-                name,
-                pair.a.runs[name].concurrency,
-                status_cell(pair, name),
-                *ttft_triples(pair, [name], lambda r: r.kind == "text"),
-            ]
+            [name, pair.a.runs[name].concurrency, status_cell(pair, name), *ttft_triples(pair, [name])]
         )
 
     kinds = Table(
-        "Tool-call turns against text turns (all load levels pooled)",
-        ["kind", *abr("latency p50 ms"), *abr("latency p95 ms"), *abr("NTPOT p50 ms")],
-        note=TOOL_TTFT_NOTE,
+        "Tool-call turns against text turns, as recorded and as answered (all load levels pooled)",
+        ["recorded kind", "answered", *abr("latency p50 ms"), *abr("latency p95 ms"), *abr("NTPOT p50 ms")],
+        note=TOOL_TTFT_NOTE + " Answered: what the engine streamed (Same prompts: turn kinds); `-` where "
+        "inference-perf recorded no answer.",
     )
+    requests = [r for n in names for side in pair.sides for r in side.runs[n].requests]
     for kind in ("text", "tool_call"):
-        keep = lambda r, k=kind: r.kind == k  # noqa: E731
-        kinds.rows.append(
-            [
-                kind,
-                *pair.triple(percentile_ms("latency", 50), names, keep),
-                *pair.triple(percentile_ms("latency", 95), names, keep),
-                *pair.triple(percentile_ms("ntpot", 50), names, keep),
-            ]
-        )
+        for answered in sorted({r.answered or "-" for r in requests if r.kind == kind}):
+            keep = lambda r, k=kind, a=answered: r.kind == k and (r.answered or "-") == a  # noqa: E731
+            kinds.rows.append(
+                [
+                    kind,
+                    answered,
+                    *pair.triple(LATENCY[50], names, keep),
+                    *pair.triple(LATENCY[95], names, keep),
+                    *pair.triple(NTPOT, names, keep),
+                ]
+            )
     section.tables += [by_turn, hits, by_level, grid, kinds, output_tokens_table(pair, names)]
 
     levels = [pair.a.runs[n].concurrency for n in names]
-    p95 = {n: ttft_triples(pair, [n], lambda r: r.kind == "text") for n in names}
+    p95 = {n: ttft_triples(pair, [n]) for n in names}
     section.plots.append(
         Plot(
             "scenario1_ttft_p95_by_concurrency",
-            "Scenario 1: p95 TTFT against concurrency",
+            f"Scenario 1: p95 TTFT of {TEXT_ANSWERS} against concurrency",
             "concurrent sessions",
             "TTFT p95 (ms)",
             levels,
             {side.label: [_value(p95[n][3 + i]) for n in names] for i, side in enumerate(pair.sides)},
         )
     )
-    text_turns = [row[0] for row in by_turn.rows if row[1] == "text"]
+    text_turns = [row[0] for row in by_turn.rows if _value(row[2]) is not None or _value(row[3]) is not None]
     rows = {row[0]: row for row in by_turn.rows}
     section.plots.append(
         Plot(
             "scenario1_ttft_by_turn",
-            "Scenario 1: median TTFT by turn (text turns)",
+            f"Scenario 1: median TTFT of {TEXT_ANSWERS} by turn",
             "turn",
             "TTFT p50 (ms)",
             text_turns,

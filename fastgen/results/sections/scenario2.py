@@ -8,14 +8,29 @@ from typing import Optional
 
 from ..report import Pair, Section, Table
 from ..runs import RequestRecord
-from ..stats import hit_ratio, kv_tokens, peak_percent, percentile_ms, ratio
-from .common import abr, engine_metric, output_tokens_table, scenario_section, status_cell
+from ..stats import hit_ratio, ratio
+from .common import (
+    TEXT_ANSWERS,
+    TTFT,
+    abr,
+    kv_peak_percent,
+    kv_peak_tokens,
+    kv_source,
+    output_tokens_table,
+    scenario_section,
+    status_cell,
+)
 
 SCENARIO = "scenario2"
 TITLE = "Scenario 2: parallel fan-out"
 INTRO = (
     "A root request, then five branches from its context; sync starts them within a short window, stagger "
-    "spreads them out. TTFT p50 in ms."
+    f"spreads them out. TTFT p50 in ms, of {TEXT_ANSWERS}."
+)
+HIT = hit_ratio()
+KV_NOTE = (
+    "Peak KV: the largest sampled count of KV tokens in use by running requests during a run, in tokens and in % of "
+    "the KV capacity the run recorded (percentages of two cache sizes are not compared): "
 )
 
 
@@ -43,9 +58,7 @@ def _layout(requests: list[RequestRecord]) -> str:
 def _role_triples(pair: Pair, names: list[str]) -> dict[str, tuple]:
     groups = [[roles(g) for g in pair.groups(side, names)] for side in pair.sides]
     return {
-        role: pair.triple_of(
-            percentile_ms("ttft", 50), [g[role] for g in groups[0]], [g[role] for g in groups[1]], names
-        )
+        role: pair.triple_of(TTFT[50], [g[role] for g in groups[0]], [g[role] for g in groups[1]], names)
         for role in ("root", "first", "later")
     }
 
@@ -55,16 +68,15 @@ def build(pair: Pair) -> Optional[Section]:
         return None
     names, section = opened
     per_config = Table(
-        "TTFT p50 of the root, the first branch to start and its later siblings",
+        f"TTFT p50 of the root, the first branch to start and its later siblings ({TEXT_ANSWERS})",
         ["config", "layout", "concurrency", "status", *abr("root"), *abr("first branch"), *abr("later siblings")],
     )
     cache = Table(
         "Hit ratio and peak KV usage",
         ["config", *abr("hit %"), *pair.ceiling_columns(), "peak KV % A", "peak KV % B", *abr("peak KV tokens")],
-        note="Peak KV usage is the largest sampled value of the engine's KV-usage gauge during the run "
-        "(vllm:kv_cache_usage_perc, sglang:token_usage); in tokens, that fraction of the KV capacity the "
-        "run recorded (percentages of two cache sizes are not compared). Empty where no metrics were "
-        "sampled or no capacity recorded.",
+        note=KV_NOTE
+        + kv_source([side.runs[n] for side in pair.sides for n in names])
+        + ". Empty where no metrics were sampled or no capacity recorded.",
     )
     layouts: dict[str, list[str]] = defaultdict(list)
     for name in names:
@@ -81,20 +93,20 @@ def build(pair: Pair) -> Optional[Section]:
                 *triples["later"],
             ]
         )
-        kv = pair.run_triple(name, lambda r, run: peak_percent(r, engine_metric(run, "kv_usage")))[:2]
+        kv = pair.run_sides(name, kv_peak_percent, upper=100.0)
         cache.rows.append(
             [
                 name,
-                *pair.triple(hit_ratio(), [name]),
+                *pair.triple(HIT, [name]),
                 *pair.ceiling_cells([name]),
                 *kv,
-                *pair.run_triple(name, lambda r, run: kv_tokens(r, engine_metric(run, "kv_usage"))),
+                *pair.run_triple(name, kv_peak_tokens, what="peak KV tokens"),
             ]
         )
         layouts[_layout(a_requests)].append(name)
 
     sync_stagger = Table(
-        "Sync against stagger (all load levels pooled)",
+        f"Sync against stagger (all load levels pooled; TTFT of {TEXT_ANSWERS})",
         [
             "layout",
             *abr("first branch TTFT p50"),
@@ -115,7 +127,7 @@ def build(pair: Pair) -> Optional[Section]:
                 *later,
                 ratio(first[0].value, later[0].value),
                 ratio(first[1].value, later[1].value),
-                *pair.triple(hit_ratio(), layouts[layout]),
+                *pair.triple(HIT, layouts[layout]),
             ]
         )
     section.tables += [per_config, sync_stagger, cache, output_tokens_table(pair, names)]

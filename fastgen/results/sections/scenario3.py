@@ -7,20 +7,24 @@ from __future__ import annotations
 from functools import partial
 from typing import Optional
 
+from ..inference import figure
 from ..report import Pair, Plot, Section, Side, Table
 from ..runs import ConfigRun, Repeat, RequestRecord
-from ..stats import (
-    counter_delta,
-    figure,
-    hit_ratio,
-    kv_tokens,
-    over_time,
-    peak_percent,
-    percentile_ms,
-    ratio,
-    window_offsets,
+from ..stats import counter_delta, hit_ratio, over_time, ratio, window_offsets
+from .common import (
+    TEXT_ANSWERS,
+    TTFT,
+    abr,
+    engine_metric,
+    kv_peak_percent,
+    kv_peak_tokens,
+    kv_source,
+    output_tokens_table,
+    scenario_section,
+    status_cell,
+    ttft_columns,
+    ttft_triples,
 )
-from .common import abr, engine_metric, output_tokens_table, scenario_section, status_cell, ttft_columns, ttft_triples
 
 SCENARIO = "scenario3"
 TITLE = "Scenario 3: shared-monorepo swarm"
@@ -28,6 +32,7 @@ INTRO = (
     "Sessions arrive at the config's session rate over one large shared prefix; stable layouts keep that "
     "prefix byte-identical, noisy ones perturb it per session."
 )
+HIT = hit_ratio()
 BINS = 10  # time bins of a run for the over-time series
 WIDE_MARGIN_POINTS = 10.0  # hit-ratio points by which stable must beat noisy, on both engines, to be "wide"
 # The plots of a config over its run: (file stem suffix, caption, y-axis label, the series' index in what
@@ -59,7 +64,7 @@ def build(pair: Pair) -> Optional[Section]:
         return None
     names, section = opened
     per_config = Table(
-        "Hit ratio and TTFT per config",
+        f"Hit ratio and TTFT of {TEXT_ANSWERS} per config",
         ["config", "layout", "concurrency", "status", *abr("hit %"), *pair.ceiling_columns(), *ttft_columns()],
     )
     pressure = Table(
@@ -74,11 +79,13 @@ def build(pair: Pair) -> Optional[Section]:
             "evictions A",
             "evictions B",
         ],
-        note="Peak KV %: the largest sampled KV usage; in tokens, that fraction of the KV capacity the "
-        "run recorded (no B/A of percentages of two cache sizes). Preemptions: "
+        note="Peak KV: the largest sampled count of KV tokens in use by running requests during a run, in tokens "
+        "and in % of the KV capacity the run recorded (no B/A of percentages of two cache sizes): "
+        + kv_source([side.runs[n] for side in pair.sides for n in names])
+        + ". Preemptions: "
         "vllm:num_preemptions_total, or SGLang's retracted requests; evictions: "
         "sglang:evicted_tokens_total (vLLM exports no eviction count). Counts are the growth over the "
-        "run (median over repeats); empty where the engine does not export them or no metrics were "
+        "run (mean over runs); empty where the engine does not export them or no metrics were "
         "sampled.",
     )
     levels: dict[int, dict[str, str]] = {}
@@ -93,19 +100,19 @@ def build(pair: Pair) -> Optional[Section]:
                 layout,
                 level,
                 status_cell(pair, name),
-                *pair.triple(hit_ratio(), [name]),
+                *pair.triple(HIT, [name]),
                 *pair.ceiling_cells([name]),
                 *ttft_triples(pair, [name]),
             ]
         )
-        kv = pair.run_triple(name, lambda r, run: peak_percent(r, engine_metric(run, "kv_usage")))[:2]
-        row: list = [name, *kv, *pair.run_triple(name, lambda r, run: kv_tokens(r, engine_metric(run, "kv_usage")))]
+        kv = pair.run_sides(name, kv_peak_percent, upper=100.0)
+        row: list = [name, *kv, *pair.run_triple(name, kv_peak_tokens, what="peak KV tokens")]
         for quantity in ("preemptions", "evictions"):  # A and B (no B/A)
-            row += pair.run_triple(name, partial(_counter_delta, quantity))[:2]
+            row += pair.run_sides(name, partial(_counter_delta, quantity))
         pressure.rows.append(row)
 
     layouts = Table(
-        "Stable against noisy, per engine",
+        f"Stable against noisy, per engine (TTFT of {TEXT_ANSWERS})",
         [
             "concurrency",
             "side",
@@ -124,8 +131,8 @@ def build(pair: Pair) -> Optional[Section]:
         gaps, engine_gap = [], []
         for side in pair.sides:
             stable, noisy = ([r.requests for r in side.runs[pair_names[k]].repeats] for k in ("stable", "noisy"))
-            hs, hn = figure(stable, hit_ratio()), figure(noisy, hit_ratio())
-            ts, tn = figure(stable, percentile_ms("ttft", 50)), figure(noisy, percentile_ms("ttft", 50))
+            hs, hn = figure(stable, HIT), figure(noisy, HIT)
+            ts, tn = figure(stable, TTFT[50]), figure(noisy, TTFT[50])
             gap = None if hs.value is None or hn.value is None else hs.value - hn.value
             gaps.append(gap)
             engine_gap.append((hs.value, hn.value))

@@ -1,13 +1,14 @@
 """With --slo-ttft-p95-ms: per scenario (and layout), per side, the largest concurrency of its sweep whose TTFT p95
-over the turns that stream text meets the target."""
+of its text answers (the requests that streamed text) meets the target."""
 
 from __future__ import annotations
 
 from typing import Optional
 
+from ..inference import figure
 from ..report import Cell, Pair, Section, Table
-from ..stats import Figure, figure, percentile_ms
-from .common import content_turn
+from ..stats import Figure
+from .common import TEXT_ANSWERS, TTFT
 
 SCENARIO = None  # every scenario
 
@@ -25,9 +26,9 @@ def build(pair: Pair) -> Optional[Section]:
         run = pair.a.runs[name]
         groups.setdefault((run.scenario, _layout(run.config)), []).append(name)
     table = Table(
-        f"Largest concurrency with TTFT p95 at most {target:g} ms",
+        f"Largest concurrency with TTFT p95 ({TEXT_ANSWERS}) at most {target:g} ms",
         ["scenario", "layout", "concurrencies", "largest A", "TTFT p95 ms A", "largest B", "TTFT p95 ms B"],
-        note="Over each config's text, root and branch turns (median over repeats). A config whose run is "
+        note=f"TTFT of {TEXT_ANSWERS} (mean over runs). A config whose run is "
         "incomplete or failed on that side is left out unless --include-incomplete; `-`: no concurrency "
         "meets the target.",
     )
@@ -40,9 +41,7 @@ def build(pair: Pair) -> Optional[Section]:
                 run = side.runs[name]
                 if not run.usable and not pair.options.include_incomplete:
                     continue
-                p95 = figure(
-                    [[r for r in rep.requests if content_turn(r)] for rep in run.repeats], percentile_ms("ttft", 95)
-                )
+                p95 = figure([rep.requests for rep in run.repeats], TTFT[95])
                 if p95.value is not None and p95.value <= target:
                     best = (run.concurrency, p95)
             row += list(best) if best else [None, None]

@@ -16,19 +16,18 @@ from ..stats import (
     hit_ratio,
     in_window,
     output_tokens_per_s,
-    percentile_ms,
     steady_window,
     window_offsets,
     window_output_tokens_per_s,
 )
-from .common import abr, content_turn, status_cell
+from .common import TEXT_ANSWERS, TTFT, abr, status_cell
 
 SCENARIO = None  # every scenario
 
 MEASURES = (
     ("hit %", hit_ratio()),
-    ("TTFT p50 ms", percentile_ms("ttft", 50)),
-    ("TTFT p95 ms", percentile_ms("ttft", 95)),
+    ("TTFT p50 ms", TTFT[50]),
+    ("TTFT p95 ms", TTFT[95]),
 )
 
 
@@ -40,11 +39,8 @@ def _window(side: Side, name: str, plateau: float) -> str:
     return f"{offsets[0]:.1f}-{offsets[1]:.1f} s, {peak} in flight"
 
 
-def _steady_groups(side: Side, name: str, plateau: float, keep) -> list:
-    return [
-        in_window([q for q in r.requests if keep(q)], steady_window(r.requests, plateau))
-        for r in side.runs[name].repeats
-    ]
+def _steady_groups(side: Side, name: str, plateau: float) -> list:
+    return [in_window(r.requests, steady_window(r.requests, plateau)) for r in side.runs[name].repeats]
 
 
 def build(pair: Pair) -> Optional[Section]:
@@ -55,31 +51,37 @@ def build(pair: Pair) -> Optional[Section]:
         return None
     plateau = pair.options.plateau
     table = Table(
-        "Whole run against steady state",
+        f"Whole run against steady state (TTFT of {TEXT_ANSWERS})",
         ["config", "status", "figure", "window A", "window B", *abr("whole"), *abr("steady")],
         note=f"Window: seconds from the run's first request (median over repeats) while the load is at its "
         f"plateau: from when {plateau:g} x the most sessions in flight at once are in flight until the last "
         f"session starts (--plateau); `none` where every session started before that (the run is a ramp "
-        f"and a drain). TTFT of the turns that stream text.",
+        f"and a drain). TTFT of {TEXT_ANSWERS}.",
     )
     for name in names:
         status = status_cell(pair, name)
         windows = [_window(side, name, plateau) for side in pair.sides]
         for label, measure in MEASURES:
-            keep = content_turn if label.startswith("TTFT") else (lambda r: True)
-            groups_a, groups_b = (_steady_groups(side, name, plateau, keep) for side in pair.sides)
+            groups_a, groups_b = (_steady_groups(side, name, plateau) for side in pair.sides)
             steady = pair.triple_of(measure, groups_a, groups_b, [name])
-            table.rows.append([name, status, label, *windows, *pair.triple(measure, [name], keep), *steady])
+            table.rows.append([name, status, label, *windows, *pair.triple(measure, [name]), *steady])
         table.rows.append(
             [
                 name,
                 status,
                 "output tok/s",
                 *windows,
-                *pair.run_triple(name, lambda r, _: output_tokens_per_s(r.requests)),
+                *pair.run_triple(name, whole_output_tokens_per_s, what="output tok/s"),
                 *pair.run_triple(
-                    name, lambda r, _: window_output_tokens_per_s(r.requests, steady_window(r.requests, plateau))
+                    name,
+                    lambda r, _: window_output_tokens_per_s(r.requests, steady_window(r.requests, plateau)),
+                    what="steady output tok/s",
                 ),
             ]
         )
     return Section("steady_state", "Steady state", intro=__doc__.split("\n\n")[1].replace("\n", " "), tables=[table])
+
+
+def whole_output_tokens_per_s(repeat, _run) -> Optional[float]:
+    """Output tokens per second over a whole run (a headline figure: the summary's too)."""
+    return output_tokens_per_s(repeat.requests)

@@ -1,72 +1,147 @@
-"""The summary at the top: only the differences between A and B that survive the spread (their intervals do not
-overlap), the largest first, five lines at most; and says so when none does. It looks at each config's headline
-figures: hit %, TTFT p50 and p95 of the turns that stream text, output tok/s; left-out ratios (an incomplete run)
-do not count, and neither do configs whose sides were not sent the same prompts (the same-prompts check): their
-figures compare different work."""
+"""The summary at the top: the rule every B/A of the report is decided by (inference.py) and how many it tested, the
+differences it found in each config's headline figures (hit %, TTFT p50 and p95 of text answers, output tok/s), the
+largest first, at most LINES of them; the configs and figures too few to tell; configs compared although one side's
+prompts were the other's plus a constant (the Same prompts check), and those left out because their prompts differ.
+The headline figures are one family of tests, the tables' other B/A another (Tests.decide); a headline figure shown in
+a table carries the summary's decision."""
 
 from __future__ import annotations
 
 import math
 from typing import Optional
 
+from ..inference import ALPHA, MIN_RUNS, MIN_SESSIONS
 from ..report import Pair, Section
-from ..stats import Figure, Ratio, hit_ratio, output_tokens_per_s, percentile_ms
-from .common import content_turn
-from .prompts import same_prompts
+from ..stats import HIT_MARGIN, MARGIN, Figure, Ratio, hit_ratio
+from .common import TEXT_ANSWERS, TTFT
+from .prompts import prompt_check
+from .steady import whole_output_tokens_per_s
 
 SCENARIO = None  # every scenario
 LINES = 5
 
-MEASURES = (
-    ("hit %", hit_ratio(), lambda r: True),
-    ("TTFT p50 ms", percentile_ms("ttft", 50), content_turn),
-    ("TTFT p95 ms", percentile_ms("ttft", 95), content_turn),
+HEADLINE = (
+    ("hit %", hit_ratio()),
+    (f"TTFT p50 ms ({TEXT_ANSWERS})", TTFT[50]),
+    (f"TTFT p95 ms ({TEXT_ANSWERS})", TTFT[95]),
 )
+OUTPUT = "output tok/s"
 
 
 def _number(value: Optional[float]) -> str:
-    if value is None:  # not in a line: a distinguishable ratio has both values and both intervals
+    if value is None:
         return "-"
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
 
 
+def _runs(figure: Figure) -> str:
+    return f"{figure.repeats} run{'s' if figure.repeats != 1 else ''}"
+
+
 def _line(pair: Pair, name: str, label: str, a: Figure, b: Figure, r: Ratio) -> str:
+    behind = f"n {b.n} and {a.n}" + (f", {r.sessions} sessions" if r.sessions else "")
+    offset = f", {r.offset_free}" if r.offset_free else ""
     return (
-        f"{name}: {label} {_number(b.value)} on B ({pair.b.label}) against {_number(a.value)} on A "
-        f"({pair.a.label}), B/A {r.value:.2f}; B [{_number(b.low)}-{_number(b.high)}], A "
-        f"[{_number(a.low)}-{_number(a.high)}] (n {b.n} and {a.n})"
+        f"{name}: {label} {_number(b.value)} on B ({pair.b.label}) against {_number(a.value)} on A ({pair.a.label}), "
+        f"B/A {r.value:.2f} [{r.low:.2f}-{r.high:.2f}] ({behind}; {_runs(b)} and {_runs(a)}{offset})"
+    )
+
+
+def _headline(pair: Pair, name: str) -> list[tuple[str, tuple[Figure, Figure, Ratio]]]:
+    cells = [(label, pair.triple(measure, [name], headline=True)) for label, measure in HEADLINE]
+    cells.append((OUTPUT, pair.run_triple(name, whole_output_tokens_per_s, what=OUTPUT, headline=True)))
+    return cells
+
+
+def rule(pair: Pair) -> str:
+    tests = pair.tests
+    return (
+        f"The rule: a B/A is a difference when its 95 % interval (over the sessions behind it, the same ones drawn on "
+        f"both sides, and over the runs) lies beyond its margin ({HIT_MARGIN:.0%} for hit ratios, {MARGIN:.0%} "
+        f"for the rest), after Benjamini-Hochberg at {ALPHA:.0%} over the headline figures below "
+        f"({len(tests.tested(True))} tested, {len(tests.too_few(True))} too few to tell) and, apart, over the "
+        f"tables' other B/A ({len(tests.tested(False))} tested, {len(tests.too_few(False))} too few). Too few: under "
+        f"{MIN_SESSIONS} sessions; a time or a whole-run figure under {MIN_RUNS} runs a side. When A and B do not "
+        f"differ, the summary claims a difference with probability at most {ALPHA:.0%}, the tables at most "
+        f"{ALPHA:.0%} apart."
     )
 
 
 def build(pair: Pair) -> Optional[Section]:
     names = sorted(set(pair.a.runs) & set(pair.b.runs))
-    found = []
-    different = [name for name in names if not same_prompts(pair, name)[3]]
-    for name in (n for n in names if n not in different):
-        cells = [(label, pair.triple(measure, [name], keep)) for label, measure, keep in MEASURES]
-        cells.append(("output tok/s", pair.run_triple(name, lambda r, _: output_tokens_per_s(r.requests))))
-        for label, (a, b, r) in cells:
+    section = Section("summary", "Summary")
+    section.findings.append(rule(pair))
+    checks = {name: prompt_check(pair, name) for name in names}
+    compared = [name for name in names if checks[name].compared]
+    found: list[tuple] = []
+    too_few: dict[str, dict[str, list[str]]] = {}  # why -> figure -> configs
+    for name in compared:
+        for label, (a, b, r) in _headline(pair, name):
             if r.distinguishable and r.value:
                 found.append((-abs(math.log(r.value)), name, label, a, b, r))
+            elif r.too_few is not None:
+                too_few.setdefault(r.too_few, {}).setdefault(label.split(" (")[0], []).append(name)
     found.sort(key=lambda f: f[:3])
-    section = Section("summary", "Summary")
-    if not found and not different:
-        section.findings.append(
-            f"No difference between A ({pair.a.label}) and B ({pair.b.label}) survives the "
-            f"spread: in every config's hit %, TTFT p50 and p95 (text turns) and output tok/s, "
-            f"the two intervals overlap or one is missing (one run of a whole-run figure)."
-        )
-        return section
-    room = LINES - bool(different)  # the left-out line is the last one, never cut
-    shown = found if len(found) <= room else found[: room - 1]
+    shown = found[:LINES]
     section.findings += [_line(pair, *f[1:]) for f in shown]
-    if len(found) > len(shown):
+    claimed = _claimed(pair)
+    if not found:
         section.findings.append(
-            f"and {len(found) - len(shown)} more differences that survive the spread, in the "
-            f"tables below (B/A without ~)."
+            f"No difference between A ({pair.a.label}) and B ({pair.b.label}) in the headline figures of "
+            f"{len(compared)} config{'s' if len(compared) != 1 else ''} (hit %, TTFT p50 and p95 of {TEXT_ANSWERS}, "
+            f"output tok/s)" + (f"; {claimed} among the tables' other B/A (without ~)." if claimed else ".")
         )
-    if different:
+    elif len(found) > len(shown) or claimed:
+        more = len(found) - len(shown)
+        parts = [f"{more} more headline difference{'' if more == 1 else 's'}"] if more else []
+        if claimed:
+            parts.append(f"{claimed} difference{'' if claimed == 1 else 's'} among the tables' other B/A (without ~)")
+        section.findings.append("and " + ", and ".join(parts) + ".")
+    if too_few:
+        section.findings.append("Too few to tell (shown, not tested): " + "; ".join(_too_few(too_few)) + ".")
+    offsets = [name for name in compared if checks[name].verdict == "offset"]
+    if offsets:
+        section.findings.append(_offsets(pair, offsets, checks))
+    if len(compared) < len(names):
         section.findings.append(
-            f"Left out: {', '.join(different)}, whose sides were not sent the same prompts (see Same prompts)."
+            f"Left out: {', '.join(n for n in names if n not in compared)}, whose sides were not sent the same "
+            f"prompts (see Same prompts)."
+        )
+    runs = sorted({len(run.repeats) for side in pair.sides for run in side.runs.values()})
+    if runs == [1]:
+        section.findings.append(
+            "One run a side: times and rates are too few to tell, since a run's host and clocks move every request "
+            "in it together and one run cannot tell that from the engine; hit ratios and token counts are tested "
+            f"over their sessions. --repeat {MIN_RUNS} or more tests the times (3 gives the t test 4 degrees of "
+            "freedom, 2 gives it 2)."
         )
     return section
+
+
+def _claimed(pair: Pair) -> int:
+    """How many of the tables' other B/A are differences (without `~`)."""
+    return len((pair.tests.claimed or set()) - pair.tests.headline)
+
+
+def _offsets(pair: Pair, names: list[str], checks: dict) -> str:
+    parts = []
+    for name in names:
+        check = checks[name]
+        side = pair.b.label if check.offset > 0 else pair.a.label
+        lift = f", its hit % lifted {check.lift:.2f} points by them" if check.lift is not None else ""
+        parts.append(f"{name} ({side}: {abs(check.offset):,} tokens more on each of {check.matched} requests{lift})")
+    return (
+        "Compared although one side's prompts were the other's plus a constant, request by request (Same "
+        "prompts): " + "; ".join(parts) + "."
+    )
+
+
+def _too_few(found: dict[str, dict[str, list[str]]]) -> list[str]:
+    """Per reason, the figures that share a list of configs: "TTFT p50 ms, TTFT p95 ms of scenario1/c10 (why)"."""
+    parts = []
+    for why, figures in sorted(found.items()):
+        by_configs: dict[tuple[str, ...], list[str]] = {}
+        for label, configs in figures.items():
+            by_configs.setdefault(tuple(configs), []).append(label)
+        parts += [f"{', '.join(labels)} of {', '.join(configs)} ({why})" for configs, labels in by_configs.items()]
+    return parts

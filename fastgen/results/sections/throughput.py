@@ -7,7 +7,10 @@ from typing import Optional
 
 from ..report import Cell, Pair, Section, Table
 from ..stats import output_tokens_per_s, per_gpu_hour, percentile_ms, sessions_per_hour
-from .common import abr, content_turn, status_cell
+from .common import TEXT_ANSWERS, abr, status_cell
+from .steady import whole_output_tokens_per_s
+
+TPOT, ITL = percentile_ms("tpot", 50), percentile_ms("itl", 50)
 
 SCENARIO = None  # every scenario
 
@@ -36,22 +39,22 @@ def build(pair: Pair) -> Optional[Section]:
         note="sessions/h: completed sessions over the span from the first session's start to the last "
         "one's end (n: sessions); output tok/s: output tokens of successful requests over the span of all "
         "requests (n: requests). Per GPU-hour: divided by the GPUs the run recorded (fastgen bakeoff "
-        "--gpus), empty where it recorded none. Median over repeats, min-max between brackets; one run has "
-        "no spread.",
+        "--gpus), empty where it recorded none. Mean over runs, its 95 % interval over runs between brackets; "
+        "one run has none, and no B/A is tested.",
     )
     decode = Table(
-        "Decode speed of the turns that stream text (text, root, branch)",
+        f"Decode speed of {TEXT_ANSWERS}",
         ["config", *abr("TPOT p50 ms"), *abr("ITL p50 ms")],
         note="TPOT: (last token time - first token time) / (output tokens - 1) per request; ITL: the mean "
-        "gap between streamed chunks per request (inference-perf's inter_token_latency); tool calls stream "
-        "no content and have neither.",
+        "gap between streamed chunks per request (inference-perf's inter_token_latency); an answer that is a "
+        "tool call streams no content and has neither.",
     )
     for name in names:
         row: list[Cell] = [
             name,
             status_cell(pair, name),
-            *pair.run_triple(name, lambda r, _: sessions_per_hour(r), n=lambda r: len(r.sessions)),
-            *pair.run_triple(name, lambda r, _: output_tokens_per_s(r.requests)),
+            *pair.run_triple(name, lambda r, _: sessions_per_hour(r), n=lambda r: len(r.sessions), what="sessions/h"),
+            *pair.run_triple(name, whole_output_tokens_per_s, what="output tok/s"),
         ]
         if gpus:
             row += [
@@ -59,10 +62,12 @@ def build(pair: Pair) -> Optional[Section]:
                     name,
                     lambda r, _: per_gpu_hour(sessions_per_hour(r), r.server.get("gpus"), per_second=False),
                     n=lambda r: len(r.sessions),
+                    what="sessions/GPU-h",
                 ),
                 *pair.run_triple(
                     name,
                     lambda r, _: per_gpu_hour(output_tokens_per_s(r.requests), r.server.get("gpus"), per_second=True),
+                    what="output tok/GPU-h",
                 ),
             ]
         row += [
@@ -75,8 +80,8 @@ def build(pair: Pair) -> Optional[Section]:
         decode.rows.append(
             [
                 name,
-                *pair.triple(percentile_ms("tpot", 50), [name], content_turn),
-                *pair.triple(percentile_ms("itl", 50), [name], content_turn),
+                *pair.triple(TPOT, [name]),
+                *pair.triple(ITL, [name]),
             ]
         )
     return Section("throughput", "Throughput", tables=[table, decode])
