@@ -106,6 +106,7 @@ def _row(
         "disk_bytes": disk,
         "rss_mib": res["rss_kib"] / 1024,
         "worker_rss_mib": children / 1024 if children else None,
+        "marks": res.get("marks"),  # fastgen's phases (--timings), seconds since its process started
     }
 
 
@@ -196,14 +197,17 @@ def _native(run: _Run) -> None:
 
 def _fastgen(run: _Run, workers: int, *, warm: bool = False) -> Path:
     """fastgen at `workers`: cold, its content pools built afresh; or warm, read from the pool cache (a folder of
-    the bench's own, filled first by a small untimed run: the pools do not depend on the sessions or budgets)."""
+    the bench's own, filled first by an untimed run of the same set: its pools, and its facts (the count proof and
+    margin, which are per workload), as a second run of the same set on a machine finds them)."""
     o = run.opts
     name, kind = (f"fastgen-w{workers}-warm", "fastgen-warm") if warm else (f"fastgen-w{workers}", "fastgen")
-    params: dict = {"argv": _fastgen_argv(run.out(name), workers, o.scale, o.budget_scale, cache=warm)}
+    timings = run.jobs / f"{name}.timings.json"
+    argv = _fastgen_argv(run.out(name), workers, o.scale, o.budget_scale, cache=warm)
+    params: dict = {"argv": [*argv, "--timings", str(timings)], "timings": str(timings)}
     if warm:
         params["env"] = {"XDG_CACHE_HOME": str(run.root / "cache")}
-        fill = _fastgen_argv(run.out("cache-fill"), workers, 0.02, 0.05, cache=True)
-        run.variant("cache-fill", "fastgen", {**params, "argv": fill}, settle=0.0)
+        fill = _fastgen_argv(run.out("cache-fill"), workers, o.scale, o.budget_scale, cache=True)
+        run.variant("cache-fill", "fastgen", {"env": params["env"], "argv": fill}, settle=0.0)
     out, res, sync_s = run.variant(name, "fastgen", params)
     records, problems = manifest_sessions(out / "traces")
     run.check_plain(name, records, problems)

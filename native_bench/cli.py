@@ -13,7 +13,7 @@ from pathlib import Path
 from .bench import Options, run
 from .launch import REPO, BenchError
 from .metrics import analyze_scale_summary, derive, scale_summary
-from .report import environment, summary_lines, table, write_json
+from .report import critical_path_table, environment, summary_lines, table, write_json
 from .vocab import qwen3_tokenizer
 
 __all__ = ["main"]
@@ -139,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(table(doc["rows"]))
     print()
+    path = critical_path_table(doc["rows"])
+    if path:
+        print(path)
+        print()
     print("\n".join(summary_lines(doc)))
     write_json(args.json, doc)
     print(f"results: {args.json}")

@@ -7,7 +7,7 @@ for zstd). RSS is MiB.
 
 from __future__ import annotations
 
-__all__ = ["analyze_scale_summary", "derive", "scale_summary"]
+__all__ = ["analyze_scale_summary", "critical_path", "derive", "scale_summary"]
 
 _MB = 1e6
 _GENERATORS = ("native", "fastgen", "fastgen-warm")  # rows compared with the floor; all but native with native too
@@ -43,6 +43,32 @@ def derive(rows: list[dict]) -> None:
         if r["zstd_level"] is not None:
             r["zstd_ratio"] = r["bytes"] / r["disk_bytes"]
             r["mb_s_per_worker"] = r["mb"] / r["wall_s"] / r["workers"]
+        if r.get("marks"):
+            r.update(critical_path(r["marks"], floor["wall_s"] if floor else None))
+
+
+def critical_path(marks: list, floor_s: float | None) -> dict:
+    """From a fastgen row's marks (each phase's end, seconds since its process started): each phase's own seconds,
+    and the critical path's milestones. serial_s is everything before the workers write (interpreter, imports,
+    workload, tokenizer, checks, pools, proof, margin): one process's work, which more cores cannot shorten;
+    first_session_s the first session's files written; pool_s the workers' span; finish_s the manifest, configs and
+    renames after them; serial_over_floor serial_s over the write floor's wall."""
+    at = dict(marks)
+    phases, previous = [], 0.0
+    for name, t in marks:
+        phases.append((name, t - previous))
+        previous = t
+    serial = at.get("workers started")
+    path = {
+        "phases": phases,
+        "serial_s": serial,
+        "first_session_s": at.get("first session written"),
+        "pool_s": at["pool"] - serial if serial is not None and "pool" in at else None,
+        "finish_s": at["placed"] - at["pool"] if "placed" in at and "pool" in at else None,
+    }
+    if floor_s and serial is not None:
+        path["serial_over_floor"] = serial / floor_s
+    return path
 
 
 def _per_worker_rss(row: dict) -> float:

@@ -8,7 +8,7 @@ import platform
 import sys
 from pathlib import Path
 
-__all__ = ["table", "summary_lines", "environment", "write_json"]
+__all__ = ["critical_path_table", "table", "summary_lines", "environment", "write_json"]
 
 # (header, row key, format); a row without the key shows "-".
 _COLUMNS = [
@@ -56,6 +56,38 @@ def table(rows: list[dict]) -> str:
 
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([line(cells[0]), rule, *map(line, cells[1:]), "", _LEGEND])
+
+
+_PATH_LEGEND = """\
+Each phase's seconds, in the order the parent ends them (fastgen --timings; one monotonic clock for every process):
+command = interpreter, imports and parser; then the workload, the tokenizer, the checks, the staging folders, the
+content pools (built, or read from the pool cache), the shared blocks, the count proof and margin (or the facts from
+the cache). serial s: the process's start to its workers writing (one process's work: more cores cannot shorten it);
+1st session s: to the first session's files written; pool s: the workers' span; finish s: manifest, configs, renames;
+serial/floor: serial s over the faster settled floor's wall."""
+
+
+def critical_path_table(rows: list[dict]) -> str:
+    """The critical path of every fastgen row that recorded its phases; "" when none did."""
+    timed = [r for r in rows if r.get("phases")]
+    if not timed:
+        return ""
+    serial = [name for r in timed for name, _ in r["phases"]]
+    serial = list(dict.fromkeys(serial[: serial.index("workers started")] if "workers started" in serial else []))
+    headers = ["variant", "wkrs", *serial, "serial s", "1st session s", "pool s", "finish s", "serial/floor"]
+    cells = [headers]
+    for r in timed:
+        own = dict(r["phases"])
+        values = [own.get(name) for name in serial]
+        values += [r.get(k) for k in ("serial_s", "first_session_s", "pool_s", "finish_s", "serial_over_floor")]
+        cells.append([r["variant"], str(r["workers"]), *("-" if v is None else f"{v:.3f}" for v in values)])
+    widths = [max(len(line[i]) for line in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(line, widths))) for line in cells
+    ]
+    return "\n".join(
+        ["critical path (seconds)", lines[0], "  ".join("-" * w for w in widths), *lines[1:], "", _PATH_LEGEND]
+    )
 
 
 def summary_lines(doc: dict) -> list[str]:

@@ -60,7 +60,13 @@ def _fastgen(p: dict) -> dict:
         rc = 0
     except SystemExit as exc:
         rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return {"timed_s": time.perf_counter() - t, "rc": rc}
+    result: dict = {"timed_s": time.perf_counter() - t, "rc": rc}
+    if p.get("timings") and rc == 0:
+        from fastgen.generator.timeline import read_timings
+
+        # one clock for every process of the machine: each mark as seconds since this process started (_T0)
+        result["marks"] = [(name, at - _T0) for name, at in read_timings(Path(p["timings"]))]
+    return result
 
 
 def _floor(p: dict) -> dict:

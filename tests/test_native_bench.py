@@ -92,5 +92,14 @@ def test_native_bench_small(tmp_path):
     assert 0 < rows["analyze-x1"]["files"] < rows["analyze-x2"]["files"] < rows["scale-x2"]["files"]
     assert doc["analyze_scale_check"]["files_ratio"] == rows["analyze-x2"]["files"] / rows["analyze-x1"]["files"]
     assert "analyze-w2: every config at one KV capacity in" in result.stdout
+    # the critical path: every fastgen row's phases, the warm row's proof and margin from the cache
+    assert "critical path (seconds)" in result.stdout
+    for name in ("fastgen-w1", "fastgen-w2", "fastgen-w2-warm"):
+        phases = [phase for phase, _ in rows[name]["phases"]]
+        assert phases[0] == "command" and phases[-1] == "placed", phases
+        assert 0 < rows[name]["serial_s"] < rows[name]["first_session_s"] < rows[name]["wall_s"]
+        assert rows[name]["serial_over_floor"] == rows[name]["serial_s"] / settled["wall_s"]
+    assert "facts from the cache" in dict(rows["fastgen-w2-warm"]["phases"])
+    assert "count proof" in dict(rows["fastgen-w2"]["phases"])
     assert "analyze scale check (every session of scenario3_noisy):" in result.stdout
     assert scratch.is_dir() and not any(scratch.iterdir())  # the run's outputs are gone, --scratch itself stays

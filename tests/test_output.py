@@ -263,3 +263,22 @@ def test_progress_bar_on_a_terminal_counts_files_and_megabytes(tmp_path):
     assert bar, drawn[-500:]
     size_mb = sum(p.stat().st_size for p in (tmp_path / "traces").glob("scenario*/*.json")) / 1e6
     assert f"{size_mb:,.0f} MB" in bar[-1], bar[-1]
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_disk_too_small_stops_the_run_while_it_writes_and_leaves_nothing(tmp_path, monkeypatch, capsys, workers):
+    """The free-space estimate runs once the workers write (off the critical path): short, it stops them, and the
+    staging folder goes with everything they wrote."""
+    from fastgen.cli import main
+    from fastgen.generator import output
+
+    real = shutil.disk_usage
+    monkeypatch.setattr(output.shutil, "disk_usage", lambda path: real(path)._replace(free=4096))
+    out = tmp_path / "traces"
+    rc = main([*SMALL, "--workers", workers, "--output-dir", str(out), "--config-dir", str(tmp_path / "configs")])
+    assert rc == 1
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("fastgen: error: ") and "needs about" in line and "free some space" in line, line
+    assert "\n" not in line
+    assert not out.exists() and not (tmp_path / "configs").exists()
+    assert _staging_leftovers(tmp_path) == []

@@ -12,6 +12,7 @@ from fastgen.generator import pool_cache
 from fastgen.generator.content.compose import Composer
 from fastgen.generator.content.kinds import KINDS
 from fastgen.generator.pool_cache import PoolCache, cache_folder
+from fastgen.generator.timeline import read_timings
 
 from conftest import SMALL, run_fastgen
 
@@ -174,9 +175,43 @@ def test_a_warm_run_writes_the_same_bytes_and_no_cache_keeps_nothing(tmp_path, m
     shared = tmp_path / "cache"
     cold = generate("cold", shared)
     entries = sorted((shared / "fastgen" / "pools").iterdir())
-    assert len(entries) == len(KINDS)
+    assert len(entries) == len(KINDS) + 1  # every pool, and the run's facts (its count proof and margin)
     files = [p.stat().st_ino for p in entries]
     assert generate("warm", shared) == cold
     assert [p.stat().st_ino for p in entries] == files  # read, not built and stored again (a new file)
     assert generate("uncached", tmp_path / "unused", "--no-cache") == cold
     assert not (tmp_path / "unused").exists()
+
+
+def _phases(path: Path) -> list[str]:
+    return [name for name, _ in read_timings(path)]
+
+
+def test_a_later_run_takes_the_proof_and_margin_from_the_cache_and_a_damaged_entry_is_proved_again(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    def generate(name: str, *extra: str) -> tuple[bytes, list[str]]:
+        out = tmp_path / name
+        timings = tmp_path / f"{name}.json"
+        result = run_fastgen(
+            *SMALL, "--workers", "1", "--output-dir", str(out / "traces"), "--timings", str(timings), *extra
+        )
+        assert result.returncode == 0, result.stderr
+        return (out / "traces" / "manifest.json").read_bytes(), _phases(timings)
+
+    cold, proved = generate("cold")
+    assert "count proof" in proved and "facts from the cache" not in proved
+    facts = sorted((tmp_path / "cache" / "fastgen" / "pools").glob("*-facts-*"))
+    assert len(facts) == 1
+    warm, adopted = generate("warm")
+    assert warm == cold
+    assert "facts from the cache" in adopted and "count proof" not in adopted
+    # another workload is another set of facts: proved, not taken from the first
+    _, other = generate("other", "--max-model-len", "65536")
+    assert "count proof" in other
+    assert len(sorted((tmp_path / "cache" / "fastgen" / "pools").glob("*-facts-*"))) == 2
+    facts[0].write_bytes(facts[0].read_bytes().replace(b'"whole":false', b'"whole":true'))  # its hash no longer holds
+    again, reproved = generate("again")
+    assert again == cold and "count proof" in reproved

@@ -162,6 +162,13 @@ def generate_parser() -> argparse.ArgumentParser:
         "and seed starts from them; the output is the same bytes either way)",
     )
     p.add_argument(
+        "--timings",
+        type=Path,
+        metavar="FILE",
+        help="write where the run's wall time went to FILE (JSON: the end of each phase on the machine's "
+        "monotonic clock, for native_bench's critical path); the dataset is the same bytes either way",
+    )
+    p.add_argument(
         "--force",
         action="store_true",
         help="write into folders that hold other files; fastgen then "
@@ -452,10 +459,17 @@ def _shipped_list() -> str:
 
 
 def run_generate(args) -> int:
+    from ..generator.timeline import Timeline
+
+    timeline = Timeline()
+    timeline.mark("command")  # interpreter, imports and the parser: everything before this command's own work
+    if args.timings is not None and not args.timings.parent.is_dir():
+        raise UsageError(f"--timings {args.timings}: folder {args.timings.parent} does not exist; create it first")
     spec, model, tokenizer_name, revision, seed, zstd_level, arguments, recorded = _run_plan(args)
     from ..generator.output import TOKENIZER_FOLDER, RunOptions, generate
     from ..generator.tokenizer import load_tokenizer
 
+    timeline.mark("workload")
     tokenizer = load_tokenizer(tokenizer_name, revision)
     if recorded is not None and tokenizer.identity.sha256 != recorded["sha256"]:
         raise UsageError(
@@ -506,8 +520,12 @@ def run_generate(args) -> int:
         count=count,
         notice=warn,
         pool_cache=not args.no_cache,
+        timeline=timeline,
     )
+    timeline.mark("tokenizer")
     records = generate(options, tokenizer)
+    if args.timings is not None:
+        timeline.write(args.timings)
     traces = [r for r in records if not r.path.startswith(TOKENIZER_FOLDER + "/")]
     say(
         f"wrote {len(traces)} trace files ({sum(r.size for r in traces) / 1e9:.2f} GB) to {args.output_dir} "

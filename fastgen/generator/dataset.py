@@ -12,17 +12,20 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import xxhash
+
 from .blocks import CatalogStage, ScenarioBlocks, build_blocks, catalog_stage
 from .chat_template import SHIPPED_DIR, SHIPPED_TEMPLATES, ChatTemplate
 from .content.compose import Composer
 from .content.kinds import KINDS
 from .model_match import family_of
-from .pool_cache import PoolCache
+from .pool_cache import PoolCache, facts_key
 from .scenarios import in_spec, layouts, scenario_by_id
 from .prompt_tokens import PromptCount, TemplateCount, measured_margin, prompt_count
 from .spans import session_chunks
 from .spec import Spec, TemplateMargin
 from .tokenizer import Tokenizer
+
 
 __all__ = [
     "Task",
@@ -118,13 +121,17 @@ class DatasetBuilder:
         self._stages: dict[int, CatalogStage] = {}  # built by prepare(), consumed by blocks()
 
     def prepare(
-        self, build_pieces: Callable[[list[Piece]], list] | None = None, cache: PoolCache | None = None
+        self,
+        build_pieces: Callable[[list[Piece]], list] | None = None,
+        cache: PoolCache | None = None,
+        *,
+        mark: Callable[[str], None] = lambda phase: None,
     ) -> "DatasetBuilder":
         """Build every pool and shared block now (and escape them), so forked workers inherit them ready.
 
         Most of this time goes to pieces(spec), independent of each other: `build_pieces` may build them in other processes
         (workers.build_pieces), in any order, and return the results in the order given. Pools found in `cache` are
-        not built, and the pools built are stored there.
+        not built, and the pools built are stored there. `mark` is told as each phase ends (timeline.py).
         """
         todo = list(pieces(self.spec))
         cached = {key: cache.load(key) for what, key in todo if what == "pool"} if cache is not None else {}
@@ -142,15 +149,57 @@ class DatasetBuilder:
             self.composer.adopt_pool(kind, pool)
         if cache is not None:
             cache.trim()
+        mark("pools")
         for scenario in in_spec(self.spec):
             blocks = self.blocks(scenario.id)
             _ = blocks.catalog.escaped  # cached properties: computed here, once, before any fork
             for message in (blocks.system, blocks.repo_map, blocks.guidelines, blocks.api_docs):
                 if message is not None:
                     _ = message.escaped
-        self._prove_count()
-        self._measure_margin()
+        mark("shared blocks")
+        key = self._facts_key()
+        if not self._adopt_facts(cache.load_facts(key) if cache is not None else None):
+            self._prove_count()
+            mark("count proof")
+            self._measure_margin()
+            mark("margin")
+            if cache is not None:
+                cache.store_facts(key, self._facts())
+        else:
+            mark("facts from the cache")
         return self
+
+    def _facts_key(self) -> str:
+        """What the count proof and the margin are derived from, beyond the code, the tokenizer and the seed that the
+        cache's entries are named by: the tokenizer folder's every file (its chat template), the workload, the
+        margin it starts from, the model (its family picks the templates measured) and the counting mode."""
+        files = {
+            name: xxhash.xxh3_128_hexdigest(data) for name, data in sorted(self.composer.tokenizer.folder_files.items())
+        }
+        margin = dataclasses.asdict(self.spec.template_margin)
+        return facts_key(files, self.spec.to_dict(), margin, self.model, type(self.count).__name__, self.count.name)
+
+    def _facts(self) -> dict:
+        margin = self.spec.template_margin
+        return {"whole": bool(getattr(self.count, "whole", False)), "margin": [margin.base, margin.per_message]}
+
+    def _adopt_facts(self, facts: dict | None) -> bool:
+        """Take a cached proof and margin (as _prove_count and _measure_margin would have decided them); False where
+        there are none, or none that read as they were written."""
+        if facts is None:
+            return False
+        whole, margin = facts.get("whole"), facts.get("margin")
+        if not (isinstance(whole, bool) and isinstance(margin, list) and len(margin) == 2):
+            return False
+        if not all(type(v) is int and v >= 0 for v in margin):
+            return False
+        if whole and isinstance(self.count, TemplateCount):
+            self.count.whole = True
+        measured = TemplateMargin(*margin)
+        if measured != self.spec.template_margin:
+            self.spec = dataclasses.replace(self.spec, template_margin=measured)
+            check_fits(self.spec)
+        return True
 
     def _prove_count(self) -> None:
         """Template counts by skeleton are proven on every turn of each layout's first session (see prompt_tokens);

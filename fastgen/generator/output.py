@@ -2,9 +2,11 @@
 manifest, the configs into a staging folder of their own, and both put in place together (outdir.py).
 
 Workers build and write their own sessions (big bytes never cross processes; the parent only gathers sizes and
-hashes). Everything that can be checked is checked before the first session is written: the output and config
-folders (writable, nothing foreign in them), the spec against the window, the configs' options, the free space. A
-failed or interrupted run removes its staging folders and leaves both outputs as they were.
+hashes). Everything that decides bytes or could refuse the run is checked before the first session is written: the
+output and config folders (writable, nothing foreign in them), the spec against the window, the configs' options.
+The free space is estimated while the first sessions are written (it feeds the workers nothing; see timeline.py for
+why the critical path matters), and stops the run when it is short. A failed or interrupted run removes its staging
+folders and leaves both outputs as they were.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .outdir import Staging, discard, open_staging, place_all
 from .pool_cache import PoolCache, cache_folder
 from .scenarios import scenario_by_id
 from .spec import Spec
+from .timeline import Timeline
 from .tokenizer import Tokenizer
 from .workers import build_pieces, run_tasks
 
@@ -52,6 +55,9 @@ class RunOptions:
     count: str = "auto"  # spans' input_tokens: template, content, or auto (template when the tokenizer has one)
     notice: Optional[Callable[[str], None]] = None  # one-line notices about the run (a slow counting fallback)
     pool_cache: bool = True  # read and keep prepared content pools in the user's cache folder (pool_cache.py)
+    timeline: Timeline = field(
+        default_factory=Timeline, compare=False
+    )  # where the wall time went (timeline.py); never in output
 
 
 def _progress(total: int, enabled: bool):
@@ -96,26 +102,41 @@ def _generate_into(staging: Staging, options: RunOptions, tokenizer: Tokenizer) 
     builder = DatasetBuilder(tokenizer, options.spec, seed=options.seed, model=options.model, count=options.count)
     folder = cache_folder() if options.pool_cache else None
     cache = PoolCache(folder, tokenizer.identity.sha256, options.seed) if folder is not None else None
-    builder.prepare(build_pieces(builder, options.workers), cache)
+    builder.prepare(build_pieces(builder, options.workers), cache, mark=options.timeline.mark)
     if getattr(builder.count, "whole", False) and options.notice is not None:
         options.notice(
             "the chat template's prompts do not decompose into per-message pieces under this tokenizer: "
             "every span's input tokens are counted by rendering its prompt whole (exact, but slow)"
         )
-    _check_space(staging, _estimated_bytes(builder, todo, options.zstd_level), options.zstd_level is not None)
+
+    def check_space() -> None:  # while the workers write: it feeds them nothing, and a failure discards the staging
+        options.timeline.mark("workers started")
+        _check_space(staging, _estimated_bytes(builder, todo, options.zstd_level), options.zstd_level is not None)
+        options.timeline.mark("space check")
+
     records: list[FileRecord] = []
     written = 0  # a running total: summing all records on every update is quadratic in the number of files
     with _progress(sum(files_per_task(t) for t in todo), options.progress) as bar:
 
         def done(batch: list[FileRecord]) -> None:
             nonlocal written
+            options.timeline.once("first session written")
             records.extend(batch)
             written += sum(r.size for r in batch)
             bar.update(len(batch))
             if options.progress:
                 bar.set_postfix_str(f"{written / 1e6:,.0f} MB", refresh=False)
 
-        run_tasks(builder, todo, root=root, zstd_level=options.zstd_level, workers=options.workers, done=done)
+        run_tasks(
+            builder,
+            todo,
+            root=root,
+            zstd_level=options.zstd_level,
+            workers=options.workers,
+            done=done,
+            meanwhile=check_space,
+        )
+    options.timeline.mark("pool")
     return records, builder.count.name
 
 
@@ -185,6 +206,8 @@ def generate(options: RunOptions, tokenizer: Tokenizer) -> list[FileRecord]:
     check_fits(options.spec)
     _check_separate(options.output_dir, options.config_dir)
     rendered = _render(options)  # before anything is written: it refuses unknown server or metrics types
+    mark = options.timeline.mark
+    mark("checks")
     stagings: list[Staging] = []
     try:
         stagings.append(
@@ -201,13 +224,17 @@ def generate(options: RunOptions, tokenizer: Tokenizer) -> list[FileRecord]:
                 )
             )
         traces = stagings[0]
+        mark("staging")
         records, count = _generate_into(traces, options, tokenizer)
         exported = tokenizer.export(traces.folder / TOKENIZER_FOLDER)
         records = sorted(records + [record(f"{TOKENIZER_FOLDER}/{name}", data) for name, data in exported])
         _write_manifest(traces.folder, records, tokenizer, options, options.arguments or {}, count)
+        mark("manifest")
         if rendered is not None:
             _write_configs(stagings[1], rendered, tokenizer, options)
+        mark("configs")
         place_all(stagings)
+        mark("placed")
     except OSError as exc:
         for staging in stagings:
             discard(staging)

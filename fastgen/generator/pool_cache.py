@@ -10,6 +10,10 @@ and renamed. An entry that is missing, unreadable or not exactly what was writte
 cannot be written is skipped: the cache only ever saves time, it never changes a byte of the output. The folder
 keeps the most recently used entries (_KEEP) and deletes older ones of its own. `fastgen --no-cache` neither reads
 nor writes it.
+
+Beside the pools, the same way: a run's facts, what the parent otherwise proves and measures before any worker
+starts (whether the chat template's counts decompose, the window's template margin), keyed also by the workload,
+the model and the counting mode (facts_key): a later run of the same set starts its workers that much sooner.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import xxhash
 from .content.compose import Pool
 from ..version import __version__
 
-__all__ = ["PoolCache", "cache_folder", "code_fingerprint"]
+__all__ = ["PoolCache", "cache_folder", "code_fingerprint", "facts_key"]
 
 _SUFFIX = ".pool.json"
 _PART = ".part"
@@ -69,13 +73,13 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def _entry_bytes(kind: str, pool: Pool) -> bytes:
-    payload = orjson.dumps({"kind": kind, **dict(zip(_FIELDS, pool.parts))})
+def _entry_bytes(kind: str, doc: dict) -> bytes:
+    payload = orjson.dumps({"kind": kind, **doc})
     return xxhash.xxh3_128_hexdigest(payload).encode() + b"\n" + payload
 
 
-def _pool_of(kind: str, data: bytes) -> Pool | None:
-    """The pool an entry holds, or None unless it is whole (its hash matches) and of the expected shape."""
+def _entry_of(kind: str, data: bytes) -> dict | None:
+    """The document an entry holds, or None unless it is whole (its hash matches) and of `kind`."""
     digest, _, payload = data.partition(b"\n")
     if digest != xxhash.xxh3_128_hexdigest(payload).encode():
         return None
@@ -83,11 +87,12 @@ def _pool_of(kind: str, data: bytes) -> Pool | None:
         doc = orjson.loads(payload)
     except orjson.JSONDecodeError:
         return None
-    if (
-        not isinstance(doc, dict)
-        or doc.get("kind") != kind
-        or not all(isinstance(doc.get(name), list) for name in _FIELDS)
-    ):
+    return doc if isinstance(doc, dict) and doc.get("kind") == kind else None
+
+
+def _pool_of(doc: dict) -> Pool | None:
+    """The pool an entry's document holds, or None unless it is of the expected shape."""
+    if not all(isinstance(doc.get(name), list) for name in _FIELDS):
         return None
     units, counts, fillers, filler_counts = (doc[name] for name in _FIELDS)
     if not (
@@ -102,6 +107,15 @@ def _pool_of(kind: str, data: bytes) -> Pool | None:
     return Pool(units, counts, fillers, filler_counts)
 
 
+def facts_key(*parts: object) -> str:
+    """The kind of a facts entry: a hash of everything the facts were derived from (beyond the code, the tokenizer
+    and the seed, which every entry's name already holds), each part as canonical JSON."""
+    digest = xxhash.xxh3_128()
+    for part in parts:
+        digest.update(orjson.dumps(part, option=orjson.OPT_SORT_KEYS) + b"\0")
+    return "facts-" + digest.hexdigest()
+
+
 class PoolCache:
     """The entries of one run: its tokenizer (by the sha256 of tokenizer.json) and seed."""
 
@@ -114,24 +128,38 @@ class PoolCache:
 
     def load(self, kind: str) -> Pool | None:
         """The stored pool of `kind` (marked used, for trim), or None where there is none that reads back whole."""
+        doc = self._load(kind)
+        return None if doc is None else _pool_of(doc)
+
+    def store(self, kind: str, pool: Pool) -> None:
+        """Write the pool of `kind`, all or nothing; a failure only means no entry (Ctrl-C still stops the run)."""
+        self._store(kind, dict(zip(_FIELDS, pool.parts)))
+
+    def load_facts(self, key: str) -> dict | None:
+        """What a run proved and measured once (facts_key names from what), or None where there is no whole entry."""
+        return self._load(key)
+
+    def store_facts(self, key: str, facts: dict) -> None:
+        self._store(key, facts)
+
+    def _load(self, kind: str) -> dict | None:
         path = self.path(kind)
         try:
-            pool = _pool_of(kind, path.read_bytes())
-            if pool is not None:
+            doc = _entry_of(kind, path.read_bytes())
+            if doc is not None:
                 os.utime(path)
         except OSError:
             return None
-        return pool
+        return doc
 
-    def store(self, kind: str, pool: Pool) -> None:
-        """Write the entry of `kind`, all or nothing; a failure only means no entry (Ctrl-C still stops the run)."""
+    def _store(self, kind: str, doc: dict) -> None:
         temp = None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(dir=self.folder, prefix=f".{kind}-", suffix=_PART)
             temp = Path(name)
             with os.fdopen(fd, "wb") as f:
-                f.write(_entry_bytes(kind, pool))
+                f.write(_entry_bytes(kind, doc))
             os.replace(temp, self.path(kind))
         except BaseException as exc:
             if temp is not None:

@@ -122,15 +122,20 @@ def run_tasks(
     zstd_level: int | None,
     workers: int,
     done: Callable[[list[FileRecord]], None],
+    meanwhile: Callable[[], None] = lambda: None,
 ) -> None:
-    """Write every task's files under root, calling done() with each task's records as it finishes."""
+    """Write every task's files under root, calling done() with each task's records as it finishes. `meanwhile`
+    runs in this process once the workers are writing (before the first task with one worker): checks that do not
+    feed the workers stay off the critical path, and one that raises stops the run like a failed task."""
     if workers <= 1:
+        meanwhile()
         writer = SessionWriter(root, zstd_level)
         for task in todo:
             done(_write_session(writer, builder, task))
         return
     with _pool(builder, workers, root=root, zstd_level=zstd_level) as executor:
         pending = {executor.submit(_run_task, task): task for task in todo}
+        meanwhile()
         while pending:
             finished, _ = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
             for future in finished:
