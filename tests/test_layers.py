@@ -14,6 +14,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "version", "interrupts", "processes", "engines"),
     ("extras",),  # optional dependencies, named as such when missing
     ("generator.spec", "generator.streams", "generator.pre_token_count"),
+    ("generator.timeline",),  # each phase's end on one clock: any step of a run marks it
     ("generator.tokenizer", "generator.chat_template", "generator.model_match"),
     (
         "generator.content",
@@ -62,6 +63,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("verify", "validate"),
     # bakeoff: runs against a live server; results reads the run folders it writes
     ("bakeoff.server", "bakeoff.sampler", "bakeoff.runs", "bakeoff.plan", "bakeoff.status"),
+    ("bakeoff.scheduling",),
     ("bakeoff.identity", "bakeoff.reset", "bakeoff.preflight"),
     ("bakeoff.fleet",),  # an engine behind a router: its replicas reset, verified and sampled one by one
     ("bakeoff.runner", "bakeoff"),
@@ -88,11 +90,14 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("results.written",),  # what compare wrote, so it never overwrites a user's file
     ("results.render", "results.plots", "results.compare", "results"),
-    ("analysis.rules",),  # each engine's cache rules: data only
-    ("analysis.cache", "analysis.aiperf", "analysis.sharing"),
-    ("analysis.schedule",),
-    ("analysis.corpus", "analysis.side_by_side", "analysis.calibrate"),
-    ("analysis.analyze", "analysis.summary", "analysis.report", "analysis.plots", "analysis"),
+    ("analysis.rules",),  # each engine's scheduling and cache rules: data only
+    ("analysis.cache", "analysis.aiperf", "analysis.sharing", "analysis.service"),
+    ("analysis.engine",),  # one replica, stepping as the engine schedules
+    ("analysis.routing",),  # replicas behind a router
+    ("analysis.schedule",),  # the client: inference-perf's replay order
+    ("analysis.corpus", "analysis.side_by_side", "analysis.serving"),
+    ("analysis.analyze",),
+    ("analysis.calibrate", "analysis.summary", "analysis.report", "analysis.plots", "analysis"),
     ("export.jsonl",),
     ("export.mooncake", "export.dag", "export"),
     ("predicted",),  # compare's own analyze: the results read side calling the analysis at what the runs recorded
