@@ -100,8 +100,9 @@ e2e-pair: env-all
 e2e-router: env-all
 	$(BIN)/python -m e2e.bakeoff_router
 
-# analyze's prediction at capacity against a real vLLM and a real SGLang, each with a KV cache too small for
-# scenario 3's noisy layout, three repeats each (e2e/capacity.py): a measurement (about 20 minutes), not in CI
+# analyze's agreement table (docs/analyze.md): the e2e pair's three configs against a real vLLM and a real SGLang,
+# each unbounded and with a KV cache too small for scenario 3's noisy layout, three repeats each (e2e/capacity.py):
+# a measurement (about an hour on 2 cores, 51 minutes of it runs, two thirds SGLang's), not in CI
 e2e-capacity: env-all
 	$(BIN)/python -m e2e.capacity
 

@@ -40,6 +40,7 @@ __all__ = ["DEFAULT_MODEL", "Recorder", "ServerThread", "make_app", "main"]
 DEFAULT_MODEL = "meta-llama/Llama-3.3-70B-Instruct"  # fastgen's default --model
 HOST = "127.0.0.1"  # loopback only: this server answers anyone and checks nothing
 _ARGUMENT_PIECE = 24  # characters of tool-call arguments per streamed delta
+UNLIMITED = 1 << 30  # the scheduler limits it reports: none (it admits every request as it arrives)
 
 
 class Recorder:
@@ -167,6 +168,38 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
                 "page_size": state.cache.block_size,
                 "max_total_num_tokens": profile.exported_capacity_tokens,
                 "version": VERSIONS["sglang"],
+                # its scheduler as SGLang names it: no chunking, no request limit (it admits every request at once)
+                "chunked_prefill_size": -1,
+                "max_prefill_tokens": UNLIMITED,
+                "schedule_policy": "fcfs",
+                "max_running_requests": None,
+                "internal_states": [{"effective_max_running_requests_per_dp": UNLIMITED}],
+            }
+        )
+
+    async def vllm_server_info(_request: web.Request) -> web.Response:  # vLLM's, in dev mode (?config_format=json)
+        blocks = profile.exported_capacity_tokens // state.cache.block_size
+        return web.json_response(
+            {
+                "vllm_config": {
+                    "scheduler_config": {
+                        "max_num_batched_tokens": UNLIMITED,
+                        "max_num_seqs": UNLIMITED,
+                        "enable_chunked_prefill": True,
+                        "policy": "fcfs",
+                        "long_prefill_token_threshold": 0,
+                        "scheduler_reserve_full_isl": False,
+                        "watermark": 0.0,
+                        "async_scheduling": False,
+                    },
+                    "cache_config": {
+                        "block_size": state.cache.block_size,
+                        "num_gpu_blocks": blocks,
+                        "enable_prefix_caching": True,
+                    },
+                },
+                "vllm_env": {},
+                "system_env": {},
             }
         )
 
@@ -175,6 +208,8 @@ def make_app(model: FakeModel, *, model_name: str, recorder: Recorder, state: En
     app.router.add_get("/health", health)
     if profile.flavour == "vllm":
         app.router.add_get("/version", version)
+        if profile.reset_endpoint:  # VLLM_SERVER_DEV_MODE serves both
+            app.router.add_get("/server_info", vllm_server_info)
     else:
         app.router.add_get("/get_server_info", server_info)
     app.router.add_post("/v1/chat/completions", chat)

@@ -1,10 +1,12 @@
 """The ceilings of recorded runs: `fastgen analyze`, run by `fastgen compare` for one side at what its runs recorded
-(the engine, its KV capacity and block or page size; the configs and the trace folder they replayed), so that no
+(the engine, its KV capacity, block or page size and scheduler settings; the configs and the trace folder they
+replayed), as `fastgen analyze --server-from` those runs would, so that no
 side needs an --analysis file written by hand. Where it cannot, one line says why (the trace folder or the configs
 are not on this machine, the runs recorded more than one server, the validate extra is missing).
 
 It calls the analysis library's public entry points only (config_targets, analyze, analysis_document), with the
-options `fastgen analyze --engine E --block-size B --kv-cache-tokens C` would give it. Two sides that recorded the
+options `fastgen analyze --server-from RUNS` would give it (a run that recorded no scheduler settings: the engine's
+defaults, as there). Two sides that recorded the
 same setup share one analysis.
 """
 
@@ -13,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+import orjson
 
 from .errors import FastgenError
 from .results.ceilings import Ceilings, ceilings_of
@@ -31,6 +35,7 @@ class RecordedSetup:
     traces: Path  # the dataset's trace folder (holding tokenizer/ and the trace directories)
     config_dir: Path
     configs: tuple[str, ...]
+    scheduler: str = "null"  # the scheduler settings the runs recorded (identity.server.scheduler), as JSON
 
     def describe(self) -> str:
         capacity = "unbounded" if self.capacity_tokens is None else f"--kv-cache-tokens {self.capacity_tokens}"
@@ -54,6 +59,10 @@ def recorded_setup(runs: dict[str, ConfigRun]) -> tuple[Optional[RecordedSetup],
         return None, why or "its runs recorded no engine"
     capacity, why = _one([s.get("kv_capacity_tokens") for s in servers], "KV capacities")
     block, why_block = _one([s.get("block_size") for s in servers], "block sizes")
+    scheduler, why_scheduler = _one(
+        [orjson.dumps(s.get("scheduler"), option=orjson.OPT_SORT_KEYS).decode() for s in servers], "scheduler settings"
+    )
+    why_block = why_block or why_scheduler
     if why or why_block:
         return None, why or why_block
     folders = {Path(run.trace_directory).parent for run in runs.values() if run.trace_directory}
@@ -70,7 +79,8 @@ def recorded_setup(runs: dict[str, ConfigRun]) -> tuple[Optional[RecordedSetup],
     config_dir = Path(recorded.pop()) if len(recorded) == 1 else traces.parent / "configs"
     if not (config_dir / "manifest.json").is_file():
         return None, f"the configs its runs ran, {config_dir}, are not here"
-    return RecordedSetup(str(engine), capacity, block, traces, config_dir, tuple(sorted(runs))), None  # type: ignore[arg-type]
+    setup = RecordedSetup(str(engine), capacity, block, traces, config_dir, tuple(sorted(runs)), str(scheduler))  # type: ignore[arg-type]
+    return setup, None
 
 
 _DONE: dict[RecordedSetup, tuple[Optional[Ceilings], Optional[str]]] = {}
@@ -90,6 +100,7 @@ def _analyze(setup: RecordedSetup) -> tuple[Optional[Ceilings], Optional[str]]:
     from .analysis import AnalysisOptions, analyze, config_targets
     from .analysis.report import analysis_document
     from .analysis.rules import ENGINE_RULES
+    from .analysis.serving import settings_from_record
     from .extras import require_extra
 
     if setup.engine not in ENGINE_RULES:
@@ -99,10 +110,12 @@ def _analyze(setup: RecordedSetup) -> tuple[Optional[Ceilings], Optional[str]]:
         targets = [t for t in config_targets(setup.config_dir, setup.traces) if t.name in setup.configs]
         if not targets:
             return None, f"none of its configs is in {setup.config_dir}"
+        settings, _, _ = settings_from_record(setup.engine, orjson.loads(setup.scheduler))
         options = AnalysisOptions(
             block_size=setup.block_size or ENGINE_RULES[setup.engine].default_block_size,
             capacity_tokens=setup.capacity_tokens,
             engine=setup.engine,
+            settings=settings,
         )
         reading, results = analyze(targets, setup.traces / "tokenizer", options)
     except FastgenError as exc:

@@ -101,6 +101,17 @@ def small_dataset(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def e2e_dataset(tmp_path_factory) -> Path:
+    """The end-to-end suite's dataset (e2e.run.Dataset: 4 scenario-1 sessions, 2 scenario-2 sets, 20 scenario-3
+    sessions 0.5 s apart), generated once for the analysis tests that replay its configs."""
+    from e2e.run import Dataset, generate
+
+    workdir = tmp_path_factory.mktemp("e2e-dataset")
+    generate(workdir, "http://127.0.0.1:9", Dataset())
+    return workdir
+
+
 def trace_files(traces: Path) -> list[Path]:
     return sorted(traces.glob("scenario*/session_*.json"))
 

@@ -3,6 +3,7 @@ analyze` on a real generated dataset and on bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 
 from fastgen.analysis.aiperf import aiperf_cache_hit_rate
 from fastgen.analysis.cache import BlockCache, BlockIds
-from fastgen.analysis.schedule import Load, PlannedRequest, ServiceModel, replay_slots, simulate
+from fastgen.analysis.schedule import Load, PlannedRequest, ServiceModel, replay_slots, simulate, single_engine
 from fastgen.analysis.sharing import SharedBlocks
 from fastgen.analysis.side_by_side import Replay, read_order, run_side_by_side
 from fastgen.errors import SpecError
@@ -78,21 +79,22 @@ def test_fan_out_branches_run_together_and_share_the_root():
     assert starts["b1"] == starts["b2"] == starts["b3"] > starts["root"]
 
 
-def test_a_capacity_of_one_request_evicts_the_other_sessions_prefix():
-    # no output: the capacities below are counted in prompt blocks (generated blocks take room too, tested below)
-    a1 = request("a1", [1, 2, 3], output=0)
-    a2 = request("a2", [1, 2, 3, 4], preds=("a1",), wait_ms=60_000, label="2", output=0)
-    b1 = request("b1", [7, 8, 9], output=0)
+def test_a_capacity_of_one_request_evicts_the_other_sessions_prefix_tail_first():
+    # no output but the one token each request gives: the capacities below are counted in prompt blocks (generated
+    # blocks take room too, tested below)
+    a1 = request("a1", [1, 2, 3], output=0, extra=0)
+    a2 = request("a2", [1, 2, 3, 4], preds=("a1",), wait_ms=60_000, label="2", output=0, extra=0)
+    b1 = request("b1", [7, 8, 9], output=0, extra=0)
     sessions = {0: [a1, a2], 1: [b1]}
     load = Load(2, 2, session_rate=0.5)  # b's session starts at 2 s, after a1 ended and before a2 (15 s later)
     unbounded = simulate(sessions.__getitem__, [0, 1], load, BlockCache(BS))
     assert {o.event_id: o.cached_tokens for o in unbounded}["a2"] == 3 * BS
-    # room for one request: b1 evicted a1's free blocks, so a2 starts cold
-    one = simulate(sessions.__getitem__, [0, 1], load, BlockCache(BS, capacity_tokens=3 * BS))
-    assert {o.event_id: o.cached_tokens for o in one}["a2"] == 0
-    # room for four blocks: b1 evicted two of a1's, tail first, so a2 still finds a1's first block
+    # room for a2's four blocks: b1 evicted two of a1's free blocks, tail first, so a2 still finds a1's first one
     four = simulate(sessions.__getitem__, [0, 1], load, BlockCache(BS, capacity_tokens=4 * BS))
     assert {o.event_id: o.cached_tokens for o in four}["a2"] == 1 * BS
+    # room for both sessions' blocks: nothing evicted
+    six = simulate(sessions.__getitem__, [0, 1], load, BlockCache(BS, capacity_tokens=6 * BS))
+    assert {o.event_id: o.cached_tokens for o in six}["a2"] == 3 * BS
 
 
 def test_blocks_a_running_request_holds_are_not_evicted():
@@ -152,7 +154,7 @@ def test_replays_side_by_side_equal_each_replay_alone_and_hold_few_sessions(seed
     rng = random.Random(seed)
     sessions = _random_corpus(rng, 60)
     loads = [Load(2, 60), Load(5, 40, session_rate=2.0), Load(3, 60, base_seed=other_seed)]
-    capacities = [None, 12 * BS, None]
+    capacities = [None, 30 * BS, None]  # a request (11 blocks and up to 13 of output) fits alone
     alone = [
         simulate(
             sessions.__getitem__, replay_slots(60, load.base_seed, load.num_sessions), load, BlockCache(BS, capacity)
@@ -164,7 +166,7 @@ def test_replays_side_by_side_equal_each_replay_alone_and_hold_few_sessions(seed
         Replay(
             replay_slots(60, load.base_seed, load.num_sessions),
             load,
-            BlockCache(BS, capacity),
+            single_engine(BlockCache(BS, capacity)),
             lambda outcome, _request, k=k: seen[k].append(outcome),
         )
         for k, (load, capacity) in enumerate(zip(loads, capacities))
@@ -194,7 +196,11 @@ def test_replays_side_by_side_equal_each_replay_alone_and_hold_few_sessions(seed
             yield index, sessions[index]
 
     run_side_by_side(replays, reader)
-    assert seen == alone
+
+    def admitted(outcomes):  # as admitted (on_start): simulate's also carry when each request got its answer
+        return [[dataclasses.replace(o, first_token_s=None, end_s=None) for o in run] for run in outcomes]
+
+    assert admitted(seen) == admitted(alone)
     assert not pending
     if other_seed == 42:
         assert most[0] <= max(load.concurrent_sessions for load in loads) + 1, most[0]
@@ -366,26 +372,24 @@ def replayed(tmp_path_factory):
 MEASURED = ("scenario1/c1", "scenario1/c10", "scenario2/c10_sync", "scenario3/c100_noisy")
 MEASURED_AT_CAPACITY = ("scenario1/c10", "scenario3/c100_noisy")
 CAPACITY = 4096
-# the fake server's speed for the prediction: it spends nothing on a prompt (prefill_s_per_token 0) and streams the
-# recorded answer without waits, so a request ends milliseconds after it arrives and each session's next turn follows
-# its recorded wait at once. analyze's default (20,000 prompt and 50 output tokens a second) ends each at its output
-# length's pace instead, which reorders the sessions from turn to turn; at a capacity below the sessions' working set
-# LRU's hits depend on that order (scenario1/c10 at 4,096 tokens: from the fourth turn on, 272-328 distinct prompt
-# blocks for 256 slots; the fake server's round-robin evicts each session's history just before it comes back).
-FAKE_SERVER_SPEED = ServiceModel(prefill_tokens_per_s=1e6, decode_tokens_per_s=1e4)
-# measured: the finite-cache prediction within this many points of the fake server's hit ratio. The two cache codes
-# are one and FAKE_SERVER_SPEED gives the server's schedule; what is left is the order in which turns released
-# together (every session's next turn after the same capped wait) reach the server, a race between inference-perf's
-# workers that nothing recorded decides. Where the sessions outgrow the cache, LRU's hits follow that order:
-# scenario1/c10 at 4,096 tokens measured 80.1-85.8 % in 19 runs of 2026-12-03 against 80.1 % predicted (the strict
-# round-robin, which 15 of them kept within 2.5 points; 3.5, 3.8, 4.5 and 5.7 where sessions swapped places), and
-# analyze's default speed, which reorders them by output length, predicted 86.0 %, 4.7-5.9 points off the usual run
-# (before the harness layout, 597a37b, 85.1 against 81.2-83.4 %: under 4, by the sizes' luck). scenario3/c100_noisy:
-# 0.0 and 0.55 points (2.78 in a fresh clone's first run of 2026-12-02, at the default speed).
-CAPACITY_TOLERANCE_POINTS = 7.0
+# the fake server's speed for the prediction: it spends nothing on a prompt (prefill_s_per_token 0), renders it in a
+# few milliseconds and streams the recorded answer without waits, so a request ends milliseconds after it arrives
+# and each session's next turn follows its recorded wait at once. Its cache is the model's own (vLLM's rules, no
+# step budget: it admits every request as it arrives).
+FAKE_SERVER_SPEED = ServiceModel(prefill_tokens_per_s=1e6, decode_tokens_per_s=1e4, ingest_tokens_per_s=1e9)
+# The cause of the spread at capacity, measured: the sessions of scenario1/c10 release their next turns together
+# (the same capped wait after answers that end milliseconds apart), and inference-perf's worker processes race to
+# send them; at 4,096 tokens (256 blocks for 272-328 blocks of prompts from the fourth turn on) LRU keeps whichever
+# sessions came last, so the order decides the hits: 80.1-85.8 % in 19 runs of 2026-12-03 and 80.2, 80.2, 81.4,
+# 83.6 % in four of 2026-12-04, against 80.4 % replayed in the order the model breaks ties in. The band replays the
+# race (seeded arrival jitter of up to 10 ms, half of it a session's own, half each request's: 80.0-83.2 % over
+# BAND_SEEDS seeds); the measured hit ratio lies within CAPACITY_TOLERANCE_POINTS of that band (the rare 85.8 %
+# 2.6 points above it). scenario3/c100_noisy: sessions 0.5 s apart, nothing to race: band 28.7-29.3 %.
+CAPACITY_TOLERANCE_POINTS = 3.0
+BAND_SEEDS = 16
 
 
-def _measured_and_predicted(workdir: Path, runs: dict, name: str, capacity):
+def _measured_and_predicted(workdir: Path, runs: dict, name: str, capacity, jitter=None):
     from e2e.traces import index_spans, load_session, request_key
     from fastgen.analysis.analyze import Corpus, config_targets, predict
     from fastgen.analysis.cache import BlockCache
@@ -395,7 +399,7 @@ def _measured_and_predicted(workdir: Path, runs: dict, name: str, capacity):
     corpus = Corpus(target.trace_dir, load_reading(workdir / "traces" / "tokenizer"), 16)
     predicted = {
         (str(corpus.files[o.file_index]), int(o.event_id.split("_")[1])): (o.prompt_tokens, o.cached_tokens)
-        for o in predict(target, corpus, BlockCache(16, capacity), FAKE_SERVER_SPEED)
+        for o in predict(target, corpus, BlockCache(16, capacity), FAKE_SERVER_SPEED, jitter=jitter)
     }
     spans = index_spans({str(f): load_session(f) for f in corpus.files})
     measured = {}
@@ -439,11 +443,21 @@ def test_the_server_counts_every_recorded_prompt_as_the_span_records_it(replayed
 
 @pytest.mark.parametrize("name", MEASURED_AT_CAPACITY)
 def test_analyze_at_capacity_agrees_with_the_fake_server_within_the_measured_tolerance(replayed, name):
+    from fastgen.analysis.schedule import Jitter
+
+    def percent(pairs: dict) -> float:
+        return 100 * sum(v[1] for v in pairs.values()) / sum(v[0] for v in pairs.values())
+
     measured, predicted = _measured_and_predicted(*replayed, name, CAPACITY)
-    hit = [100 * sum(v[1] for v in d.values()) / sum(v[0] for v in d.values()) for d in (measured, predicted)]
+    band = [
+        percent(_measured_and_predicted(*replayed, name, CAPACITY, Jitter(seed=k, wake_s=0.0))[1])
+        for k in range(1, BAND_SEEDS + 1)
+    ]
+    low, high = min(band + [percent(predicted)]), max(band + [percent(predicted)])
     unbounded = _measured_and_predicted(*replayed, name, None)[1]
-    assert hit[1] < 100 * sum(v[1] for v in unbounded.values()) / sum(v[0] for v in unbounded.values())
-    assert abs(hit[0] - hit[1]) <= CAPACITY_TOLERANCE_POINTS, hit
+    assert high < percent(unbounded)
+    hit = percent(measured)
+    assert low - CAPACITY_TOLERANCE_POINTS <= hit <= high + CAPACITY_TOLERANCE_POINTS, (hit, low, high)
 
 
 def test_analyze_sweep_ends_at_the_unbounded_hit_ratio_and_draws_the_plots(small, tmp_path):
@@ -765,26 +779,27 @@ def test_analysis_plots_mark_the_capacity_and_draw_by_turn_at_it():
     assert "scenario3_hit_by_turn_at_capacity" not in [p.name for p in unbounded_only]
 
 
-def test_a_slower_prefill_keeps_a_request_running_and_changes_what_the_capacity_keeps():
-    """a1 (3 blocks) starts at 0 s; b1 (3 other blocks) at 2 s, in a cache of 4 blocks; a2 (a1's blocks and one
-    more) 15 s after a1 ends. Fast, a1 has ended when b1 starts: b1 evicts two of its free blocks and a2 finds one.
-    At 10 prefill tokens/s a1 still runs at 2 s: its blocks are held, b1 cannot evict them, and a2 finds all three."""
+def test_a_slower_prefill_keeps_a_request_running_and_the_next_waits_for_its_room():
+    """a1 (3 blocks) starts at 0 s; b1 (3 other blocks) at 2 s, in a cache of 4 blocks. Fast, a1 has ended when b1
+    arrives: b1 is admitted at once. At 10 prefill tokens/s a1's prefill takes 4.8 s: b1 does not fit beside it and is
+    admitted when a1 ends (simulated seconds, not wall). Either way b1 then evicts a1's tail, and a2 finds one block."""
     from fastgen.analysis.schedule import ServiceModel
 
-    a1 = request("a1", [1, 2, 3], output=0)  # no output: the cache is counted in prompt blocks
-    a2 = request("a2", [1, 2, 3, 4], preds=("a1",), wait_ms=15_000, label="2", output=0)
-    b1 = request("b1", [7, 8, 9], output=0)
+    a1 = request("a1", [1, 2, 3], output=0, extra=0)
+    a2 = request("a2", [1, 2, 3, 4], preds=("a1",), wait_ms=15_000, label="2", output=0, extra=0)
+    b1 = request("b1", [7, 8, 9], output=0, extra=0)
     sessions = {0: [a1, a2], 1: [b1]}
     load = Load(2, 2, session_rate=0.5)
 
     def run(service):
         outcomes = simulate(sessions.__getitem__, [0, 1], load, BlockCache(BS, capacity_tokens=4 * BS), service)
-        return {o.event_id: (o.cached_tokens, o.start_s) for o in outcomes}
+        return {o.event_id: o for o in outcomes}
 
     fast, slow = run(ServiceModel()), run(ServiceModel(prefill_tokens_per_s=10.0))
-    assert fast["a2"][0] == 1 * BS and slow["a2"][0] == 3 * BS
-    a1_end = {speed: outcomes["a2"][1] - 15.0 for speed, outcomes in (("fast", fast), ("slow", slow))}
-    assert a1_end["fast"] < slow["b1"][1] == fast["b1"][1] == 2.0 < a1_end["slow"]  # simulated seconds, not wall
+    assert fast["b1"].start_s == slow["b1"].start_s == 2.0
+    assert fast["b1"].admitted_s == pytest.approx(2.0, abs=0.001)  # the front end's tokenizing, 24 microseconds
+    assert slow["b1"].admitted_s == pytest.approx(slow["a1"].end_s) == pytest.approx(4.8, abs=0.001)
+    assert fast["a2"].cached_tokens == slow["a2"].cached_tokens == 1 * BS
 
 
 def test_analyze_speeds_change_the_at_capacity_prediction_and_not_the_unbounded_one(small):
@@ -812,115 +827,6 @@ def test_a_service_model_refuses_a_speed_that_is_not_positive(speeds):
 
     with pytest.raises(SpecError, match="must be a positive number"):
         ServiceModel(*speeds)
-
-
-def _record(prompt, cached, output, ttft, latency, *, error=None, kind="text"):
-    """One entry of inference-perf 0.7.0's per_request_lifecycle_metrics.json, as results.runs reads them."""
-    usage = {
-        "prompt_tokens": prompt,
-        "completion_tokens": output,
-        "prompt_tokens_details": {"cached_tokens": cached} if cached else None,
-    }
-    return {
-        "start_time": 10.0,
-        "end_time": 10.0 + latency,
-        "error": error,
-        "info": {
-            "labels": {"session": "s", "trace_dir": "scenario1", "turn": "1", "turn_kind": kind},
-            "response_metrics": {"output_tokens": output, "server_usage": usage},
-        },
-        "computed_metrics": None
-        if error
-        else {
-            "request_latency": latency,
-            "time_to_first_token": None if kind == "tool_call" else ttft,
-            "normalized_time_per_output_token": latency / output,
-            "time_per_output_token": None,
-            "output_tokens": output,
-        },
-    }
-
-
-def _run_folder(folder: Path, records: list[dict]) -> Path:
-    from fastgen.bakeoff.runs import write_run
-
-    folder.mkdir(parents=True)
-    (folder / "per_request_lifecycle_metrics.json").write_text(json.dumps(records))
-    write_run(
-        folder,
-        {
-            "config": "scenario1/c10",
-            "repeat": 1,
-            "status": "completed",
-            "identity": {"server": {"engine": "vllm", "version": "0.11.0", "kv_capacity_tokens": 420_000}},
-        },
-    )
-    return folder
-
-
-def test_calibrate_measures_prefill_and_decode_speeds_from_a_run_folder(tmp_path):
-    from fastgen.analysis.calibrate import calibrate
-
-    run = _run_folder(
-        tmp_path / "label" / "scenario1" / "c10" / "repeat-1",
-        [
-            _record(10_000, 0, 100, ttft=2.0, latency=6.0),  # 10,000 uncached in 2 s; 100 out in 4 s
-            _record(12_000, 8_000, 50, ttft=0.5, latency=1.5),  # 4,000 uncached in 0.5 s; 50 out in 1 s
-            _record(9_000, 0, 20, ttft=None, latency=3.0, kind="tool_call"),  # no TTFT: left out
-            _record(9_000, 0, 20, ttft=0.1, latency=0.2, error={"error_type": "HTTP Error 500"}),  # failed: left out
-        ],
-    )
-    calibration = calibrate(run)
-    assert calibration.requests == 2
-    assert calibration.service.prefill_tokens_per_s == pytest.approx(14_000 / 2.5)
-    assert calibration.service.decode_tokens_per_s == pytest.approx(150 / 5.0)
-    assert calibration.describe() == f"calibrated from {run}: 2 requests of vllm 0.11.0, KV cache 420,000 tokens"
-    assert calibrate(tmp_path / "label").service == calibration.service  # a folder above runs pools them
-
-
-def test_analyze_calibrate_prints_the_measured_speeds(small, tmp_path):
-    run = _run_folder(tmp_path / "run", [_record(10_000, 2_000, 40, ttft=4.0, latency=6.0)])
-    out = tmp_path / "analysis.json"
-    result = analyze_cli(
-        str(small / "traces"),
-        "--only",
-        "scenario1/c1",
-        "--calibrate",
-        str(run),
-        "--decode-tokens-per-s",
-        "25",
-        "--json",
-        str(out),
-    )
-    assert result.returncode == 0, result.stderr
-    assert (
-        f"service model: prefill 2,000 tokens/s, decode 25.0 tokens/s (calibrated from {run}: 1 requests of "
-        f"vllm 0.11.0, KV cache 420,000 tokens; decode given)"
-    ) in result.stdout
-    model = json.loads(out.read_text())["service_model"]
-    assert (model["prefill_tokens_per_s"], model["decode_tokens_per_s"]) == (2000.0, 25.0)
-
-
-@pytest.mark.parametrize("case", ["missing", "no records", "not json", "no timings", "zero speed"])
-def test_analyze_calibrate_from_an_unreadable_run_dir_is_one_line_naming_it(small, tmp_path, case):
-    run = tmp_path / "run"
-    if case != "missing":
-        run.mkdir()
-    if case == "not json":
-        (run / "per_request_lifecycle_metrics.json").write_text("[{")
-    if case == "no timings":
-        (run / "per_request_lifecycle_metrics.json").write_text(
-            json.dumps([_record(100, 0, 5, ttft=None, latency=1.0, kind="tool_call")])
-        )
-    extra = ["--prefill-tokens-per-s", "0"] if case == "zero speed" else ["--calibrate", str(run)]
-    result = analyze_cli(str(small / "traces"), "--only", "scenario1/c1", *extra)
-    assert result.returncode == 2 and result.stderr.startswith("fastgen: error: ")
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    if case == "zero speed":
-        assert "--prefill-tokens-per-s must be > 0" in result.stderr
-    else:
-        assert str(run) in result.stderr
-        assert ("give a run folder fastgen bakeoff wrote" in result.stderr) != (case == "no timings")
 
 
 def test_generated_tokens_take_room_while_running_and_are_evicted_before_the_prompt_they_follow():

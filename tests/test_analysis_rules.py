@@ -27,13 +27,17 @@ def planned(event: str, tokens: np.ndarray, block_size: int, *, preds=(), wait_m
     return PlannedRequest(event, tuple(preds), wait_ms, blocks, len(tokens), output, event)
 
 
+# a front end that takes no time: requests sent together reach the scheduler together (engine.py's tests time it)
+INSTANT = ServiceModel(ingest_tokens_per_s=float("inf"))
+
+
 def cached_of(
     engine: str,
     requests: list[PlannedRequest],
     block_size: int,
     *,
     concurrent: int = 1,
-    service: ServiceModel = ServiceModel(),
+    service: ServiceModel = INSTANT,
 ) -> dict[str, int]:
     cache = AnalysisOptions(block_size=block_size, engine=engine).cache()
     sessions = [[r] for r in requests]
@@ -64,21 +68,27 @@ def test_requests_that_start_together_share_a_prefix_under_vllms_rules_and_compu
     assert cached_of("sglang", two_prompts(1), 1, concurrent=2)["b"] == 0  # inserted when its prefill completes
 
 
-def test_under_sglangs_rules_a_request_after_the_prefill_ends_hits_and_one_before_it_does_not():
-    # the second session waits 10 ms; the first's prefill of 50 tokens takes 5 ms at 10,000 tokens/s, 100 ms at 500
+def test_under_sglangs_rules_a_request_that_arrives_during_a_prefill_batch_waits_for_the_next_and_hits_it():
+    # the second session waits 10 ms: it misses the first's prefill batch (one step, however long) and is admitted
+    # after it, when the batch's tokens are in the radix tree; arriving together they share one batch and no hit
     first = planned("a", np.concatenate([PREFIX, np.arange(10)]), 1)
     second = planned("b", np.concatenate([PREFIX, np.arange(50, 60)]), 1, wait_ms=10)
-    fast, slow = ServiceModel(prefill_tokens_per_s=10_000), ServiceModel(prefill_tokens_per_s=500)
-    assert cached_of("sglang", [first, second], 1, concurrent=2, service=fast)["b"] == 40
-    assert cached_of("sglang", [first, second], 1, concurrent=2, service=slow)["b"] == 0
-    assert cached_of("vllm", [first, second], 1, concurrent=2, service=slow)["b"] == 40
+    for prefill in (10_000, 500):  # a 5 ms or a 100 ms batch
+        service = ServiceModel(prefill_tokens_per_s=prefill, ingest_tokens_per_s=float("inf"))
+        assert cached_of("sglang", [first, second], 1, concurrent=2, service=service)["b"] == 40
+    together = planned("b", np.concatenate([PREFIX, np.arange(50, 60)]), 1)
+    assert cached_of("sglang", [first, together], 1, concurrent=2)["b"] == 0
 
 
-def test_every_engine_rule_describes_its_unit_and_when_it_publishes():
+def test_every_engine_rule_describes_its_unit_and_when_it_publishes_and_names_its_source():
     assert ENGINE_RULES["vllm"].describe(32).startswith("vllm's rules: blocks of 32 tokens")
     assert "page size 1" in ENGINE_RULES["sglang"].describe(1)
-    assert "prefill completes" in ENGINE_RULES["sglang"].describe(1)
+    assert "prefill chunk completes" in ENGINE_RULES["sglang"].describe(1)
     assert "scheduled" in ENGINE_RULES["vllm"].describe(16)
+    for rules, root in ((ENGINE_RULES["vllm"], "v1/"), (ENGINE_RULES["sglang"], "srt/")):
+        names = [rule.name for rule in rules.rules]
+        assert {"admission", "hit", "publication", "eviction"} <= set(names)
+        assert all(rule.source.startswith(root) and ".py" in rule.source for rule in rules.rules)
 
 
 @pytest.fixture(scope="module")

@@ -125,6 +125,10 @@ def test_bakeoff_skips_a_completed_config_unless_rerun(dataset, tmp_path):
     assert first["sessions"] == {"total": 2, "failed": 0} and first["errors"] == []
     assert first["metrics_samples"] >= 2 and first["identity"]["server"]["engine"] == "vllm"
     assert (first["format"], first["repeat"], first["repeats"]) == (2, 1, 1)
+    # what analyze --server-from reads: the scheduler's settings from vLLM's dev-mode GET /server_info
+    scheduler = first["identity"]["server"]["scheduler"]
+    assert scheduler["source"] == "GET /server_info?config_format=json" and scheduler["max_num_batched_tokens"] > 0
+    assert scheduler["block_size"] == first["identity"]["server"]["block_size"]
 
 
 @pytest.mark.parametrize("flavour", ["vllm", "sglang"])
@@ -292,6 +296,9 @@ def test_bakeoff_against_sglang_without_metrics_runs_on_and_says_what_is_missing
     assert (record["metrics_samples"], record["metrics_errors"]) == (0, 0)
     assert record["identity"]["server"]["metrics_served"] is False
     assert record["identity"]["server"]["kv_capacity_tokens"]  # from /get_server_info
+    scheduler = record["identity"]["server"]["scheduler"]  # and the scheduler's settings, in SGLang's names
+    assert (scheduler["source"], scheduler["schedule_policy"]) == ("GET /get_server_info", "fcfs")
+    assert scheduler["chunked_prefill_size"] == -1 and scheduler["effective_max_running_requests"] > 0
     # no idle wait of fastgen's: every flush asked SGLang to wait itself
     assert all(e["timeout"] > 0 for e in log if e.get("event") == "reset")
 
@@ -723,6 +730,14 @@ def test_server_identity_reads_version_capacity_and_process_start(dataset, flavo
     with ServerThread(dataset / "traces" / "tokenizer", profile=profile) as thread:
         server = probe_server(thread.base_url, MODEL)
         identity = server_identity(server, MODEL, gpus=2)
+    # the scheduler's settings, in the engine's own names, from the endpoint that served them
+    scheduler = identity.pop("scheduler")
+    if flavour == "vllm":
+        assert scheduler["source"] == "GET /server_info?config_format=json"
+        assert (scheduler["block_size"], scheduler["policy"]) == (16, "fcfs")
+    else:
+        assert (scheduler["source"], scheduler["schedule_policy"]) == ("GET /get_server_info", "fcfs")
+        assert scheduler["chunked_prefill_size"] == -1
     assert identity == {
         "url": thread.base_url,
         "engine": flavour,

@@ -1,23 +1,27 @@
-"""`fastgen analyze`: what an ideal prefix cache could hit on each config, before any GPU runs.
+"""`fastgen analyze`: what a prefix cache will hit on each config, before any GPU runs.
 
 One trace directory at a time, each session's requests are rebuilt as inference-perf sends them, tokenized and
 kept as block ids (corpus, on a pool of processes, into a spill file); the directory's configs are then simulated
-side by side (side_by_side, schedule) against an infinite cache and, with a capacity, a finite one (cache), each
-session's own blocks forgotten once every config has run it. Definitions, each named in the output:
-- infinite: 100 x cached / prompt tokens, pooled, in replay order, under one engine's rules (rules.py; vLLM's by
-  default: full blocks, chained hashes, the last prompt token always computed);
-- at capacity: the same with LRU eviction of blocks no running request holds;
+side by side (side_by_side, schedule) against engines that schedule as the real ones do (engine.py, rules.py), with
+an infinite cache and, with a capacity, a finite one (cache), each session's own blocks forgotten once every config
+has run it. Definitions, each named in the output:
+- infinite: 100 x cached / prompt tokens, pooled, each request's hit at its first admission, under one engine's rules
+  (rules.py; vLLM's by default: full blocks, chained hashes, the last prompt token always computed);
+- at capacity: the same with the engine's admission, preemption and LRU eviction at that KV capacity;
+- the band: the same replays again under seeded jitter of arrivals and step lengths (schedule.Jitter): the range of
+  outcomes the interleaving of concurrent requests allows;
 - aiperf: AIPerf's analyze-trace cache_hit_rate (aiperf_definition.py): file order, infinite cache.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from functools import partial
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union
 
 import numpy as np
 import yaml
@@ -29,8 +33,10 @@ from ..traces.graph import trace_files
 from .aiperf import AiperfRate
 from .cache import BlockCache
 from .corpus import Corpus, Readers
-from .rules import ENGINE_RULES, CacheRules
-from .schedule import Load, PlannedRequest, RequestOutcome, ServiceModel, replay_slots, simulate
+from .engine import make_engine
+from .routing import Fleet, Router
+from .rules import ENGINE_RULES, CacheRules, SchedulerSettings
+from .schedule import Jitter, Load, PlannedRequest, RequestOutcome, ServiceModel, replay_slots, simulate
 from .side_by_side import Replay, run_side_by_side
 
 __all__ = [
@@ -54,23 +60,77 @@ class ConfigTarget:
     load: Load
 
 
+BAND_REPLAYS = 8  # jittered replays per config and cache, for the band
+STABLE_WITHIN_POINTS = 0.5  # a band narrower than this is shown as its point
+
+
 @dataclass(frozen=True)
 class AnalysisOptions:
     block_size: int = 16
-    capacity_tokens: Optional[int] = None
+    capacity_tokens: Optional[int] = None  # per replica
     reading: str = "auto"  # template when the tokenizer has a chat template, else content
     definition: str = "vllm"  # or "aiperf": AIPerf's analyze-trace cache_hit_rate
     sweep: bool = False  # hit % at a series of capacities, from one request to the whole replay's distinct blocks
     service: ServiceModel = ServiceModel()
-    engine: str = "vllm"  # whose cache rules (rules.ENGINE_RULES)
+    engine: str = "vllm"  # whose rules (rules.ENGINE_RULES)
+    settings: Optional[SchedulerSettings] = None  # the engine's scheduler settings (None: its defaults, rules.py)
+    band: int = BAND_REPLAYS  # jittered replays for the band (0: the point alone)
+    jitter: Jitter = Jitter(seed=0)  # the perturbations of a band's replays (each replay its own seed)
+    band_speeds: tuple[ServiceModel, ...] = ()  # speeds the band's replays take in turn (calibrated runs, each alone)
+    replicas: int = 1
+    router: str = "round_robin"  # routing.POLICIES
 
     @property
     def rules(self) -> CacheRules:
         return ENGINE_RULES[self.engine]
 
+    @property
+    def scheduler(self) -> SchedulerSettings:
+        return self.settings if self.settings is not None else self.rules.defaults
+
     def cache(self, capacity_tokens: Optional[int] = None) -> BlockCache:
         """An empty cache with these options' block size and engine rules."""
         return BlockCache(self.block_size, capacity_tokens, publish_after_prefill=self.rules.publish_after_prefill)
+
+    def fleet(
+        self,
+        capacity_tokens: Optional[int] = None,
+        jitter: Optional[Jitter] = None,
+        service: Optional[ServiceModel] = None,
+    ) -> Fleet:
+        """Empty engines as these options describe them (each replica its own cache), behind their router."""
+        engines = [
+            make_engine(
+                self.rules,
+                self.scheduler,
+                self.cache(capacity_tokens),
+                service or self.service,
+                noise=None if jitter is None else random.Random(jitter.seed * 1000 + replica + 1),
+                step_cv=0.0 if jitter is None else jitter.step_cv,
+                wake_s=0.0 if jitter is None else jitter.wake_s,
+            )
+            for replica in range(self.replicas)
+        ]
+        return Fleet(
+            engines,
+            Router(self.router, self.replicas, self.block_size),
+            serial_ingest=True if jitter is None else jitter.serial_ingest,
+        )
+
+    def band_replays(self) -> list[tuple[Jitter, ServiceModel]]:
+        """(jitter, speeds) of each of the band's replays: seeds 1, 2, ...; the front end tokenizing one request at a
+        time and all at once in turn; the band's speeds in turn, each at least once (else the point's)."""
+        if not self.band:
+            return []
+        speeds = self.band_speeds or (self.service,)
+        count = max(self.band, len(self.band_speeds))
+        return [
+            (
+                replace(self.jitter, seed=self.jitter.seed + k + 1, serial_ingest=k % 2 == 0),
+                speeds[(k // 2 + k) % len(speeds)],
+            )
+            for k in range(count)
+        ]
 
 
 @dataclass
@@ -86,12 +146,27 @@ class TargetResult:
     evicted_blocks: Optional[int] = None
     aiperf_cache_hit_rate: Optional[float] = None  # --definition aiperf
     sweep: list[tuple[int, float]] = field(default_factory=list)  # (capacity tokens, hit %) with --sweep
+    band_infinite: list[int] = field(default_factory=list)  # cached tokens of each jittered replay, unbounded
+    band_capacity: list[int] = field(default_factory=list)  # the same at the capacity
+    preempted: Optional[int] = None  # requests preempted (vLLM) or retracted (SGLang) at the capacity
+    replicas: list[dict] = field(default_factory=list)  # per replica: requests, prompt and cached tokens
 
     def percent(self, cached: Optional[int], prompt: Optional[int] = None) -> Optional[float]:
         prompt = self.prompt_tokens if prompt is None else prompt
         return None if cached is None or not prompt else 100.0 * cached / prompt
 
+    def band(self, which: str) -> Optional[tuple[float, float]]:
+        """(lowest, highest) hit % over the point and the jittered replays, unbounded ("infinite") or at capacity;
+        None without a band."""
+        jittered = self.band_infinite if which == "infinite" else self.band_capacity
+        point = self.cached_infinite if which == "infinite" else self.cached_capacity
+        if not jittered or point is None:
+            return None
+        values = [self.percent(c) or 0.0 for c in [point, *jittered]]
+        return min(values), max(values)
+
     def to_dict(self) -> dict:
+        band_infinite, band_capacity = self.band("infinite"), self.band("capacity")
         return {
             "config": self.name,
             "trace_dir": self.trace_dir,
@@ -100,7 +175,11 @@ class TargetResult:
             "prompt_tokens": self.prompt_tokens,
             "hit_percent_infinite": self.percent(self.cached_infinite),
             "hit_percent_capacity": self.percent(self.cached_capacity),
+            "hit_percent_infinite_band": None if band_infinite is None else list(band_infinite),
+            "hit_percent_capacity_band": None if band_capacity is None else list(band_capacity),
             "evicted_blocks": self.evicted_blocks,
+            "preempted_requests": self.preempted,
+            "replicas": self.replicas,
             "aiperf_cache_hit_rate": self.aiperf_cache_hit_rate,
             "sweep": [{"capacity_tokens": c, "hit_percent": h} for c, h in self.sweep],
             "by_turn": {
@@ -197,14 +276,20 @@ def target_slots(target: ConfigTarget, corpus: Corpus) -> list[int]:
 
 
 def predict(
-    target: ConfigTarget, corpus: Corpus, cache: BlockCache, service: ServiceModel = ServiceModel()
+    target: ConfigTarget,
+    corpus: Corpus,
+    fleet: Union[Fleet, BlockCache],
+    service: ServiceModel = ServiceModel(),
+    *,
+    jitter: Optional[Jitter] = None,
 ) -> list[RequestOutcome]:
-    """Every request of the target's replay with the tokens `cache` would have had cached for it."""
-    return simulate(corpus.session, target_slots(target, corpus), target.load, cache, service)
+    """Every request of the target's replay with the tokens it found cached, against `fleet` (AnalysisOptions.fleet;
+    a bare cache is one engine with no scheduler limits at `service`'s speeds)."""
+    return simulate(corpus.session, target_slots(target, corpus), target.load, fleet, service, jitter=jitter)
 
 
 def replay_requests(target: ConfigTarget, corpus: Corpus, service: ServiceModel = ServiceModel()):
-    """(outcome, planned request) of every request of the target's replay, in the order they start."""
+    """(outcome, planned request) of every request of the target's replay, in the order they are admitted."""
     outcomes = predict(target, corpus, BlockCache(corpus.block_size), service)
     return [(o, corpus.request(o.file_index, o.event_id)) for o in outcomes]
 
@@ -226,9 +311,9 @@ def analyze(
         by_dir.setdefault(target.trace_dir, []).append(target)
     results: dict[int, TargetResult] = {}
     names = set()
-    with Readers(reading, options.block_size, workers) as readers:
+    with Readers(reading, options.block_size, workers, tools_as=options.engine) as readers:
         for trace_dir, group in by_dir.items():
-            corpus = Corpus(trace_dir, reading, options.block_size)
+            corpus = Corpus(trace_dir, reading, options.block_size, tools_as=options.engine)
             tallies = [_Tallies(target, target_slots(target, corpus), options) for target in group]
             tick = file_progress(f"read {trace_dir.name}:") if progress else None
             replays = [r for t in tallies for r in t.replays]
@@ -236,12 +321,12 @@ def analyze(
                 corpus.load({i for t in tallies for i in t.slots}, readers, tick)
                 # the readers bind this directory's corpus now (B023): run_side_by_side reads to the end before it
                 # returns, so late binding gave the same result, but a reader kept longer would read the next one's
-                run_side_by_side(replays, partial(_held_sessions, corpus), options.service)
+                run_side_by_side(replays, partial(_held_sessions, corpus))
             else:
-                run_side_by_side(replays, partial(corpus.stream, readers=readers, progress=tick), options.service)
+                run_side_by_side(replays, partial(corpus.stream, readers=readers, progress=tick))
             for target, tally in zip(group, tallies):
                 results[id(target)] = result = tally.result()
-                if options.sweep:
+                if options.sweep and options.definition != "aiperf":  # AIPerf's definition has no capacity
                     result.sweep = _sweep(target, corpus, options, result, tally.largest_prompt)
             names.add(corpus.reading_name)
     changed = sorted(names - {reading.name})
@@ -254,26 +339,56 @@ def _held_sessions(corpus: Corpus, order: list[int]) -> Iterator[tuple[int, list
 
 
 class _Tallies:
-    """One target's replays (infinite cache; at capacity; or AIPerf's) and the figures gathered as they run."""
+    """One target's replays (infinite cache; at capacity; each again under jitter for the band; or AIPerf's) and
+    the figures gathered as they run."""
 
     def __init__(self, target: ConfigTarget, slots: list[int], options: AnalysisOptions) -> None:
         self.target, self.slots = target, slots
         self._result = TargetResult(target.name, target.trace_dir.name, len(slots))
         self._labels: dict[str, list] = defaultdict(lambda: [0, 0, None])
         self.largest_prompt = 0
-        self._finite: Optional[BlockCache] = None
+        self._finite: Optional[Fleet] = None
         self._aiperf: Optional[AiperfRate] = None
         if options.definition == "aiperf":
             self._aiperf = AiperfRate()
             self.replays = [
-                Replay(slots, target.load, options.cache(), self._count_aiperf, on_forget=self._aiperf.forget)
+                Replay(slots, target.load, options.fleet(), self._count_aiperf, on_forget=self._aiperf.forget)
             ]
             return
-        self.replays = [Replay(slots, target.load, options.cache(), self._count_infinite)]
+        if options.replicas > len(slots):
+            raise SpecError(
+                f"{target.name} replays {len(slots)} sessions: {options.replicas} replicas would leave some without "
+                f"any; give at most {len(slots)} replicas"
+            )
+        self._replica_tally = [[0, 0, 0] for _ in range(options.replicas)]
+        self.replays = [Replay(slots, target.load, options.fleet(), self._count_infinite)]
+        band = options.band_replays()
+        self._result.band_infinite = [0] * len(band)
+        self.replays += [
+            Replay(
+                slots,
+                target.load,
+                options.fleet(jitter=j, service=speeds),
+                partial(self._count_band, "band_infinite", k),
+                jitter=j,
+            )
+            for k, (j, speeds) in enumerate(band)
+        ]
         if options.capacity_tokens is not None:
-            self._finite = options.cache(options.capacity_tokens)
+            self._finite = options.fleet(options.capacity_tokens)
             self._result.cached_capacity = 0
             self.replays.append(Replay(slots, target.load, self._finite, self._count_finite, self._check_fits))
+            self._result.band_capacity = [0] * len(band)
+            self.replays += [
+                Replay(
+                    slots,
+                    target.load,
+                    options.fleet(options.capacity_tokens, jitter=j, service=speeds),
+                    partial(self._count_band, "band_capacity", k),
+                    jitter=j,
+                )
+                for k, (j, speeds) in enumerate(band)
+            ]
 
     def _count_aiperf(self, outcome: RequestOutcome, request: PlannedRequest) -> None:
         assert self._aiperf is not None  # the callback of the replay made with it
@@ -289,16 +404,29 @@ class _Tallies:
         label[0] += outcome.prompt_tokens
         label[1] += outcome.cached_tokens
         self.largest_prompt = max(self.largest_prompt, outcome.prompt_tokens)
+        if self._finite is None:
+            self._count_replica(outcome)
+
+    def _count_replica(self, outcome: RequestOutcome) -> None:
+        tally = self._replica_tally[outcome.replica]
+        tally[0] += 1
+        tally[1] += outcome.prompt_tokens
+        tally[2] += outcome.cached_tokens
+
+    def _count_band(self, which: str, k: int, outcome: RequestOutcome, _request: PlannedRequest) -> None:
+        getattr(self._result, which)[k] += outcome.cached_tokens
 
     def _count_finite(self, outcome: RequestOutcome, _request: PlannedRequest) -> None:
         label = self._labels[outcome.label]
         label[2] = (label[2] or 0) + outcome.cached_tokens
         self._result.cached_capacity = (self._result.cached_capacity or 0) + outcome.cached_tokens
+        self._count_replica(outcome)
 
     def _check_fits(self, session: list[PlannedRequest]) -> None:
         assert self._finite is not None  # the callback of the replay made with it
+        cache = self._finite.caches[0]
         for request in session:
-            self._finite.check_fits(request.prompt_tokens, f"{self.target.name}, {request.event_id}")
+            cache.check_fits(request.prompt_tokens, f"{self.target.name}, {request.event_id}")
 
     def result(self) -> TargetResult:
         result = self._result
@@ -306,8 +434,14 @@ class _Tallies:
             result.aiperf_cache_hit_rate = self._aiperf.value
             return result
         if self._finite is not None:
-            result.evicted_blocks = self._finite.evicted
+            result.evicted_blocks = sum(cache.evicted for cache in self._finite.caches)
+            result.preempted = sum(engine.preempted for engine in self._finite.engines)
         result.by_label = {label: self._labels[label] for label in sorted(self._labels, key=_label_order)}
+        if len(self._replica_tally) > 1:
+            result.replicas = [
+                {"requests": r, "prompt_tokens": p, "cached_tokens": c, "hit_percent": 100.0 * c / p if p else None}
+                for r, p, c in self._replica_tally
+            ]
         return result
 
 
@@ -318,7 +452,7 @@ def _sweep(
     distinct = result.prompt_tokens - result.cached_infinite  # what an unbounded cache ends up holding
     points = []
     for capacity in sweep_capacities(-(-largest_prompt // bs) * bs + bs, distinct + bs):
-        outcomes = predict(target, corpus, options.cache(capacity), options.service)
+        outcomes = predict(target, corpus, options.fleet(capacity))
         points.append((capacity, 100.0 * sum(o.cached_tokens for o in outcomes) / result.prompt_tokens))
     return points
 

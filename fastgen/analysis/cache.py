@@ -139,15 +139,28 @@ class BlockIds:
 
 
 class Admission:
-    """A running request's hold on the cache: its blocks, how many it found cached, and how many it holds (all of
-    them but the ones a full cache had no room for)."""
+    """A running request's hold on the cache: its blocks, how many it found cached, the blocks it holds (all of them
+    but the ones a full cache had no room for), and slots of its own that no lookup finds: its generated tokens', a
+    partial last block's, and blocks it computed twice (vLLM keeps a block computed again as a copy of its own).
 
-    __slots__ = ("blocks", "cached_blocks", "held", "epoch", "generated")
+    The engine's step-by-step use (engine.py) fills it a part at a time: `registered` leading blocks are held (found
+    or published), the next `pending` slots are claimed for blocks still being computed (SGLang publishes them when
+    the step ends)."""
+
+    __slots__ = ("blocks", "cached_blocks", "held", "epoch", "generated", "registered", "pending", "covered")
 
     def __init__(self, blocks: np.ndarray, cached_blocks: int, epoch: int = 0) -> None:
         self.blocks, self.cached_blocks, self.held = blocks, cached_blocks, blocks[:cached_blocks]
         self.epoch = epoch  # the cache's clear() count when it was made: a hold from before a clear holds nothing
-        self.generated = np.zeros(0, dtype=np.int32)  # slots of its generated tokens' blocks (no block id)
+        self.generated = np.zeros(0, dtype=np.int32)  # slots of its own no lookup finds (no block id)
+        self.registered = cached_blocks  # leading blocks held: found cached, or published
+        self.pending = np.zeros(0, dtype=np.int32)  # slots claimed for the blocks after those, not yet published
+        self.covered = cached_blocks  # blocks of its sequence (prompt, then generated tokens) it has a slot for
+
+    @property
+    def slots(self) -> int:
+        """Cache slots the request takes: its held blocks, its pending ones and its own."""
+        return len(self.held) + len(self.pending) + len(self.generated)
 
 
 class BlockCache:
@@ -175,6 +188,7 @@ class BlockCache:
         self._head = self._tail = 0  # the log's live part, as absolute positions; _log[i - _base]
         self._base = 0
         self._used = 0
+        self._evictable = 0  # slots in the free queue: cached, held by no running request
         self.evicted = 0
         self.overflowed = 0  # blocks not kept because running requests held the whole cache
         self._epoch = 0
@@ -206,8 +220,100 @@ class BlockCache:
         if self.capacity is not None and hit:
             leading = self._slot[blocks[:hit]]
             self._holders[leading] += 1  # a request's blocks are distinct: its chain never repeats a prefix
-            self._entry[leading] = -1
+            self._take_out(leading)
         return hit * self.block_size, admission
+
+    def lookup(self, blocks: np.ndarray, prompt_tokens: int) -> tuple[int, int]:
+        """(the leading blocks a request would find cached now, how many of those sit in the free queue), without
+        taking them: what an engine weighs before it admits the request."""
+        blocks = np.asarray(blocks)
+        limit = min(len(blocks), max(0, (prompt_tokens - 1) // self.block_size))
+        if self.capacity is None:
+            top = len(self._cached)
+            found = blocks[:limit] < top
+            found[found] = self._cached[blocks[:limit][found]]
+            return (limit if found.all() else int(np.argmin(found))), 0
+        top = len(self._slot)
+        inside = blocks[:limit] < top
+        slots = np.full(limit, -1, dtype=np.int32)
+        slots[inside] = self._slot[blocks[:limit][inside]]
+        hit = limit if (slots >= 0).all() else int(np.argmin(slots >= 0))
+        return hit, int((self._entry[slots[:hit]] >= 0).sum())
+
+    def room(self) -> Optional[int]:
+        """Blocks a request could take now: free ones and cached ones no running request holds (None: unbounded)."""
+        return None if self.capacity is None else self.capacity - self._used + self._evictable
+
+    def claim_to(self, admission: Admission, sequence_blocks: int) -> int:
+        """Give the request slots for its sequence's blocks up to `sequence_blocks` (prompt blocks it does not hold
+        yet become pending, those past its full prompt blocks its own); returns how many it could not get (a full
+        cache, which the engine's admission avoids)."""
+        if self.capacity is None:
+            return 0
+        wanted = sequence_blocks - admission.covered
+        if wanted <= 0:
+            return 0
+        given = self._claim(wanted)
+        self._block[given] = -1  # no block id until published
+        to_prompt = max(0, min(len(given), len(admission.blocks) - admission.registered - len(admission.pending)))
+        if to_prompt:
+            admission.pending = np.concatenate([admission.pending, given[:to_prompt]])
+        if len(given) > to_prompt:
+            admission.generated = np.concatenate([admission.generated, given[to_prompt:]])
+        admission.covered += len(given)
+        return wanted - len(given)
+
+    def publish_to(self, admission: Admission, upto_blocks: int, *, share: bool) -> None:
+        """Publish the request's prompt blocks up to `upto_blocks` (their slots claimed, claim_to): later lookups
+        find them. A block another request published meanwhile is held in its place (`share`, as SGLang's radix
+        tree keeps one copy) or kept as a copy of the request's own that no lookup finds (as vLLM keeps it)."""
+        start = admission.registered
+        if self.capacity is None:
+            end = min(upto_blocks, len(admission.blocks))
+            if end > start:
+                self._cover(admission.blocks[start:end])
+                self._cached[admission.blocks[start:end]] = True
+                admission.registered = end
+            return
+        count = min(upto_blocks, len(admission.blocks)) - start
+        count = min(count, len(admission.pending))
+        if count <= 0:
+            return
+        ids, slots = admission.blocks[start : start + count], admission.pending[:count]
+        admission.pending = admission.pending[count:]
+        self._cover(ids)
+        existing = self._slot[ids]
+        dup = existing >= 0
+        if dup.any():
+            if share:  # hold the copy that is there, give back the slot computed again
+                self._holders[existing[dup]] += 1
+                self._take_out(existing[dup])
+                self._give_back(slots[dup])
+            else:
+                admission.generated = np.concatenate([admission.generated, slots[dup]])
+            keep = ~dup
+            self._slot[ids[keep]] = slots[keep]
+            self._block[slots[keep]] = ids[keep]
+            ids = ids if share else ids[keep]
+        else:
+            self._slot[ids] = slots
+            self._block[slots] = ids
+        admission.held = np.concatenate([admission.held, ids]) if len(admission.held) else ids
+        admission.registered = start + count
+
+    def _give_back(self, slots: np.ndarray) -> None:
+        """Slots a request claimed and no longer needs, free at once (they hold nothing)."""
+        self._holders[slots] = 0
+        self._entry[slots] = -1
+        self._block[slots] = -1
+        self._unused = np.concatenate([self._unused, slots])
+        self._used -= len(slots)
+
+    def _take_out(self, slots: np.ndarray) -> None:
+        """Slots a running request now holds leave the free queue (their entries there go stale)."""
+        queued = self._entry[slots] >= 0
+        self._evictable -= int(queued.sum())
+        self._entry[slots] = -1
 
     def publish(self, admission: Admission, output_tokens: int = 0) -> None:
         """The request's computed blocks can serve others from now on; with a capacity, room is also taken for the
@@ -230,7 +336,7 @@ class BlockCache:
         meanwhile = slots >= 0  # computed by another request since: held first, so never evicted for it
         found = slots[meanwhile]
         self._holders[found] += 1
-        self._entry[found] = -1
+        self._take_out(found)
         new = rest[~meanwhile]
         given = self._claim(len(new))
         kept = rest
@@ -295,24 +401,26 @@ class BlockCache:
             self._entry[chosen] = -1
             self._unused = np.concatenate([self._unused, chosen])
             self._used -= got
+            self._evictable -= got
             self.evicted += got
         return got
 
     def release(self, admission: Admission) -> None:
         """The request has ended: blocks it was the last to hold join the free queue, tail blocks first (so they are
         evicted before the prefix they extend, as vLLM frees them)."""
-        if (
-            self.capacity is None
-            or admission.epoch != self._epoch
-            or not (len(admission.held) or len(admission.generated))
-        ):
+        if self.capacity is None or admission.epoch != self._epoch or not admission.slots:
             return
         held = self._slot[admission.held]  # a held block stays cached: its slot is its own until it is released
         self._holders[held] -= 1
         freed = held[self._holders[held] == 0][::-1]
-        if len(admission.generated):  # the generated blocks come after the prompt's: freed, so evicted, first
-            self._holders[admission.generated] -= 1
-            freed = np.concatenate([admission.generated[::-1], freed])
+        own = (
+            np.concatenate([admission.pending, admission.generated]) if len(admission.pending) else admission.generated
+        )
+        if len(own):  # the generated blocks come after the prompt's: freed, so evicted, first
+            self._holders[own] -= 1
+            freed = np.concatenate([own[::-1], freed])
+        admission.held, admission.pending = admission.held[:0], admission.pending[:0]
+        admission.generated, admission.registered, admission.covered = admission.generated[:0], 0, 0
         # a block this request re-found cached after another request's release is in held once; its old entry
         # was made stale by the hold, so it re-enters the queue here, at the back
         if len(freed):
@@ -331,6 +439,7 @@ class BlockCache:
         self._log[start : start + len(slots)] = slots
         self._entry[slots] = np.arange(self._tail, self._tail + len(slots))
         self._tail += len(slots)
+        self._evictable += len(slots)
 
     def forget(self, blocks: np.ndarray) -> None:
         """`blocks` (ids no running request holds) will never be asked for again, and their ids will name other
@@ -354,7 +463,12 @@ class BlockCache:
         self._slots_made = 0
         self._head = self._tail = self._base = 0
         self._used = 0
+        self._evictable = 0
         self._epoch += 1
+
+    @property
+    def capacity_tokens(self) -> Optional[int]:
+        return None if self.capacity is None else self.capacity * self.block_size
 
     @property
     def used_tokens(self) -> int:

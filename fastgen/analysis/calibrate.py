@@ -1,39 +1,56 @@
-"""`fastgen analyze --calibrate RUN_DIR`: the service model's speeds as a bakeoff run measured them, so that the
-prediction is for that server (how many sessions overlap depends on how fast it serves them).
+"""`fastgen analyze --calibrate RUN_DIR`: the service model's speeds as a bakeoff run measured them, queue apart, so
+that the prediction is for that server (how many sessions overlap depends on how fast it serves them).
 
 RUN_DIR is one run folder (OUT/LABEL/<scenario>/<config>/repeat-K, as `fastgen bakeoff` writes it) or a folder above
-several (a config's repeats, a whole label): the requests of every run under it are pooled. From inference-perf's
-per-request records (per_request_lifecycle_metrics.json), over the requests that succeeded and have all five figures:
+several (a config's repeats, a whole label). Each run is replayed through the engine model (engine.py) with the
+requests sent when the run sent them (inference-perf's per-request records: `start_time`), against the server the
+run recorded (serving.server_from: its engine, KV capacity and scheduler settings), so that the model's own queue
+stands between each request's arrival and its first token. The speeds are the ones under which that replay's
+summed time to first token and summed latency equal the run's:
 
-    prefill tokens/s = sum of (prompt_tokens - cached_tokens) / sum of time_to_first_token
-    decode tokens/s  = sum of output_tokens / sum of (request_latency - time_to_first_token)
+    sum over timed requests of modelled TTFT    = sum of measured TTFT
+    sum over all requests of modelled latency   = sum of measured latency
 
-What this assumes:
-- prompt and cached tokens are the server's own `usage` (cached_tokens 0 when it sent no details, as vLLM and SGLang
-  do when nothing was cached); output tokens inference-perf's count (else the server's completion_tokens);
-- TTFT is all prefill: queueing, tokenization and the HTTP round trip are counted as prefill time, so the prefill
-  speed is an effective one, under that run's load (a run at low concurrency reads faster than a busy one);
-- the decode time is every output token's, the first one included (the simulation's end is start + uncached prompt /
-  prefill + output / decode, so the sums give back the run's summed latencies);
-- requests without a TTFT are left out: inference-perf does not time tool-call turns (they stream tool_calls deltas);
-- run.json, where there is one, only names the server (engine, version, KV capacity) in the summary.
+solved by Newton's method on the logarithms of the two speeds, from the speeds TTFT alone gives (uncached prompt
+tokens / TTFT, output tokens / (latency - TTFT): what a queue-bound server would look like if its queue were
+prefill). A TTFT is what the client saw: it carries the HTTP round trip and the server's tokenization, which the
+fitted prefill speed absorbs. Runs are fitted one by one; the prediction uses the speeds fitted to all of them
+pooled, and the band (analyze.py) spans the speeds of the runs taken alone.
+
+What this assumes: the runs are of the dataset being analyzed (their configs are looked up by name), every request
+of a run succeeded (a run that lost requests had another queue: refused), the prompt and output tokens are the
+server's own `usage` (output: inference-perf's count where it has one), requests without a TTFT (inference-perf does
+not time tool-call turns) count in latency only.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import math
+import statistics
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
 from ..bakeoff.runs import RUN_FILE, read_run
 from ..bakeoff.status import PER_REQUEST_FILE
 from ..errors import SpecError
+from ..traces.blocks import PromptReading
+from .analyze import AnalysisOptions, ConfigTarget, Corpus
+from .engine import Served
 from .schedule import ServiceModel
+from .service import DEFAULT_INGEST_TOKENS_PER_S
+from .serving import ServerSpec, server_from
 
-__all__ = ["Calibration", "calibrate", "measured_speeds"]
+__all__ = ["Calibration", "calibrate", "calibrated_options", "measured_speeds"]
 
 _FIX = "give a run folder fastgen bakeoff wrote (OUT/LABEL/<scenario>/<config>/repeat-K) or a folder above runs"
+_ROUNDS = 4
+_SECANT_STEPS = 6
+_TOLERANCE = 0.02  # relative: the fit stops when every sum is within 2 % of the runs'
+_STEP = 0.3  # the secant method's first step, in log speed
+_MOST_STEP = 2.0  # at most a factor e^2 a step
+_RANGE = math.log(100.0)  # a speed ends within a factor 100 of where the fit started it
 
 
 @dataclass(frozen=True)
@@ -41,45 +58,147 @@ class Calibration:
     service: ServiceModel
     source: Path
     requests: int  # the requests the speeds were measured over
-    server: str = ""  # "vllm 0.11.0, KV cache 100,000 tokens" from run.json; "" without one
+    server: str = ""  # "vllm 0.32.0, KV cache 16,448 tokens" from run.json; "" without one
+    runs: tuple[ServiceModel, ...] = field(default_factory=tuple)  # the speeds fitted to each run alone
+    hits_matched: tuple[int, int] = (0, 0)  # (requests whose modelled hit equals the measured one, requests)
+    jitter_s: float = 0.0  # the front end's time for the runs' median prompt: how far apart requests may arrive
+    fit_error: float = 0.0  # the largest relative error of a fitted sum (TTFT, latency, cached TTFT) the fit left
 
     def describe(self) -> str:
         server = f" of {self.server}" if self.server else ""
-        return f"calibrated from {self.source}: {self.requests:,} requests{server}"
+        spread = ""
+        if len(self.runs) > 1:
+            low = min(r.prefill_tokens_per_s for r in self.runs), min(r.decode_tokens_per_s for r in self.runs)
+            high = max(r.prefill_tokens_per_s for r in self.runs), max(r.decode_tokens_per_s for r in self.runs)
+            spread = f"; runs alone: prefill {low[0]:,.0f}-{high[0]:,.0f}, decode {low[1]:,.1f}-{high[1]:,.1f} tokens/s"
+        matched = (
+            f"; on the runs' own send times the model gives {self.hits_matched[0]} of {self.hits_matched[1]} "
+            f"requests the hit the server reported"
+            if self.hits_matched[1]
+            else ""
+        )
+        front = f"; front end {self.service.ingest_tokens_per_s:,.0f} tokens/s" + (
+            f", each more decoding request {1 / self.service.decode_batch_tokens_per_s * 1000:,.1f} ms a step"
+            if self.service.decode_batch_tokens_per_s != math.inf
+            else ""
+        )
+        return (
+            f"calibrated from {self.source}: {len(self.runs)} runs, {self.requests:,} requests{server}, the "
+            f"queue modelled (summed TTFT and latency within {self.fit_error * 100:.1f} %){front}{spread}{matched}"
+        )
 
 
-def calibrate(run_dir: Path) -> Calibration:
-    """The speeds measured over every run under `run_dir`; a SpecError naming it when it holds none."""
+def calibrated_options(
+    options: AnalysisOptions,
+    calibration: Optional[Calibration],
+    *,
+    prefill_tokens_per_s: Optional[float] = None,
+    decode_tokens_per_s: Optional[float] = None,
+) -> tuple[AnalysisOptions, Optional[str]]:
+    """(the options with the calibration's speeds, the band's speeds and jitter, and any speed given in place of
+    the fitted one; where the speeds come from, None: the defaults or given ones). A speed given replaces the
+    fitted one, and the band then takes the point's speeds alone."""
+    service, source, jitter = options.service, None, options.jitter
+    speeds: tuple[ServiceModel, ...] = ()
+    if calibration is not None:
+        service, source = calibration.service, calibration.describe()
+        speeds = calibration.runs if len(calibration.runs) > 1 else ()
+        # requests sent together reach the scheduler within about one front-end time of each other, in any order
+        jitter = replace(jitter, arrival_s=calibration.jitter_s, wake_s=calibration.jitter_s)
+    given = {
+        name: value
+        for name, value in (
+            ("prefill_tokens_per_s", prefill_tokens_per_s),
+            ("decode_tokens_per_s", decode_tokens_per_s),
+        )
+        if value is not None
+    }
+    if given and source is not None:
+        source += "; " + " and ".join(name.split("_")[0] for name in given) + " given"
+    return replace(
+        options, service=replace(service, **given), band_speeds=() if given else speeds, jitter=jitter
+    ), source
+
+
+@dataclass
+class _Sent:
+    """One request of a run as the client saw it."""
+
+    event_id: str
+    start: float  # seconds from the run's first request
+    ttft: Optional[float]
+    latency: float
+    prompt: int
+    cached: int
+    output: int
+    first: float = 0.0  # its first and last streamed token, on the run's clock, and how many it streamed
+    last: float = 0.0
+    tokens: int = 0
+
+
+@dataclass
+class _Run:
+    folder: Path
+    config: str
+    server: ServerSpec
+    sent: list[_Sent]
+
+
+def calibrate(
+    run_dir: Path, targets: list[ConfigTarget], reading: PromptReading, options: AnalysisOptions
+) -> Calibration:
+    """The speeds fitted to every run under `run_dir`, each replayed against the server it recorded; `targets` are
+    the dataset's configs (each run's config is looked up among them by name), `reading` and `options` the
+    analysis's (its block size, its engine's rules where a run records none). A SpecError names what is wrong."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise SpecError(f"--calibrate {run_dir} is not a folder; {_FIX}")
     folders = _run_folders(run_dir)
     if not folders:
         raise SpecError(f"--calibrate {run_dir} holds no {PER_REQUEST_FILE}; {_FIX}")
-    entries = []
-    for folder in folders:
-        entries += _entries(folder / PER_REQUEST_FILE)
-    prefill, decode, used = measured_speeds(entries)
-    if prefill is None or decode is None:
-        raise SpecError(
-            f"--calibrate {run_dir}: none of its {len(entries)} requests has the prompt, cached and "
-            f"output tokens, TTFT and latency to measure {'prefill' if prefill is None else 'decode'} "
-            f"speed from (failed runs, or a server that reports no usage); calibrate from a completed "
-            f"run, or give --prefill-tokens-per-s and --decode-tokens-per-s"
-        )
-    return Calibration(ServiceModel(prefill, decode), run_dir, used, _server(folders))
+    by_name = {t.name: t for t in targets}
+    runs = [_read_run(folder, by_name) for folder in folders]
+    corpora: dict[tuple[Path, int], Corpus] = {}
+    plans = [_planned(run, by_name[run.config], corpora, reading) for run in runs]
+    pooled, error = _fit(list(zip(runs, plans)), options)
+    fitted = [pooled] if len(runs) == 1 else [_fit([pair], options, pooled)[0] for pair in zip(runs, plans)]
+    matched = [_replay(run, plan, pooled, options) for run, plan in zip(runs, plans)]
+    hits = (
+        sum(
+            sum(
+                1
+                for s in run.sent
+                if abs((s.prompt - s.cached) - (plan[s.event_id].prompt_tokens - got[s.event_id][0]))
+                < run.server.block_size
+            )
+            for run, plan, got in zip(runs, plans, matched)
+        ),
+        sum(len(run.sent) for run in runs),
+    )
+    return Calibration(
+        pooled,
+        run_dir,
+        sum(len(run.sent) for run in runs),
+        _server_name(runs[0]),
+        tuple(fitted),
+        hits,
+        pooled.ingest_seconds(int(statistics.median(s.prompt for run in runs for s in run.sent))),
+        error,
+    )
 
 
 def measured_speeds(entries: list[dict]) -> tuple[Optional[float], Optional[float], int]:
-    """(prefill tokens/s, decode tokens/s, requests used) over inference-perf per-request entries (the module's
-    sums); a speed is None where its time or tokens sum to nothing."""
+    """(prefill tokens/s, decode tokens/s, requests used) as TTFT alone gives them: uncached prompt tokens / TTFT and
+    output tokens / (latency - TTFT), summed over inference-perf per-request entries that have the figures; a speed
+    is None where its time or tokens sum to nothing. The fit's starting point."""
     uncached = ttft_sum = output = decode_sum = 0.0
     used = 0
     for entry in entries:
         figures = _figures(entry)
-        if figures is None:
+        if figures is None or figures[3] is None:
             continue
-        prompt, cached, out, ttft, latency = figures
+        prompt, cached, out, timed, latency = figures
+        ttft = float(timed or 0.0)
         uncached += max(0, prompt - cached)
         ttft_sum += ttft
         output += out
@@ -90,10 +209,282 @@ def measured_speeds(entries: list[dict]) -> tuple[Optional[float], Optional[floa
     return prefill, decode, used
 
 
-def _figures(entry: dict) -> Optional[tuple[int, int, int, float, float]]:
-    """(prompt, cached, output tokens, TTFT s, latency s) of a successful request that has them all, else None."""
+def _fit(
+    runs: list[tuple[_Run, dict]], options: AnalysisOptions, start: Optional[ServiceModel] = None
+) -> tuple[ServiceModel, float]:
+    """The speeds under which the modelled sums of `runs` equal the measured ones (module docstring): the decode
+    step's shape (one request's, each more request's share) from the token times, then prefill, decode scale and
+    front end, each by the secant method on its logarithm against the sum it moves most, in turn (Gauss-Seidel),
+    until all three sums are within _TOLERANCE; (the speeds, the largest relative error of a sum left)."""
+    entries = [(k, s) for k, (run, _) in enumerate(runs) for s in run.sent]
+    targets = _sums(entries, {(k, s.event_id): (s.start + (s.ttft or 0.0), s.start + s.latency) for k, s in entries})
+    alone, per_request = _decode_shape([run for run, _ in runs])
+    if start is None:
+        prefill, _, _ = measured_speeds(
+            [
+                {"ttft": s.ttft, "latency": s.latency, "prompt": s.prompt, "cached": s.cached, "output": s.output}
+                for _, s in entries
+            ]
+        )
+        cheap = [s for _, s in entries if s.ttft and s.cached >= 0.9 * s.prompt]
+        ingest = sum(s.prompt for s in cheap) / sum(s.ttft or 0 for s in cheap) if cheap else None
+        x = [math.log(prefill or 1000.0), 0.0, math.log(ingest or DEFAULT_INGEST_TOKENS_PER_S)]
+    else:
+        x = [math.log(start.prefill_tokens_per_s), math.log(start.decode_tokens_per_s * alone), 0.0]
+        x[2] = math.log(start.ingest_tokens_per_s)
+
+    def model(point: list[float]) -> ServiceModel:
+        scale = math.exp(point[1])  # decode speeds, both shares at once
+        return ServiceModel(
+            math.exp(point[0]),
+            scale / alone,
+            math.exp(point[2]),
+            scale / per_request if per_request > 0 else math.inf,
+        )
+
+    def sums(point: list[float]) -> list[float]:
+        got: dict = {}
+        service = model(point)
+        for k, (run, plan) in enumerate(runs):
+            got.update(
+                {(k, event): (first, end) for event, (_, first, end) in _replay(run, plan, service, options).items()}
+            )
+        return _sums(entries, got)
+
+    def errors(values: list[float]) -> list[float]:
+        return [math.log(max(v, 1e-9) / t) if t > 0 else 0.0 for v, t in zip(values, targets)]
+
+    # each speed against the sum it moves most: prefill -> TTFT, decode -> latency, front end -> the cached TTFT;
+    # each within _RANGE of where it started (a sum that does not answer to a speed leaves it where it is)
+    bounds = [(v - _RANGE, v + _RANGE) for v in x]
+    e = errors(sums(x))
+    for _ in range(_ROUNDS):
+        if max(abs(v) for v in e) < _TOLERANCE:
+            break
+        for coordinate in range(3):
+            if targets[coordinate] > 0:
+                x, e = _secant(x, e, coordinate, bounds[coordinate], lambda point: errors(sums(point)))
+    return model(x), math.expm1(max(abs(v) for v in e))
+
+
+def _secant(
+    x: list[float], e: list[float], coordinate: int, bounds: tuple[float, float], errors
+) -> tuple[list[float], list[float]]:
+    """Move x[coordinate] within `bounds` until errors(x)[coordinate] is near 0 (secant steps from a first step of
+    _STEP, each at most _MOST_STEP); the best point seen and its errors."""
+    equation = coordinate
+    best = (abs(e[equation]), x, e)
+    previous_x, previous_e = x[coordinate], e[equation]
+    current = list(x)
+    current[coordinate] += _STEP if e[equation] > 0 else -_STEP  # a slower speed lengthens its sum
+    for _ in range(_SECANT_STEPS):
+        got = errors(current)
+        if abs(got[equation]) < best[0]:
+            best = (abs(got[equation]), list(current), got)
+        if abs(got[equation]) < _TOLERANCE / 2:
+            break
+        slope = (got[equation] - previous_e) / (current[coordinate] - previous_x)
+        previous_x, previous_e = current[coordinate], got[equation]
+        if abs(slope) < 1e-6:  # the sum does not move with this speed here
+            break
+        move = max(-_MOST_STEP, min(_MOST_STEP, -got[equation] / slope))
+        current = list(current)
+        current[coordinate] = max(bounds[0], min(bounds[1], current[coordinate] + move))
+        if current[coordinate] == previous_x:  # pinned at a bound
+            break
+    return best[1], best[2]
+
+
+def _decode_shape(runs: list[_Run]) -> tuple[float, float]:
+    """(seconds a decode step takes for one request, seconds each more decoding request adds), up to one scale
+    (the fit's), from the runs' token times: each request's seconds per streamed token against how many requests
+    streamed beside it on average, the median at each (rounded) count, then weighted least squares over those
+    medians (a stall or a burst of coalesced chunks moves a median little). A slope that does not come out positive
+    is none (1, 0); an intercept that does not is a tenth of the slope (the line through the origin)."""
+    points: dict[int, list[float]] = {}
+    for run in runs:
+        windows = [(s.first, s.last, s.tokens) for s in run.sent if s.tokens >= 3 and s.last > s.first]
+        for first, last, tokens in windows:
+            overlap = sum(max(0.0, min(last, b) - max(first, a)) for a, b, _ in windows)
+            points.setdefault(max(1, round(overlap / (last - first))), []).append((last - first) / (tokens - 1))
+    medians = [(n, statistics.median(times), len(times)) for n, times in points.items()]
+    if len(medians) < 2:
+        return 1.0, 0.0
+    weight = sum(w for _, _, w in medians)
+    mean_n = sum(n * w for n, _, w in medians) / weight
+    mean_t = sum(t * w for _, t, w in medians) / weight
+    spread = sum(w * (n - mean_n) ** 2 for n, _, w in medians)
+    slope = sum(w * (n - mean_n) * (t - mean_t) for n, t, w in medians) / spread if spread > 0 else 0.0
+    intercept = mean_t - slope * mean_n
+    if slope <= 0:
+        return 1.0, 0.0
+    if intercept <= 0:
+        slope = sum(w * n * t for n, t, w in medians) / sum(w * n * n for n, _, w in medians)
+        intercept = 0.1 * slope
+    return intercept, slope
+
+
+def _sums(entries: list[tuple[int, _Sent]], times: dict) -> list[float]:
+    """(summed TTFT of the timed requests, summed latency, summed TTFT of the timed requests that found at least
+    90 % of their prompt cached: the front end's share) for `times`: (run, event id) -> (first token, end)."""
+    ttft = latency = cheap = 0.0
+    for k, s in entries:
+        first, end = times[(k, s.event_id)]
+        if s.ttft is not None:
+            ttft += first - s.start
+            if s.cached >= 0.9 * s.prompt:
+                cheap += first - s.start
+        latency += end - s.start
+    return [ttft, latency, cheap]
+
+
+def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float]:
+    """x with matrix x = rhs (Gaussian elimination with partial pivoting); a direction that does not move the sums
+    (a zero pivot) stays put."""
+    n = len(rhs)
+    a = [row[:] + [rhs[i]] for i, row in enumerate(matrix)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
+        if abs(a[pivot][col]) < 1e-9:
+            continue
+        a[col], a[pivot] = a[pivot], a[col]
+        for r in range(n):
+            if r != col and abs(a[r][col]) > 0:
+                factor = a[r][col] / a[col][col]
+                a[r] = [a[r][k] - factor * a[col][k] for k in range(n + 1)]
+    return [a[i][n] / a[i][i] if abs(a[i][i]) >= 1e-9 else 0.0 for i in range(n)]
+
+
+def _replay(run: _Run, plan: dict, service: ServiceModel, options: AnalysisOptions) -> dict:
+    """event id -> (cached tokens, first token, end) of the run's requests sent to the engine model at their recorded
+    start times, against the run's own server."""
+    spec = run.server
+    engine_options = replace(
+        options,
+        engine=spec.engine,
+        settings=spec.settings,
+        block_size=spec.block_size,
+        service=service,
+        replicas=1,
+    )
+    fleet = engine_options.fleet(spec.capacity_tokens)
+    got: dict[str, list] = {}
+
+    def admitted(served: Served, _t: float, _replica: int) -> None:
+        got[served.ref] = [served.hit or 0, None, None]
+
+    def done(served: Served, t: float) -> None:
+        got[served.ref][1:] = [served.first_token_s, t]
+
+    fleet.connect(admitted, done)
+    pending = sorted(run.sent, key=lambda s: s.start)
+    index = 0
+    while True:
+        when, what = fleet.next_time()
+        arrival = pending[index].start if index < len(pending) else math.inf
+        if when == math.inf and arrival == math.inf:
+            break
+        if when < arrival or (when == arrival and what == 0):
+            fleet.advance()
+            continue
+        sent = pending[index]
+        request = plan[sent.event_id]
+        served = Served(
+            sent.event_id,
+            request.blocks,
+            request.prompt_tokens,
+            sent.output,
+            request.max_tokens if request.max_tokens is not None else sent.output,
+            sent.start,
+            index,
+        )
+        fleet.submit(served, sent.event_id, sent.start)
+        index += 1
+    return {event: tuple(values) for event, values in got.items()}
+
+
+def _read_run(folder: Path, targets: dict[str, ConfigTarget]) -> _Run:
+    record = read_run(folder) or {}
+    config = record.get("config")
+    if config not in targets:
+        raise SpecError(
+            f"--calibrate: {folder} ran {config or 'a config it does not name'}, which is not a config of the "
+            f"dataset analyzed; calibrate from a run of this dataset's configs"
+        )
+    entries = _entries(folder / PER_REQUEST_FILE)
+    failed = [e for e in entries if not isinstance(e, dict) or e.get("error") is not None]
+    requests = record.get("requests") or {}
+    lost = (requests.get("failed") or 0) if isinstance(requests, dict) else 0
+    if failed or lost:
+        raise SpecError(
+            f"--calibrate: {folder} lost {max(len(failed), lost)} of its requests (failed), so its queue was not "
+            f"the one a complete run has; calibrate from runs that completed"
+        )
+    sent = [_sent(entry) for entry in entries]
+    known = [s for s in sent if s is not None]
+    if not known:
+        raise SpecError(
+            f"--calibrate {folder}: none of its {len(entries)} requests has the prompt, cached and output tokens and "
+            f"the latency to calibrate from (a server that reports no usage); calibrate from a completed run, or "
+            f"give --prefill-tokens-per-s and --decode-tokens-per-s"
+        )
+    first = min(s.start for s in known)
+    for s in known:
+        s.start -= first
+        s.first -= first
+        s.last -= first
+    return _Run(folder, config, server_from(folder), known)
+
+
+def _planned(run: _Run, target: ConfigTarget, corpora: dict, reading: PromptReading) -> dict:
+    """event id -> the planned request (blocks at the run's block size) of each request the run sent."""
+    key = (target.trace_dir, run.server.block_size, run.server.engine)
+    if key not in corpora:
+        corpora[key] = Corpus(target.trace_dir, reading, run.server.block_size, tools_as=run.server.engine)
+    corpus = corpora[key]
+    plan: dict = {}
+    for index in range(len(corpus.files)):
+        for request in corpus.session(index):
+            plan.setdefault(request.event_id, request)
+    missing = [s.event_id for s in run.sent if s.event_id not in plan]
+    if missing:
+        raise SpecError(
+            f"--calibrate: {run.folder} sent {missing[0]} (and {len(missing) - 1} more) that {target.trace_dir} "
+            f"does not hold; calibrate from a run of this dataset"
+        )
+    return plan
+
+
+def _sent(entry: dict) -> Optional[_Sent]:
+    figures = _figures(entry)
+    event = ((entry.get("info") or {}).get("graph_event_id")) if isinstance(entry, dict) else None
+    start = entry.get("start_time") if isinstance(entry, dict) else None
+    if figures is None or not event or not isinstance(start, (int, float)):
+        return None
+    prompt, cached, output, ttft, latency = figures
+    times = ((entry.get("info") or {}).get("response_metrics") or {}).get("output_token_times") or []
+    times = [float(t) for t in times if isinstance(t, (int, float))]
+    return _Sent(
+        str(event),
+        float(start),
+        ttft,
+        latency,
+        prompt,
+        cached,
+        output,
+        times[0] if times else 0.0,
+        times[-1] if times else 0.0,
+        len(times),
+    )
+
+
+def _figures(entry: dict) -> Optional[tuple[int, int, int, Optional[float], float]]:
+    """(prompt, cached, output tokens, TTFT s or None, latency s) of a successful request, else None. Also reads
+    the flat form measured_speeds is given by _fit."""
     if not isinstance(entry, dict) or entry.get("error") is not None:
         return None
+    if "latency" in entry:
+        return entry["prompt"], entry["cached"], entry["output"], entry["ttft"], entry["latency"]
     usage = ((entry.get("info") or {}).get("response_metrics") or {}).get("server_usage") or {}
     computed = entry.get("computed_metrics") or {}
     prompt = usage.get("prompt_tokens")
@@ -101,13 +492,15 @@ def _figures(entry: dict) -> Optional[tuple[int, int, int, float, float]]:
     output = computed.get("output_tokens")
     output = usage.get("completion_tokens") if output is None else output
     ttft, latency = computed.get("time_to_first_token"), computed.get("request_latency")
-    if prompt is None or output is None or ttft is None or latency is None:
+    if prompt is None or output is None or latency is None:
         return None
     try:
-        figures = (int(prompt), int(cached), int(output), float(ttft), float(latency))
+        figures = (int(prompt), int(cached), int(output), None if ttft is None else float(ttft), float(latency))
     except (TypeError, ValueError):
         return None
-    return figures if figures[3] >= 0 and figures[4] >= figures[3] else None
+    if figures[4] < 0 or (figures[3] is not None and not 0 <= figures[3] <= figures[4]):
+        return None
+    return figures
 
 
 def _run_folders(run_dir: Path) -> list[Path]:
@@ -118,10 +511,11 @@ def _run_folders(run_dir: Path) -> list[Path]:
         p.parent
         for p in sorted(run_dir.rglob(PER_REQUEST_FILE))
         if not any(part.endswith(".partial") or ".old-" in part for part in p.parent.relative_to(run_dir).parts)
+        and (p.parent / RUN_FILE).is_file()
     ]
 
 
-def _entries(path: Path) -> list[dict]:
+def _entries(path: Path) -> list:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -131,17 +525,7 @@ def _entries(path: Path) -> list[dict]:
     return document
 
 
-def _server(folders: list[Path]) -> str:
-    """The server the runs were against, from the first run.json that names one ("" without)."""
-    for folder in folders:
-        if not (folder / RUN_FILE).is_file():
-            continue
-        record = read_run(folder) or {}
-        server = (record.get("identity") or {}).get("server") or {}
-        name = " ".join(str(server[k]) for k in ("engine", "version") if server.get(k)) or str(
-            record.get("engine") or ""
-        )
-        capacity = server.get("kv_capacity_tokens")
-        if name:
-            return name + (f", KV cache {capacity:,} tokens" if isinstance(capacity, int) else "")
-    return ""
+def _server_name(run: _Run) -> str:
+    spec = run.server
+    name = f"{spec.engine} {spec.version}" if spec.version else spec.engine
+    return name + (f", KV cache {spec.capacity_tokens:,} tokens" if spec.capacity_tokens else "")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import multiprocessing.pool
 import pickle
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
@@ -23,7 +23,7 @@ from ..errors import MissingExtraError, OutputError
 from ..processes import context, usable_cpus, workers_for
 from ..traces.blocks import PromptReading, block_hashes, load_reading, tail_hash
 from ..traces.graph import trace_files
-from ..traces.requests import read_session
+from ..traces.requests import ReplayRequest, read_session
 from .cache import BlockIds
 from .schedule import PlannedRequest
 from .sharing import SharedBlocks
@@ -33,8 +33,8 @@ __all__ = ["Corpus", "Readers", "Stream"]
 _FILES_PER_WORKER = 16  # below this many files a worker's start (seconds: it imports inference-perf) does not pay
 
 # (event id, predecessors, wait ms, its blocks as indexes into the session's distinct hashes, prompt tokens, output
-# tokens, label, the index of its tail's hash or None)
-_Read = tuple[str, tuple, int, np.ndarray, int, int, str, Optional[int]]
+# tokens, label, the index of its tail's hash or None, max_tokens as sent)
+_Read = tuple[str, tuple, int, np.ndarray, int, int, str, Optional[int], int]
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,9 @@ class _ReadSession:
     reading_name: str  # the reading's name after the file (a reading that had to fall back says so)
 
 
-def _read_file(path: Path, reading: PromptReading, block_size: int) -> _ReadSession:
-    """One file, as the replay reads it: its requests with their block hashes."""
+def _read_file(path: Path, reading: PromptReading, block_size: int, tools_as: str = "vllm") -> _ReadSession:
+    """One file, as the replay reads it: its requests with their block hashes, their tools rendered as the engine
+    `tools_as` renders them (engine_tools)."""
     try:
         session = read_session(path)
     except (OutputError, MissingExtraError):  # an unreadable file says so itself; a missing extra is no file's fault
@@ -58,7 +59,7 @@ def _read_file(path: Path, reading: PromptReading, block_size: int) -> _ReadSess
         ) from None
     blocks, tails, prompts = [], [], []
     for request in session.requests:
-        ids = reading.ids(request)
+        ids = reading.ids(engine_tools(request, tools_as))
         hashes = block_hashes(ids, block_size)
         blocks.append(hashes)
         tails.append(tail_hash(ids, block_size, int(hashes[-1]) if len(hashes) else 0))
@@ -78,30 +79,54 @@ def _read_file(path: Path, reading: PromptReading, block_size: int) -> _ReadSess
                 request.output_tokens,
                 str(request.attributes.get("fastgen.turn", number)),
                 tail_at,
+                request.max_tokens,
             )
         )
     return _ReadSession(session.session_id, distinct, read, reading.name)
 
 
+def engine_tools(request: ReplayRequest, engine: str) -> ReplayRequest:
+    """`request` with its tools as `engine` hands them to the chat template. SGLang 0.5.23 validates each tool into its
+    Tool model and renders `model_dump()`, which keeps the unset `defer_loading` as null
+    (srt/entrypoints/openai/serving_chat.py _process_messages; its Function model drops its own unset fields): 8 more
+    tokens a tool with fastgen's built-in tokenizer, measured as 48 more on every e2e prompt of six tools. vLLM
+    renders the tools as sent."""
+    if engine != "sglang" or not request.tools:
+        return request
+    return replace(request, tools=_with_null_defer_loading(request.tools))
+
+
+_SGLANG_TOOLS: dict[int, tuple] = {}
+
+
+def _with_null_defer_loading(tools: tuple) -> tuple:
+    known = _SGLANG_TOOLS.get(id(tools))
+    if known is None or known[0] is not tools:  # wire_tools shares one tuple among a session's requests
+        if len(_SGLANG_TOOLS) >= 256:
+            _SGLANG_TOOLS.clear()
+        known = _SGLANG_TOOLS[id(tools)] = (tools, tuple({**tool, "defer_loading": None} for tool in tools))
+    return known[1]
+
+
 _worker: dict = {}
 
 
-def _start_worker(source: tuple[str, str], block_size: int) -> None:
-    _worker.update(reading=load_reading(Path(source[0]), source[1]), block_size=block_size)
+def _start_worker(source: tuple[str, str], block_size: int, tools_as: str = "vllm") -> None:
+    _worker.update(reading=load_reading(Path(source[0]), source[1]), block_size=block_size, tools_as=tools_as)
 
 
 def _read_in_worker(path: Path) -> _ReadSession:
-    return _read_file(path, _worker["reading"], _worker["block_size"])
+    return _read_file(path, _worker["reading"], _worker["block_size"], _worker["tools_as"])
 
 
 class Corpus:
     """A trace directory's sessions, each file read and tokenized once: by `load` (in parallel), or on first use."""
 
-    def __init__(self, folder: Path, reading: PromptReading, block_size: int) -> None:
+    def __init__(self, folder: Path, reading: PromptReading, block_size: int, *, tools_as: str = "vllm") -> None:
         self.files = trace_files(folder)
         if not self.files:
             raise OutputError(f"{folder} holds no trace files (*.json, *.json.zst)")
-        self._reading, self.block_size = reading, block_size
+        self._reading, self.block_size, self.tools_as = reading, block_size, tools_as
         self._sessions: dict[int, list[PlannedRequest]] = {}
         self._ids: dict[int, str] = {}
         self._blocks = BlockIds()  # one id space per corpus: its configs' caches index by it
@@ -117,7 +142,7 @@ class Corpus:
 
     def session(self, index: int) -> list[PlannedRequest]:
         if index not in self._sessions:
-            read = _read_file(self.files[index], self._reading, self.block_size)
+            read = _read_file(self.files[index], self._reading, self.block_size, self.tools_as)
             self._ids[index], self._sessions[index] = read.session_id, self._plan(read)
         return self._sessions[index]
 
@@ -142,7 +167,7 @@ class Corpus:
         results = (
             readers.read([self.files[i] for i in indexes])
             if readers.parallel(len(indexes))
-            else (_read_file(self.files[i], self._reading, self.block_size) for i in indexes)
+            else (_read_file(self.files[i], self._reading, self.block_size, self.tools_as) for i in indexes)
         )
         for done, (index, read) in enumerate(zip(indexes, results), 1):
             yield index, read
@@ -163,8 +188,11 @@ class Corpus:
                 output_tokens,
                 label,
                 None if tail_at is None else int(ids[tail_at]),
+                max_tokens,
             )
-            for event_id, predecessors, wait_ms, at, prompt_tokens, output_tokens, label, tail_at in read.requests
+            for event_id, predecessors, wait_ms, at, prompt_tokens, output_tokens, label, tail_at, max_tokens in (
+                read.requests
+            )
         ]
 
 
@@ -211,9 +239,11 @@ class Readers:
     """A pool of processes that read trace files, started on first use and shared by every Corpus of a run (each
     worker imports inference-perf and loads the tokenizer once: seconds)."""
 
-    def __init__(self, reading: PromptReading, block_size: int, workers: Optional[int] = None) -> None:
+    def __init__(
+        self, reading: PromptReading, block_size: int, workers: Optional[int] = None, *, tools_as: str = "vllm"
+    ) -> None:
         self._source = getattr(reading, "source", None)  # None: a reading load_reading did not make
-        self._block_size = block_size
+        self._block_size, self._tools_as = block_size, tools_as
         self._workers = usable_cpus() if workers is None else workers
         self._pool: Optional[multiprocessing.pool.Pool] = None
 
@@ -225,7 +255,9 @@ class Readers:
         would read them all and queue the results here, however slowly they are used."""
         if self._pool is None:
             # spawn: the workers import inference-perf, and this process may have started tokenizer threads
-            self._pool = context("spawn").Pool(self._workers, _start_worker, (self._source, self._block_size))
+            self._pool = context("spawn").Pool(
+                self._workers, _start_worker, (self._source, self._block_size, self._tools_as)
+            )
         chunksize = max(1, min(8, len(paths) // (4 * self._workers)))
         batch = 4 * chunksize * self._workers
         pending = []

@@ -4,13 +4,15 @@ verbose, the long tables (per turn or branch index, the sweep's points), which t
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
-from .analyze import AnalysisOptions, TargetResult
+from .analyze import STABLE_WITHIN_POINTS, AnalysisOptions, TargetResult
 from .summary import (
     BINDS_ABOVE_POINTS,
     KNEE_WITHIN_POINTS,
     binding_line,
+    hit_cell,
     service_line,
     service_origin,
     summary_cells,
@@ -43,9 +45,10 @@ def analysis_table(
     *,
     verbose: bool = False,
     service_source: Optional[str] = None,
+    server: Optional[str] = None,
 ) -> str:
-    """The summary; with verbose, the tables by turn and of the sweep after it. `service_source` says where the
-    service model's speeds come from (default: the defaults, or given)."""
+    """The summary; with verbose, the tables by turn, per replica and of the sweep after it. `service_source` says
+    where the service model's speeds come from (default: the defaults, or given), `server` what --server-from read."""
     if options.definition == "aiperf":
         lines = [
             f"prompts read as: {reading}; block size {options.block_size}; definition: AIPerf's analyze-trace "
@@ -62,9 +65,10 @@ def analysis_table(
     lines = [
         f"prompts read as: {reading} ({'the chat template with tools and the generation prompt' if reading == 'template' else 'content tokens, no chat template'}); "
         f"block size {options.block_size}; KV capacity {capacity}",
-        "hit % infinite: cached / prompt tokens in replay order with an unbounded cache ("
-        f"{options.rules.describe(options.block_size)}); "
-        "hit % capacity: the same with LRU eviction at the capacity",
+        "hit % infinite: cached / prompt tokens, each request's hit when the engine first admits it, with an "
+        f"unbounded cache ({options.rules.describe(options.block_size)}); hit % capacity: the same with the "
+        "engine's admission, preemption and LRU eviction at the capacity",
+        server or f"scheduler: {options.scheduler.describe(options.engine)}",
         *summary_legend(options),
         service_line(options.service, service_source),
         "",
@@ -86,8 +90,8 @@ def analysis_table(
             r.sessions,
             r.requests,
             f"{r.prompt_tokens:,}",
-            _pct(r.percent(r.cached_infinite)),
-            _pct(r.percent(r.cached_capacity)),
+            hit_cell(r, "infinite"),
+            hit_cell(r, "capacity"),
             *summary_cells(r, options),
         )
         for r in results
@@ -111,6 +115,15 @@ def _long_tables(results: list[TargetResult], options: AnalysisOptions) -> list[
                 (r.name, label, f"{prompt:,}", _pct(r.percent(cached, prompt)), _pct(r.percent(cached_cap, prompt)))
             )
     lines += _table(rows)
+    if options.replicas > 1:
+        lines += ["", f"per replica ({options.router} router)"]
+        rows = [("config", "replica", "requests", "prompt tokens", "hit %")]
+        rows += [
+            (r.name, str(k), str(replica["requests"]), f"{replica['prompt_tokens']:,}", _pct(replica["hit_percent"]))
+            for r in results
+            for k, replica in enumerate(r.replicas)
+        ]
+        lines += _table(rows)
     if options.sweep:
         lines += ["", "sweep: hit % at each KV capacity"]
         rows = [("config", "KV capacity (tokens)", "hit %")]
@@ -120,7 +133,12 @@ def _long_tables(results: list[TargetResult], options: AnalysisOptions) -> list[
 
 
 def analysis_document(
-    reading: str, options: AnalysisOptions, results: list[TargetResult], *, service_source: Optional[str] = None
+    reading: str,
+    options: AnalysisOptions,
+    results: list[TargetResult],
+    *,
+    service_source: Optional[str] = None,
+    server: Optional[str] = None,
 ) -> dict:
     return {
         "format": ANALYSIS_FORMAT,
@@ -135,6 +153,16 @@ def analysis_document(
             + "; replay order of the config's schedule"
             + ("; LRU eviction at capacity" if options.capacity_tokens is not None else "")
         ),
+        "server": server,
+        "scheduler": {**dataclasses.asdict(options.scheduler), "described": options.scheduler.describe(options.engine)},
+        "replicas": options.replicas,
+        "router": options.router,
+        "band": {
+            "replays": len(options.band_replays()),
+            "jitter": dataclasses.asdict(options.jitter),
+            "speeds": [dataclasses.asdict(s) for s in options.band_speeds],
+            "shown_above_points": STABLE_WITHIN_POINTS,
+        },
         "service_model": {
             "prefill_tokens_per_s": options.service.prefill_tokens_per_s,
             "decode_tokens_per_s": options.service.decode_tokens_per_s,
@@ -143,9 +171,13 @@ def analysis_document(
         "binds_above_points": BINDS_ABOVE_POINTS,
         "knee_within_points": KNEE_WITHIN_POINTS,
         "definitions": {
-            "hit_percent_infinite": "100 x cached / prompt tokens, pooled, in replay order, unbounded cache: full "
-            "blocks, chained hashes, the last prompt token always computed",
-            "hit_percent_capacity": "the same with LRU eviction of blocks no running request holds",
+            "hit_percent_infinite": "100 x cached / prompt tokens, pooled, each request's hit at its first admission "
+            "in the simulated engine, unbounded cache, the last prompt token always computed",
+            "hit_percent_capacity": "the same with the engine's admission, preemption and LRU eviction of blocks "
+            "no running request holds, at the capacity (per replica)",
+            "hit_percent_infinite_band": "[lowest, highest] hit % infinite over the point and the band's jittered "
+            "replays",
+            "hit_percent_capacity_band": "the same at the capacity",
         },
         "configs": [{**r.to_dict(), **summary_fields(r)} for r in results],
     }

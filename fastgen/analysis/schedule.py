@@ -1,4 +1,4 @@
-"""The order in which a config's replay sends its requests, simulated against a BlockCache.
+"""The order in which a config's replay sends its requests, against simulated engines (engine.py, routing.py).
 
 inference-perf's trace_session_replay, as read off 0.7.0: the trace files in sorted order are shuffled once with
 `random.seed(base_seed)`; the first `num_sessions` slots run. A new session starts when fewer than
@@ -6,28 +6,35 @@ inference-perf's trace_session_replay, as read off 0.7.0: the trace files in sor
 session, a request starts when all its predecessors have ended and its recorded wait (capped at `max_wait_ms`) has
 passed; branches with the same predecessor run at the same time.
 
-The service-time model is deliberately simple: a request's blocks are cached from the moment it starts (vLLM
-registers them when it schedules them) or, under SGLang's rules, from the end of its prefill (rules.py); it takes
-(uncached prompt tokens / prefill rate) to its first token, then
-(recorded output tokens / decode rate) to its end, when its blocks may be evicted. No batching limits, no queueing
-for the GPU: it decides what overlaps with what, which is what a cache's hits depend on, not how fast a server is.
+Each request goes to the fleet (one engine, or replicas behind a router) when it starts; the engine admits it when
+its scheduler does (rules.py), which is when its hit is decided, and answers when it has generated its output. So
+the replay's order and the engine's steps decide together what overlaps with what.
+
+`Jitter` replays the same thing with seeded perturbations: each request reaches the engine a random few
+milliseconds late, and each step lasts a random few percent more or less. Where the outcome depends on how
+concurrent requests interleave, the replays differ; their spread is the band (analyze.py).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import random
-from dataclasses import dataclass
-from typing import Callable, Iterator, Optional, Sequence
+from dataclasses import dataclass, replace
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
-from ..errors import SpecError
 from .cache import BlockCache
+from .engine import Served, make_engine
+from .routing import Fleet
+from .rules import ENGINE_RULES, SchedulerSettings
+from .service import DEFAULT_DECODE_TOKENS_PER_S, DEFAULT_PREFILL_TOKENS_PER_S, ServiceModel
 
 __all__ = [
     "DEFAULT_DECODE_TOKENS_PER_S",
     "DEFAULT_PREFILL_TOKENS_PER_S",
+    "Jitter",
     "Load",
     "PlannedRequest",
     "RequestOutcome",
@@ -35,6 +42,7 @@ __all__ = [
     "replay",
     "replay_slots",
     "simulate",
+    "single_engine",
 ]
 
 
@@ -47,26 +55,6 @@ class Load:
     max_wait_ms: int = 15000  # inference-perf's default cap on a recorded wait
 
 
-DEFAULT_PREFILL_TOKENS_PER_S = 20000.0
-DEFAULT_DECODE_TOKENS_PER_S = 50.0
-
-
-@dataclass(frozen=True)
-class ServiceModel:
-    """How fast the simulated server serves one request: what decides which requests overlap. The defaults are a
-    fast server; a slow one (`fastgen analyze --prefill-tokens-per-s/--decode-tokens-per-s`, or `--calibrate` from a
-    bakeoff run) keeps more sessions running at once."""
-
-    prefill_tokens_per_s: float = DEFAULT_PREFILL_TOKENS_PER_S
-    decode_tokens_per_s: float = DEFAULT_DECODE_TOKENS_PER_S
-
-    def __post_init__(self) -> None:
-        for name in ("prefill_tokens_per_s", "decode_tokens_per_s"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and 0 < value < float("inf")):
-                raise SpecError(f"a service model's {name} must be a positive number, got {value!r}")
-
-
 @dataclass(frozen=True)
 class PlannedRequest:
     event_id: str
@@ -77,6 +65,7 @@ class PlannedRequest:
     output_tokens: int
     label: str  # turn or branch index, for per-turn tables
     tail: Optional[int] = None  # id of a trailing partial block (chained after the full ones), for hash_ids exports
+    max_tokens: Optional[int] = None  # what the request asks for (None: its output); SGLang reserves room for it
 
 
 @dataclass(frozen=True)
@@ -87,7 +76,26 @@ class RequestOutcome:
     label: str
     prompt_tokens: int
     cached_tokens: int
-    start_s: float
+    start_s: float  # when the client sent it
+    admitted_s: Optional[float] = None  # when the engine first admitted it (its hit was decided then)
+    first_token_s: Optional[float] = None
+    end_s: Optional[float] = None
+    replica: int = 0
+
+
+@dataclass(frozen=True)
+class Jitter:
+    """Seeded perturbations of a replay: each request reaches the engine up to `arrival_s` late (half a delay of its
+        session's, the same for all its requests, half its own), an idle engine
+        starts its next step up to `wake_s` after a request reaches it (requests that arrive meanwhile join that step),
+        both uniform; each step lasts a lognormal factor, of coefficient of variation `step_cv`, of its length; and the
+    server's front end tokenizes requests one at a time or all at once (`serial_ingest`)."""
+
+    seed: int
+    arrival_s: float = 0.01
+    wake_s: float = 0.01
+    step_cv: float = 0.1
+    serial_ingest: bool = True  # the front end tokenizes one request at a time (routing.Fleet), or all at once
 
 
 def replay_slots(file_count: int, base_seed: int, num_sessions: int) -> list[int]:
@@ -97,16 +105,59 @@ def replay_slots(file_count: int, base_seed: int, num_sessions: int) -> list[int
     return order[: min(num_sessions, file_count)]
 
 
+def single_engine(
+    cache: BlockCache,
+    service: ServiceModel = ServiceModel(),
+    *,
+    engine: Optional[str] = None,
+    settings: Optional[SchedulerSettings] = None,
+    jitter: Optional[Jitter] = None,
+) -> Fleet:
+    """One engine with `cache` (its rules: `engine`, else the cache's publication rule tells), with no scheduler
+    limits unless `settings` gives them."""
+    name = engine or ("sglang" if cache.publish_after_prefill else "vllm")
+    noise = random.Random(jitter.seed + 1) if jitter else None
+    return Fleet(
+        [
+            make_engine(
+                ENGINE_RULES[name],
+                settings or SchedulerSettings(),
+                cache,
+                service,
+                noise=noise,
+                step_cv=jitter.step_cv if jitter else 0.0,
+                wake_s=jitter.wake_s if jitter else 0.0,
+            )
+        ],
+        serial_ingest=jitter.serial_ingest if jitter else True,
+    )
+
+
 def simulate(
     sessions: Callable[[int], Sequence[PlannedRequest]],
     slots: list[int],
     load: Load,
-    cache: BlockCache,
+    fleet: Union[Fleet, BlockCache],
     model: ServiceModel = ServiceModel(),
+    *,
+    jitter: Optional[Jitter] = None,
 ) -> list[RequestOutcome]:
-    """Every request of the slots' sessions, in the order they start, with the cached tokens it found."""
+    """Every request of the slots' sessions, in the order they were first admitted, with the cached tokens it found
+    and when it started, was admitted, got its first token and ended. A bare BlockCache is one engine with no
+    scheduler limits at the `model`'s speeds."""
+    if isinstance(fleet, BlockCache):
+        fleet = single_engine(fleet, model, jitter=jitter)
     outcomes: list[RequestOutcome] = []
-    for _ in replay(sessions, slots, load, cache, model, lambda outcome, _request: outcomes.append(outcome)):
+    position: dict[tuple[int, str], int] = {}
+
+    def started(outcome: RequestOutcome, _request: PlannedRequest) -> None:
+        position[(outcome.slot, outcome.event_id)] = len(outcomes)
+        outcomes.append(outcome)
+
+    def finished(outcome: RequestOutcome, _request: PlannedRequest) -> None:
+        outcomes[position[(outcome.slot, outcome.event_id)]] = outcome
+
+    for _ in replay(sessions, slots, load, fleet, started, on_finish=finished, jitter=jitter):
         pass
     return outcomes
 
@@ -115,17 +166,21 @@ def replay(
     sessions: Callable[[int], Sequence[PlannedRequest]],
     slots: list[int],
     load: Load,
-    cache: BlockCache,
-    model: ServiceModel,
+    fleet: Fleet,
     on_start: Callable[[RequestOutcome, PlannedRequest], None],
     on_end: Callable[[int], None] = lambda file_index: None,
+    *,
+    on_finish: Optional[Callable[[RequestOutcome, PlannedRequest], None]] = None,
+    jitter: Optional[Jitter] = None,
 ) -> Iterator[int]:
-    """simulate, one step at a time: each request is handed to `on_start` as it starts, each session's file index
-    to `on_end` when its last request has ended, and after each step that started sessions the generator yields how
-    many slots it has started, so that several replays can run side by side over one read of their sessions
-    (`sessions(file index)` is called once per slot, when the slot starts)."""
+    """simulate, one step at a time: each request is handed to `on_start` when the engine first admits it (its hit
+    decided) and to `on_finish` when it ends, each session's file index to `on_end` when its last request has ended,
+    and after each step that started sessions the generator yields how many slots it has started, so that several
+    replays can run side by side over one read of their sessions (`sessions(file index)` is called once per slot,
+    when the slot starts)."""
     heap: list[tuple[float, int, str, tuple]] = []
     counter = 0
+    delay = random.Random(jitter.seed) if jitter and jitter.arrival_s > 0 else None
 
     def push(t: float, kind: str, payload: tuple) -> None:
         nonlocal counter
@@ -135,9 +190,19 @@ def replay(
     interval = 1.0 / load.session_rate if load.session_rate else 0.0
     next_slot, active, next_dispatch = 0, 0, 0.0
     state: dict[int, dict] = {}
+    arrivals = 0
 
-    def wait_s(request: PlannedRequest) -> float:
-        return min(request.wait_ms, load.max_wait_ms) / 1000.0
+    session_late: dict[int, float] = {}
+
+    def wait_s(request: PlannedRequest, slot: int) -> float:
+        """The recorded wait, capped; under jitter, plus a delay of the session's own (the client worker it runs on:
+        the same every request) and one of the request's, half of arrival_s at most each."""
+        late = 0.0
+        if delay is not None and jitter is not None:
+            if slot not in session_late:
+                session_late[slot] = delay.uniform(0.0, jitter.arrival_s / 2)
+            late = session_late[slot] + delay.uniform(0.0, jitter.arrival_s / 2)
+        return min(request.wait_ms, load.max_wait_ms) / 1000.0 + late
 
     def dispatch(t: float) -> None:
         nonlocal next_slot, active, next_dispatch
@@ -157,7 +222,7 @@ def replay(
             state[slot] = {"requests": requests, "successors": successors, "left": len(requests), "done": set()}
             for r in requests.values():
                 if not any(p in requests for p in r.predecessors):
-                    push(t + wait_s(r), "start", (slot, r.event_id))
+                    push(t + wait_s(r, slot), "start", (slot, r.event_id))
             if not requests:
                 finish_session(slot, t)
             next_dispatch = max(next_dispatch + interval, t) if interval else t
@@ -169,42 +234,73 @@ def replay(
         on_end(slots[slot])
         dispatch(t)
 
+    def admitted(served: Served, t: float, replica: int) -> None:
+        slot, event_id, request = served.ref
+        outcome = RequestOutcome(
+            slot, slots[slot], event_id, request.label, request.prompt_tokens, served.hit or 0, served.arrival
+        )
+        on_start(replace(outcome, admitted_s=t, replica=replica), request)
+
+    def done(served: Served, t: float) -> None:
+        slot, event_id, request = served.ref
+        if on_finish is not None:
+            on_finish(
+                RequestOutcome(
+                    slot,
+                    slots[slot],
+                    event_id,
+                    request.label,
+                    request.prompt_tokens,
+                    served.hit or 0,
+                    served.arrival,
+                    served.admitted_s,
+                    served.first_token_s,
+                    t,
+                    replicas[(slot, event_id)],
+                ),
+                request,
+            )
+        session = state[slot]
+        session["done"].add(event_id)
+        session["left"] -= 1
+        for successor in session["successors"][event_id]:
+            nxt = session["requests"][successor]
+            if all(p in session["done"] or p not in session["requests"] for p in nxt.predecessors):
+                push(t + wait_s(nxt, slot), "start", (slot, successor))
+        if session["left"] == 0:
+            finish_session(slot, t)
+
+    replicas: dict[tuple[int, str], int] = {}
+    fleet.connect(admitted, done)
     dispatch(0.0)
     started = 0
-    while heap:
+    while True:
         if next_slot != started:
             started = next_slot
             yield started
+        client = heap[0][0] if heap else math.inf
+        when, what = fleet.next_time()
+        if client == math.inf and when == math.inf:
+            break
+        # at one instant: steps end first (their requests' successors may start now), then the client's events,
+        # then the steps that begin (so they see every request that arrived by then)
+        if when < client or (when == client and what == 0):
+            fleet.advance()
+            continue
         t, _, kind, payload = heapq.heappop(heap)
         if kind == "dispatch":
             dispatch(t)
             continue
-        slot, event_id = payload[0], payload[1]
-        session = state[slot]
-        request = session["requests"][event_id]
-        if kind == "start":
-            cached, admission = cache.admit(request.blocks, request.prompt_tokens)
-            prefill = (request.prompt_tokens - cached) / model.prefill_tokens_per_s
-            if cache.publish_after_prefill:  # SGLang: into the radix tree once computed (pushed before the end)
-                push(t + prefill, "publish", (slot, event_id, admission))
-            else:
-                # vLLM registers a request's full blocks when it schedules them, before they are computed: a request
-                # scheduled after it, even in the same step, hits them (measured: concurrent sessions share the prefix)
-                cache.publish(admission, request.output_tokens)
-            on_start(
-                RequestOutcome(slot, slots[slot], event_id, request.label, request.prompt_tokens, cached, t), request
-            )
-            decode = request.output_tokens / model.decode_tokens_per_s
-            push(t + prefill + decode, "end", (slot, event_id, admission))
-        elif kind == "publish":
-            cache.publish(payload[2], request.output_tokens)
-        else:
-            cache.release(payload[2])
-            session["done"].add(event_id)
-            session["left"] -= 1
-            for successor in session["successors"][event_id]:
-                nxt = session["requests"][successor]
-                if all(p in session["done"] or p not in session["requests"] for p in nxt.predecessors):
-                    push(t + wait_s(nxt), "start", (slot, successor))
-            if session["left"] == 0:
-                finish_session(slot, t)
+        slot, event_id = payload
+        request = state[slot]["requests"][event_id]
+        served = Served(
+            (slot, event_id, request),
+            request.blocks,
+            request.prompt_tokens,
+            request.output_tokens,
+            request.max_tokens if request.max_tokens is not None else request.output_tokens,
+            t,
+            arrivals,
+        )
+        arrivals += 1
+        replicas[(slot, event_id)] = fleet.submit(served, f"{slots[slot]}", t)

@@ -1,11 +1,11 @@
 """Several replays of one trace directory run side by side over one read of its files.
 
-Each config of a directory replays its sessions in its own slot order against its own caches (schedule.replay). The
+Each config of a directory replays its sessions in its own slot order against its own engines (schedule.replay). The
 replays advance together, the one that has started the fewest sessions first; a session is taken from the read
 (lazily, in the order the replays will ask for them) when a replay first needs it, and let go once every replay
 that runs it has started it. The directory is never held whole: what is held is the sessions the replays run at once, and the few read for one
 replay that another, further behind, has yet to start. Once every replay has ended a session, the blocks only it had
-are forgotten by every cache (`release`).
+are forgotten by every engine's cache (`release`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 
-from .cache import BlockCache
-from .schedule import Load, PlannedRequest, RequestOutcome, ServiceModel, replay
+from .routing import Fleet
+from .schedule import Jitter, Load, PlannedRequest, RequestOutcome, replay
 
 __all__ = ["Replay", "read_order", "run_side_by_side"]
 
@@ -29,10 +29,12 @@ Sessions = Iterable[tuple[int, list[PlannedRequest]]]
 class Replay:
     slots: list[int]  # file index of each slot, in slot order
     load: Load
-    cache: BlockCache
+    fleet: Fleet
     on_start: Callable[[RequestOutcome, PlannedRequest], None]
     on_session: Optional[Callable[[list[PlannedRequest]], None]] = None  # each session as this replay starts it
-    on_forget: Optional[Callable[[np.ndarray], None]] = None  # block ids let go (the cache forgets them itself)
+    on_forget: Optional[Callable[[np.ndarray], None]] = None  # block ids let go (the fleet forgets them itself)
+    on_finish: Optional[Callable[[RequestOutcome, PlannedRequest], None]] = None  # each request as it ends
+    jitter: Optional[Jitter] = None
 
 
 def read_order(slot_lists: list[list[int]]) -> list[int]:
@@ -49,9 +51,7 @@ def read_order(slot_lists: list[list[int]]) -> list[int]:
     return order
 
 
-def run_side_by_side(
-    replays: list[Replay], read: Callable[[list[int]], Sessions], model: ServiceModel = ServiceModel()
-) -> None:
+def run_side_by_side(replays: list[Replay], read: Callable[[list[int]], Sessions]) -> None:
     """Run every replay to its end. `read(file indexes)` gives (index, session) in the order given, lazily; where
     what it gives has a `release(index)` (corpus.Stream), that is called once every replay has ended the session,
     and the block ids it returns, the ones only that session had, are forgotten by every replay's cache (their ids
@@ -69,7 +69,7 @@ def run_side_by_side(
             return
         forgotten = release(index)
         for r in replays:
-            r.cache.forget(forgotten)
+            r.fleet.forget(forgotten)
             if r.on_forget:
                 r.on_forget(forgotten)
 
@@ -89,7 +89,11 @@ def run_side_by_side(
         return session
 
     running = [
-        (0, n, replay(session_for(r), r.slots, r.load, r.cache, model, r.on_start, ended))
+        (
+            0,
+            n,
+            replay(session_for(r), r.slots, r.load, r.fleet, r.on_start, ended, on_finish=r.on_finish, jitter=r.jitter),
+        )
         for n, r in enumerate(replays)
     ]
     heapq.heapify(running)

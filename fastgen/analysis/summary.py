@@ -1,15 +1,19 @@
-"""The answer of an analysis first: per config, the hit % unbounded and at the capacity asked for, whether that
-capacity binds it (and by how many points), the knee of its sweep, and one line naming the configs it binds."""
+"""The answer of an analysis first: per config, the hit % unbounded and at the capacity asked for (each with its band
+where the interleaving of concurrent requests moves it), whether that capacity binds it (and by how many points),
+the knee of its sweep, the load spread over replicas, and one line naming the configs it binds."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from .analyze import AnalysisOptions, TargetResult
+from .analyze import STABLE_WITHIN_POINTS, AnalysisOptions, TargetResult
 from .schedule import ServiceModel
 
 __all__ = [
     "BINDS_ABOVE_POINTS",
+    "band_legend",
+    "hit_cell",
+    "load_spread",
     "KNEE_WITHIN_POINTS",
     "binding_line",
     "binds",
@@ -36,6 +40,41 @@ def capacity_cost(result: TargetResult) -> Optional[float]:
 def binds(result: TargetResult) -> Optional[bool]:
     cost = capacity_cost(result)
     return None if cost is None else cost > BINDS_ABOVE_POINTS
+
+
+def hit_cell(result: TargetResult, which: str) -> str:
+    """The hit % unbounded ("infinite") or at capacity, with its band where the band is wider than
+    STABLE_WITHIN_POINTS: "52.8 (49.0-55.1)"."""
+    value = result.percent(result.cached_infinite if which == "infinite" else result.cached_capacity)
+    if value is None:
+        return "-"
+    band = result.band(which)
+    if band is None or band[1] - band[0] <= STABLE_WITHIN_POINTS:
+        return f"{value:.1f}"
+    return f"{value:.1f} ({band[0]:.1f}-{band[1]:.1f})"
+
+
+def load_spread(result: TargetResult) -> Optional[float]:
+    """The busiest replica's prompt tokens over the mean replica's (1.00: even); None with one replica."""
+    if len(result.replicas) < 2:
+        return None
+    tokens = [r["prompt_tokens"] for r in result.replicas]
+    mean = sum(tokens) / len(tokens)
+    return max(tokens) / mean if mean else None
+
+
+def band_legend(options: AnalysisOptions) -> Optional[str]:
+    """What the band in brackets is, one line; None without a band."""
+    if not options.band:
+        return None
+    jitter = options.jitter
+    speeds = f", at the {len(options.band_speeds)} calibration runs' own speeds in turn" if options.band_speeds else ""
+    return (
+        f"(low-high): the band, the lowest and highest hit % over the point and {len(options.band_replays())} replays "
+        f"under seeded jitter (requests up to {jitter.arrival_s * 1000:g} ms late, an idle engine starting up to "
+        f"{jitter.wake_s * 1000:g} ms later, step lengths +-{jitter.step_cv * 100:g} %{speeds}); shown where wider "
+        f"than {STABLE_WITHIN_POINTS:g} point"
+    )
 
 
 def knee(result: TargetResult) -> Optional[int]:
@@ -72,6 +111,9 @@ def summary_cells(result: TargetResult, options: AnalysisOptions) -> tuple:
     if options.sweep:
         point = knee(result)
         cells += (f"{point:,}" if point is not None else ("beyond the sweep" if result.sweep else "-"),)
+    if options.replicas > 1:
+        spread = load_spread(result)
+        cells += ("-" if spread is None else f"{spread:.2f}",)
     return cells
 
 
@@ -81,6 +123,8 @@ def summary_headers(options: AnalysisOptions) -> tuple:
         headers += ("pt lost", f"binds (>{BINDS_ABOVE_POINTS:g} pt)")
     if options.sweep:
         headers += ("knee (tokens)",)
+    if options.replicas > 1:
+        headers += ("load spread",)
     return headers
 
 
@@ -94,6 +138,14 @@ def summary_legend(options: AnalysisOptions) -> list[str]:
             f"knee: the smallest swept KV capacity within {KNEE_WITHIN_POINTS:g} point of hit % infinite "
             f"(beyond the sweep: none of the swept capacities)"
         )
+    if options.replicas > 1:
+        lines.append(
+            f"{options.replicas} replicas behind a {options.router} router, each with the KV capacity given; load "
+            f"spread: the busiest replica's prompt tokens over the mean (1.00: even); per replica: --verbose, --json"
+        )
+    band = band_legend(options)
+    if band:
+        lines.append(band)
     return lines
 
 
@@ -116,4 +168,5 @@ def summary_fields(result: TargetResult) -> dict:
         "capacity_cost_points": cost,
         "capacity_binds": binds(result),
         "knee_capacity_tokens": knee(result) if result.sweep else None,
+        "load_spread": load_spread(result),
     }

@@ -1,8 +1,8 @@
 """What a run ran against, and when a run done before still stands for the same question.
 
 The identity a run record carries: the server (URL, engine, version where its info endpoint says, served model, the
-KV capacity in tokens it reports and its block or page size, the GPU count the user gave, its process start time),
-the hash of the dataset's manifest, the hash of the config's bytes, and the outputs and tool-call max_tokens modes of
+KV capacity in tokens it reports and its block or page size, the GPU count the user gave, its process start time, the
+scheduler settings it reports (scheduling.py)), the hash of the dataset's manifest, the hash of the config's bytes, and the outputs and tool-call max_tokens modes of
 the config as run. The KV capacity comes from vLLM's `cache_config_info` gauge (its labels num_gpu_blocks x
 block_size) or SGLang's `max_total_num_tokens` (its gauge, else /get_server_info with its page_size).
 
@@ -22,6 +22,7 @@ from ..errors import OutputError, ServerError
 from ..extras import import_extra
 from .plan import replay_modes_of
 from .runs import recorded_runs
+from .scheduling import scheduler_settings
 from .server import LiveServer
 
 __all__ = [
@@ -83,6 +84,8 @@ def server_identity(server: LiveServer, model: str, gpus: Optional[int] = None) 
         "block_size": block,
         "gpus": gpus,
         "process_start": _process_start(families),
+        # what decides which requests run together (scheduling.py), for analyze --server-from; None: not reported
+        "scheduler": scheduler_settings(server, info),
     }
 
 

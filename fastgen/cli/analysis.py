@@ -15,8 +15,9 @@ def analyze_parser() -> Parser:
     p = Parser(
         prog="fastgen analyze",
         description="Predict the prefix-cache hit ratio of each config: the requests "
-        "inference-perf sends, in its replay order, against an unbounded cache and, with a capacity, an LRU "
-        "one, with vLLM's rules (full blocks, chained hashes).",
+        "inference-perf sends, in its replay order, against engines that schedule as vLLM or SGLang do (their "
+        "step budget, admission, chunked prefill, preemption), with an unbounded KV cache and, with a capacity, "
+        "a bounded one; a point and the band that jittered replays span.",
     )
     p.add_argument(
         "dir", type=Path, help="a trace folder: a dataset (with its scenario folders) or one trace directory"
@@ -39,9 +40,17 @@ def analyze_parser() -> Parser:
     p.add_argument(
         "--engine",
         choices=["vllm", "sglang"],
-        default="vllm",
-        help="whose prefix-cache rules: vllm (full blocks, registered when a request is scheduled) or "
-        "sglang (radix cache at --block-size as its page size, filled as each prefill completes)",
+        default=None,
+        help="whose scheduler and prefix-cache rules: vllm (default: full blocks, registered when a step is "
+        "scheduled) or sglang (radix cache at --block-size as its page size, filled as each prefill batch "
+        "completes); --server-from's engine when given",
+    )
+    p.add_argument(
+        "--server-from",
+        type=Path,
+        metavar="RUN_DIR",
+        help="predict for the server a bakeoff run (or a folder above runs) was made against: its engine, KV "
+        "capacity, block or page size and scheduler settings as the run recorded them; flags given override",
     )
     p.add_argument(
         "--block-size",
@@ -73,6 +82,47 @@ def analyze_parser() -> Parser:
         metavar="FILE",
         help="the model's config.json (layers, KV heads, head size, dtype), for --kv-cache-gib",
     )
+    p.add_argument(
+        "--batch-tokens",
+        type=int_in(1, 10**9, "--batch-tokens"),
+        metavar="N",
+        help="tokens one engine step may compute: vLLM's --max-num-batched-tokens, SGLang's --chunked-prefill-size "
+        "(default: the engine's on an 80 GB GPU, 8,192, or --server-from's)",
+    )
+    p.add_argument(
+        "--max-running",
+        type=int_in(1, 10**6, "--max-running"),
+        metavar="N",
+        help="requests an engine runs at once: vLLM's --max-num-seqs, SGLang's --max-running-requests",
+    )
+    p.add_argument(
+        "--schedule-policy",
+        choices=["fcfs", "lpm"],
+        help="SGLang's --schedule-policy (default fcfs; lpm: longest cached prefix first)",
+    )
+    p.add_argument(
+        "--replicas",
+        type=int_in(1, 4096, "--replicas"),
+        default=1,
+        metavar="N",
+        help="N engine replicas, each with the KV capacity given, behind a router (--router)",
+    )
+    p.add_argument(
+        "--router",
+        choices=["round_robin", "consistent_hash", "cache_aware"],
+        default="round_robin",
+        help="how requests reach the replicas (vllm-router's names): round_robin, consistent_hash (session "
+        "affinity), cache_aware (longest routed prefix, as vllm-router's cache_aware)",
+    )
+    p.add_argument(
+        "--band",
+        type=int_in(0, 64, "--band"),
+        default=8,
+        metavar="N",
+        help="replay each config N more times under seeded jitter of arrivals and step lengths (and, calibrated "
+        "from several runs, at each run's speeds): the range of hit ratios the interleaving allows (default 8; "
+        "0: the point alone)",
+    )
     p.add_argument("--only", nargs="+", metavar="PATTERN", help="only these configs (scenario1/c10, 'scenario3/*')")
     p.add_argument(
         "--sweep",
@@ -85,7 +135,8 @@ def analyze_parser() -> Parser:
     p.add_argument(
         "--verbose",
         action="store_true",
-        help="also the long tables in the terminal: hit %% by turn and the sweep's points (the JSON always holds them)",
+        help="also the long tables in the terminal: hit %% by turn, per replica and the sweep's points (the JSON "
+        "always holds them)",
     )
     p.add_argument("--plots", type=Path, metavar="DIR", help="PNG charts into DIR (matplotlib: fastgen[plots])")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON")
@@ -105,49 +156,53 @@ def _service_options(p: Parser) -> None:
         "--prefill-tokens-per-s",
         type=positive_float("--prefill-tokens-per-s", most=1e9),
         metavar="N",
-        help=f"the simulated server's prefill speed: a request's first token comes after its uncached "
-        f"prompt tokens / N seconds (default {DEFAULT_PREFILL_TOKENS_PER_S:,.0f}, or --calibrate's); a "
-        f"slower server keeps more sessions running at once, which a capacity feels",
+        help=f"the simulated engine's prefill speed: a step's prompt tokens take 1/N seconds each (default "
+        f"{DEFAULT_PREFILL_TOKENS_PER_S:,.0f}, or --calibrate's); a slower server keeps more sessions running "
+        f"and waiting at once, which a capacity feels",
     )
     p.add_argument(
         "--decode-tokens-per-s",
         type=positive_float("--decode-tokens-per-s", most=1e9),
         metavar="N",
-        help=f"its decode speed: a request ends its output tokens / N seconds after its first token "
-        f"(default {DEFAULT_DECODE_TOKENS_PER_S:g}, or --calibrate's)",
+        help=f"its decode speed: a step that decodes lasts 1/N seconds more (a running request's tokens a "
+        f"second; default {DEFAULT_DECODE_TOKENS_PER_S:g}, or --calibrate's)",
     )
     p.add_argument(
         "--calibrate",
         type=Path,
         metavar="RUN_DIR",
-        help="take both speeds from a bakeoff run against the server to predict for (a repeat-K folder, "
-        "or a folder above runs, pooled): uncached prompt tokens / TTFT and output tokens / (latency - "
-        "TTFT) over its requests; --prefill-tokens-per-s/--decode-tokens-per-s override either",
+        help="fit both speeds to bakeoff runs of this dataset against the server to predict for (a repeat-K "
+        "folder, or a folder above runs): each run's requests replayed through the engine model at the times "
+        "they were sent, its queue modelled, until its summed TTFT and latency are the run's; "
+        "--prefill-tokens-per-s/--decode-tokens-per-s override either",
     )
 
 
-def _service(args):
-    """(the service model, where its speeds come from; None: the defaults or given)."""
-    from dataclasses import replace
+def _service(args, targets, tokenizer, options):
+    """(the options with the service model and band speeds, where the speeds come from; None: defaults or given)."""
+    from ..analysis.calibrate import calibrate, calibrated_options
+    from ..traces.blocks import load_reading
 
-    from ..analysis.calibrate import calibrate
-    from ..analysis.schedule import ServiceModel
-
-    service, source = ServiceModel(), None
+    calibration = None
     if args.calibrate is not None:
-        calibration = calibrate(args.calibrate)
-        service, source = calibration.service, calibration.describe()
-    given = {
-        name: value
-        for name, value in (
-            ("prefill_tokens_per_s", args.prefill_tokens_per_s),
-            ("decode_tokens_per_s", args.decode_tokens_per_s),
-        )
-        if value is not None
-    }
-    if given and source is not None:
-        source += "; " + " and ".join(name.split("_")[0] for name in given) + " given"
-    return replace(service, **given), source
+        every = _all_targets(args) or targets
+        calibration = calibrate(args.calibrate, every, load_reading(tokenizer, args.reading), options)
+    return calibrated_options(
+        options,
+        calibration,
+        prefill_tokens_per_s=args.prefill_tokens_per_s,
+        decode_tokens_per_s=args.decode_tokens_per_s,
+    )
+
+
+def _all_targets(args):
+    """Every config of the dataset (a run to calibrate from may be of one --only leaves out); None without configs."""
+    from ..analysis import config_targets
+
+    config_dir = args.configs or (args.dir.resolve().parent / "configs")
+    if args.configs is not None or (config_dir / "manifest.json").is_file():
+        return config_targets(config_dir, args.dir)
+    return None
 
 
 def _targets(args):
@@ -171,23 +226,15 @@ def _tokenizer_of(folder: Path) -> Path:
 
 
 def run_analyze(args) -> int:
-    from ..analysis import AnalysisOptions, analyze, kv_bytes_per_token
+    from ..analysis import analyze
     from ..analysis.report import analysis_document, analysis_table
-    from ..analysis.rules import ENGINE_RULES
     from ..errors import OutputError
     from ..extras import require_extra
 
     require_extra("validate", "fastgen analyze")  # before any file is read: it reads them as inference-perf does
     if args.plots is not None:
         require_extra("plots", "fastgen analyze --plots")
-    capacity = args.kv_cache_tokens
-    if args.kv_cache_gib is not None:
-        if args.model_config is None:
-            raise UsageError("--kv-cache-gib needs --model-config (the model's config.json) for the bytes per token")
-        capacity = int(args.kv_cache_gib * 2**30 // kv_bytes_per_token(args.model_config))
-    if args.definition == "aiperf" and capacity is not None:
-        raise UsageError("AIPerf's definition has no capacity (an infinite cache); drop --kv-cache-tokens/-gib")
-    service, service_source = _service(args)
+    server = _server(args)
     targets, tokenizer = _targets(args)
     if args.only:
         from fnmatch import fnmatchcase
@@ -197,30 +244,32 @@ def run_analyze(args) -> int:
         ]
         if not targets:
             raise UsageError(f"no config matches {' '.join(args.only)}")
-    if args.definition == "aiperf" and args.engine != "vllm":
-        raise UsageError("AIPerf's definition has no engine rules; drop --engine or --definition aiperf")
-    rules = ENGINE_RULES[args.engine]
-    block_size = args.block_size or (512 if args.definition == "aiperf" else rules.default_block_size)
-    options = AnalysisOptions(
-        block_size=block_size,
-        capacity_tokens=capacity,
-        reading=args.reading,
-        definition=args.definition,
-        sweep=args.sweep,
-        engine=args.engine,
-        service=service,
-    )
+    options = _options(args, server)
+    options, service_source = _service(args, targets, tokenizer, options)
     reading, results = analyze(
         targets, tokenizer, options, workers=args.workers, progress=not args.quiet and sys.stderr.isatty()
     )
-    print(analysis_table(reading, options, results, verbose=args.verbose, service_source=service_source))
+    server_line = None
+    if server is not None:  # as predicted: the flags given in place of what the runs recorded
+        from dataclasses import replace
+
+        server_line = replace(
+            server, settings=options.scheduler, capacity_tokens=options.capacity_tokens, block_size=options.block_size
+        ).describe()
+    print(
+        analysis_table(
+            reading, options, results, verbose=args.verbose, service_source=service_source, server=server_line
+        )
+    )
     if args.plots is not None and args.definition == "vllm":
         from ..results.plots import write_plots
         from ..analysis.plots import analysis_plots
 
         try:
             written = write_plots(
-                analysis_plots(results, {r.name: r.sweep for r in results if r.sweep}, capacity_tokens=capacity),
+                analysis_plots(
+                    results, {r.name: r.sweep for r in results if r.sweep}, capacity_tokens=options.capacity_tokens
+                ),
                 args.plots,
             )
         except OSError as exc:
@@ -230,11 +279,75 @@ def run_analyze(args) -> int:
         print(f"{len(written)} plots in {args.plots}")
     if args.json:
         try:
-            document = analysis_document(reading, options, results, service_source=service_source)
+            document = analysis_document(reading, options, results, service_source=service_source, server=server_line)
             args.json.write_text(json.dumps(document, indent=1) + "\n")
         except OSError as exc:
             raise OutputError(f"cannot write {args.json}: {exc.strerror}; choose another --json") from None
     return 0
+
+
+def _server(args):
+    """The server --server-from names (analysis.serving.ServerSpec), or None."""
+    if args.server_from is None:
+        return None
+    from ..analysis.serving import server_from
+
+    server = server_from(args.server_from)
+    if args.engine is not None and args.engine != server.engine:
+        raise UsageError(
+            f"--engine {args.engine}, but {args.server_from}'s runs were against {server.engine}; drop --engine, "
+            f"or give runs of a {args.engine} server"
+        )
+    return server
+
+
+def _options(args, server):
+    """AnalysisOptions from the flags, over --server-from's server where given, over the engine's defaults."""
+    from dataclasses import replace
+
+    from ..analysis import AnalysisOptions, kv_bytes_per_token
+    from ..analysis.rules import ENGINE_RULES
+
+    engine = args.engine or (server.engine if server is not None else "vllm")
+    capacity = args.kv_cache_tokens
+    if args.kv_cache_gib is not None:
+        if args.model_config is None:
+            raise UsageError("--kv-cache-gib needs --model-config (the model's config.json) for the bytes per token")
+        capacity = int(args.kv_cache_gib * 2**30 // kv_bytes_per_token(args.model_config))
+    if capacity is None and server is not None:
+        capacity = server.capacity_tokens
+    if args.definition == "aiperf":
+        if capacity is not None:
+            raise UsageError("AIPerf's definition has no capacity (an infinite cache); drop --kv-cache-tokens/-gib")
+        if args.engine not in (None, "vllm") or server is not None:
+            raise UsageError(
+                "AIPerf's definition has no engine rules; drop --engine/--server-from or --definition aiperf"
+            )
+    rules = ENGINE_RULES[engine]
+    block_size = args.block_size or (
+        512 if args.definition == "aiperf" else server.block_size if server is not None else rules.default_block_size
+    )
+    settings = server.settings if server is not None else rules.defaults
+    given = {
+        "batch_tokens": args.batch_tokens,
+        "max_running": args.max_running,
+        "policy": args.schedule_policy,
+    }
+    if args.schedule_policy == "lpm" and engine != "sglang":
+        raise UsageError("--schedule-policy lpm is SGLang's; vLLM schedules FCFS (drop it, or --engine sglang)")
+    settings = replace(settings, **{k: v for k, v in given.items() if v is not None})
+    return AnalysisOptions(
+        block_size=block_size,
+        capacity_tokens=capacity,
+        reading=args.reading,
+        definition=args.definition,
+        sweep=args.sweep,
+        engine=engine,
+        settings=settings,
+        band=0 if args.definition == "aiperf" else args.band,
+        replicas=args.replicas,
+        router=args.router,
+    )
 
 
 def export_parser() -> Parser:

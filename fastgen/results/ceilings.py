@@ -16,7 +16,7 @@ __all__ = ["Ceilings", "ceilings_of", "read_ceilings"]
 
 @dataclass
 class Ceilings:
-    """Per config: prompt tokens and the tokens an ideal cache would have cached (infinite, at capacity), in all
+    """Per config: prompt tokens and the tokens analyze predicts the engine caches (infinite, at capacity), in all
     and per turn; pooled over any set of configs and turns the way hit ratios pool."""
 
     capacity_tokens: Optional[int] = None
@@ -51,6 +51,12 @@ class Ceilings:
         if not prompt:
             return None, None
         return 100 * infinite / prompt, None if capacity is None else 100 * capacity / prompt
+
+    def band(self, name: str, which: str) -> Optional[tuple[float, float]]:
+        """The [lowest, highest] hit % analyze's jittered replays gave one config, `which` "infinite" or
+        "capacity"; None where the analysis has no band (an older one, or --band 0)."""
+        band = (self.configs.get(name) or {}).get(f"hit_percent_{which}_band")
+        return (float(band[0]), float(band[1])) if isinstance(band, list) and len(band) == 2 else None
 
 
 def ceilings_of(doc: dict, source: str) -> Ceilings:

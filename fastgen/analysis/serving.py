@@ -1,0 +1,161 @@
+"""The server to predict for, as a bakeoff run recorded it (`fastgen analyze --server-from RUN_DIR`): its engine, KV
+capacity and block or page size, and its scheduler settings (bakeoff/scheduling.py records them in each engine's
+own names; here they become rules.SchedulerSettings).
+
+A run recorded before fastgen read scheduler settings, or from a server that does not report them (vLLM without
+VLLM_SERVER_DEV_MODE, a router in front), has none: the engine's defaults stand in (rules.py says which), and the
+prediction says so, setting by setting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ..bakeoff.runs import RUN_FILE, read_run
+from ..errors import SpecError
+from .rules import ENGINE_RULES, SchedulerSettings
+
+__all__ = ["ServerSpec", "server_from", "settings_from_record"]
+
+_FIX = "give a run folder fastgen bakeoff wrote (OUT/LABEL/<scenario>/<config>/repeat-K) or a folder above runs"
+# SGLang's cache-aware policies other than lpm, which the model runs as FCFS
+_AS_FCFS = ("dfs-weight", "hrrn", "shortest-prefill-first", "random", "lof", "priority", "routing-key")
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    engine: str
+    version: Optional[str]
+    capacity_tokens: Optional[int]
+    block_size: int
+    settings: SchedulerSettings
+    source: Path
+    defaulted: tuple[str, ...] = ()  # settings the record did not give: the engine's defaults stand in
+    notes: tuple[str, ...] = field(default_factory=tuple)  # settings the model does not follow
+
+    def describe(self) -> str:
+        """One line: the server the prediction is for, and where its settings come from."""
+        name = f"{self.engine} {self.version}" if self.version else self.engine
+        capacity = f"{self.capacity_tokens:,} tokens" if self.capacity_tokens else "not recorded"
+        line = (
+            f"server from {self.source}: {name}, KV capacity {capacity}, "
+            f"{'page size' if self.engine == 'sglang' else 'block size'} {self.block_size}; "
+            f"{self.settings.describe(self.engine)}"
+        )
+        if self.defaulted:
+            line += f" (the run records no {', '.join(self.defaulted)}: {ENGINE_RULES[self.engine].defaults_from})"
+        return line + "".join(f"; {note}" for note in self.notes)
+
+
+def server_from(run_dir: Path) -> ServerSpec:
+    """The server the runs under `run_dir` (one run folder, or a folder above several) were made against; a SpecError
+    naming the folder when it holds no run record, or runs against different servers."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise SpecError(f"--server-from {run_dir} is not a folder; {_FIX}")
+    folders = [run_dir] if (run_dir / RUN_FILE).is_file() else sorted(p.parent for p in run_dir.rglob(RUN_FILE))
+    folders = [f for f in folders if not any(part.endswith(".partial") or ".old-" in part for part in f.parts)]
+    servers = []
+    for folder in folders:
+        record = read_run(folder) or {}
+        server = (record.get("identity") or {}).get("server")
+        if isinstance(server, dict) and server.get("engine"):
+            servers.append((folder, server))
+    if not servers:
+        raise SpecError(f"--server-from {run_dir} holds no {RUN_FILE} that names its server; {_FIX}")
+    first_folder, first = servers[0]
+    for folder, server in servers[1:]:
+        for key in ("engine", "kv_capacity_tokens", "block_size"):
+            if server.get(key) != first.get(key):
+                raise SpecError(
+                    f"--server-from {run_dir}: {first_folder} and {folder} ran against different servers ({key} "
+                    f"{first.get(key)} and {server.get(key)}); give one label's folder or one run"
+                )
+    engine = str(first["engine"])
+    if engine not in ENGINE_RULES:
+        raise SpecError(
+            f"--server-from {run_dir}: its runs were against {engine}, whose rules analyze does not know; use "
+            f"--engine {' or --engine '.join(ENGINE_RULES)} with the settings as flags"
+        )
+    settings, defaulted, notes = settings_from_record(engine, first.get("scheduler"))
+    block = first.get("block_size")
+    if not isinstance(block, int) or block <= 0:
+        block = ENGINE_RULES[engine].default_block_size
+        defaulted = ("block size", *defaulted)
+    capacity = first.get("kv_capacity_tokens")
+    return ServerSpec(
+        engine=engine,
+        version=first.get("version"),
+        capacity_tokens=capacity if isinstance(capacity, int) and capacity > 0 else None,
+        block_size=block,
+        settings=settings,
+        source=run_dir,
+        defaulted=defaulted,
+        notes=notes,
+    )
+
+
+def settings_from_record(
+    engine: str, recorded: Optional[dict]
+) -> tuple[SchedulerSettings, tuple[str, ...], tuple[str, ...]]:
+    """(the settings, the ones the record lacked, notes on ones the model does not follow) from what the bakeoff
+    recorded in the engine's own names (bakeoff/scheduling.py)."""
+    recorded = recorded if isinstance(recorded, dict) else {}
+    defaults = ENGINE_RULES[engine].defaults
+    given: dict = {}
+    notes: list[str] = []
+    if engine == "vllm":
+        names = {
+            "batch_tokens": "max_num_batched_tokens",
+            "max_running": "max_num_seqs",
+            "chunked_prefill": "enable_chunked_prefill",
+            "reserve_full_prompt": "scheduler_reserve_full_isl",
+            "watermark": "watermark",
+        }
+        for field_name, key in names.items():
+            if recorded.get(key) is not None:
+                given[field_name] = recorded[key]
+        if (recorded.get("long_prefill_token_threshold") or 0) > 0:
+            notes.append("long_prefill_token_threshold is not modelled (chunks are the whole budget)")
+        if recorded.get("async_scheduling"):
+            notes.append("async scheduling is modelled as synchronous")
+        if recorded.get("policy") not in (None, "fcfs"):
+            notes.append(f"policy {recorded['policy']} runs as fcfs (every request has the same priority)")
+    else:
+        chunk = recorded.get("chunked_prefill_size")
+        if chunk is not None:
+            given["batch_tokens"] = chunk if chunk > 0 else None
+        if recorded.get("max_prefill_tokens") is not None:
+            given["max_prefill_tokens"] = recorded["max_prefill_tokens"]
+        running = recorded.get("effective_max_running_requests") or recorded.get("max_running_requests")
+        if running is not None:
+            given["max_running"] = running
+        policy = recorded.get("schedule_policy")
+        if policy is not None:
+            given["policy"] = "lpm" if policy == "lpm" else "fcfs"
+            if policy in _AS_FCFS:
+                notes.append(f"schedule_policy {policy} runs as fcfs")
+        conservativeness = recorded.get("schedule_conservativeness")
+        if conservativeness is not None:
+            initial = min(0.7 * float(conservativeness), 1.0)
+            given["new_token_ratio"] = (initial, initial * 0.14, 600)
+        if recorded.get("enable_mixed_chunk"):
+            notes.append("mixed chunks (decode in prefill batches) are modelled as separate steps")
+    missing = tuple(
+        name
+        for name, present in (
+            ("batch token budget", "batch_tokens" in given),
+            ("request limit", "max_running" in given),
+            ("schedule policy", "policy" in given or engine == "vllm"),
+        )
+        if not present
+    )
+    settings = SchedulerSettings(
+        **{
+            **{k: getattr(defaults, k) for k in SchedulerSettings.__dataclass_fields__},
+            **given,
+        }
+    )
+    return settings, (missing if recorded else ("scheduler settings",)), tuple(notes)
