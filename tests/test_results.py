@@ -876,7 +876,11 @@ def test_a_hit_above_its_ceiling_inside_the_analysis_band_is_put_down_to_the_int
         analysis_a=analysis_file(tmp_path / "a.json", 1_000_000, 75.0),
         analysis_b=analysis_file(tmp_path / "b.json", 4096, 25.0, capacity_band=[12.0, 21.0]),
     )
-    (finding,) = section(report_of(tmp_path / "out"), "runs")["findings"]
+    report = report_of(tmp_path / "out")
+    # the band sits beside the point in the Runs table, for the side whose analysis has one
+    (row,) = table(report, "runs", "Runs")
+    assert row["ceiling B band % cap"] == "12.0-21.0" and "ceiling A band % cap" not in row
+    (finding,) = section(report, "runs")["findings"]
     assert finding == (
         "scenario1/c2: b hits 20.0 %, 5.0 points above the ceiling at capacity, 15.0 %: inside the band 12.0-21.0 % "
         "analyze gives for other interleavings of the concurrent requests (the ceiling is one of them; its prompts "
@@ -895,6 +899,7 @@ def test_compare_ceilings_per_side_are_labelled_and_a_hit_above_its_ceiling_says
     report = report_of(tmp_path / "out")
     (row,) = table(report, "runs", "Runs")
     assert (row["ceiling A % inf"], row["ceiling A % cap"], row["ceiling B % cap"]) == (75.0, 65.0, 15.0)
+    assert not [column for column in row if "band" in column]  # analyses without bands (older, or --band 0)
     assert report["b"]["ceilings"] == "b.json: KV capacity 4,096 tokens, block size 16, rules vllm: blocks of 16 tokens"
     # B hits 20 % against its own ceiling at capacity of 15 %; outputs not recorded in these runs
     (finding,) = section(report, "runs")["findings"]

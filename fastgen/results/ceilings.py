@@ -58,6 +58,12 @@ class Ceilings:
         band = (self.configs.get(name) or {}).get(f"hit_percent_{which}_band")
         return (float(band[0]), float(band[1])) if isinstance(band, list) and len(band) == 2 else None
 
+    def band_kind(self) -> Optional[str]:
+        """Which ceiling the analysis gives bands for: "capacity" where it has a capacity, else "infinite"; None
+        where no config has one (an older analysis, or --band 0)."""
+        which = "capacity" if self.capacity_tokens is not None else "infinite"
+        return which if any(self.band(name, which) for name in self.configs) else None
+
 
 def ceilings_of(doc: dict, source: str) -> Ceilings:
     """The ceilings of an analysis document (analysis/report.py's analysis_document), `source` naming it."""

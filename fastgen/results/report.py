@@ -136,6 +136,25 @@ class Pair:
             cells += [infinite] + ([capacity] if ceilings.capacity_tokens is not None else [])
         return cells
 
+    def band_columns(self) -> list[str]:
+        """Beside the ceilings, per side whose analysis has them: the band (lowest-highest hit % of analyze's
+        replays of other interleavings) of the capacity ceiling, or of the unbounded one without a capacity."""
+        return [
+            f"ceiling{tag} band % {'cap' if kind == 'capacity' else 'inf'}"
+            for tag, ceilings in self._ceiling_sides()
+            if (kind := ceilings.band_kind())
+        ]
+
+    def band_cells(self, name: str) -> list[Optional[str]]:
+        """One config's bands, as "low-high", for band_columns (a band is per config: it does not pool)."""
+        cells: list[Optional[str]] = []
+        for _, ceilings in self._ceiling_sides():
+            kind = ceilings.band_kind()
+            if kind is not None:
+                band = ceilings.band(name, kind)
+                cells.append(None if band is None else f"{band[0]:.1f}-{band[1]:.1f}")
+        return cells
+
     def configs(self, scenario: str) -> list[str]:
         """The configs of a scenario (its config folder name) that both sides ran, in the design's order."""
         both = [name for name in self.a.runs if name in self.b.runs and self.a.runs[name].scenario == scenario]

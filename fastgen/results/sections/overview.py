@@ -21,8 +21,9 @@ NOTE = (
 )
 CEILING_NOTE = (
     " Ceilings (--analysis, --analysis-a/-b): what `fastgen analyze` predicts the engine hits on the same "
-    "requests with recorded outputs, its scheduler modelled (the point; the analysis JSON holds the band the "
-    "interleaving of concurrent requests allows), unbounded (inf) and at the analysis's KV capacity (cap); a "
+    "requests with recorded outputs, its scheduler modelled (the point), unbounded (inf) and at the analysis's KV "
+    "capacity (cap), and where the analysis has it the band: the lowest and highest hit % of its replays under other "
+    "interleavings of the concurrent requests (fastgen analyze --band), the range one run of the engine can land in; a "
     "measured hit below them is eviction or sharing the engine missed, one above them is explained below "
     "the table."
 )
@@ -47,6 +48,7 @@ def build(pair: Pair) -> Optional[Section]:
             "hit % B",
             "hit % B/A",
             *pair.ceiling_columns(),
+            *pair.band_columns(),
             "repeats A",
             "repeats B",
             "requests A",
@@ -72,6 +74,7 @@ def build(pair: Pair) -> Optional[Section]:
             row += [run.status, run.requests_failed, run.sessions_failed] if run else ["not run", None, None]
         row += [*hits, hit_ratio_ if both else None]
         row += pair.ceiling_cells([name]) if both else [None] * len(pair.ceiling_columns())
+        row += pair.band_cells(name) if both else [None] * len(pair.band_columns())
         row += [len(r.repeats) if r else None for r in runs]
         row += [r.requests_total if r else None for r in runs]
         row += [r.seconds if r else None for r in runs]
