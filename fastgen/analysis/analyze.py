@@ -10,7 +10,7 @@ has run it. Definitions, each named in the output:
 - at capacity: the same with the engine's admission, preemption and LRU eviction at that KV capacity;
 - the band: the same replays again under seeded jitter of arrivals and step lengths (schedule.Jitter): the range of
   outcomes the interleaving of concurrent requests allows;
-- aiperf: AIPerf's analyze-trace cache_hit_rate (aiperf_definition.py): file order, infinite cache.
+- aiperf: AIPerf's analyze-trace cache_hit_rate (aiperf.py): file order, infinite cache.
 """
 
 from __future__ import annotations
