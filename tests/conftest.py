@@ -84,6 +84,22 @@ def _pool_cache_folder(tmp_path_factory):
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
 
 
+def _tree_bytes(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _committed_configs_untouched():
+    """fastgen's default --config-dir is `configs` in the working folder, which for a test is the repository: a run
+    that forgets --config-dir would rewrite the committed configs (one did, and they were committed with a test's
+    temporary paths in them). The suite fails if its runs changed them."""
+    configs = Path(__file__).resolve().parent.parent / "configs"
+    before = _tree_bytes(configs)
+    yield
+    changed = sorted(name for name, data in _tree_bytes(configs).items() if before.get(name) != data)
+    assert changed == [], f"a test wrote into the repository's configs/ ({changed[:3]}): give it --config-dir"
+
+
 @pytest.fixture(scope="session")
 def builtin():
     return load_tokenizer("builtin")
