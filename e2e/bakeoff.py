@@ -246,7 +246,9 @@ CEILING_TOLERANCE_POINTS = (1.0, 3.0)
 
 def _near_the_ceilings(runs_table: dict) -> list[str]:
     """The big engine hits what analyze predicts for an unbounded cache, the small one what it predicts at its
-    capacity, within CEILING_TOLERANCE_POINTS (one analysis serves both: "ceiling % inf", "ceiling % cap"; one per
+    capacity, within CEILING_TOLERANCE_POINTS of the prediction's band where the report shows one (the range of
+    analyze's replays under other interleavings: inference-perf's workers race turns released together, so one run
+    lands anywhere in it), else of the point (one analysis serves both: "ceiling % inf", "ceiling % cap"; one per
     side: "ceiling A % inf", ...)."""
     failures = []
     for cells in _rows(runs_table):
@@ -255,11 +257,16 @@ def _near_the_ceilings(runs_table: dict) -> list[str]:
             ("B", "cap", CEILING_TOLERANCE_POINTS[1]),
         ):
             column = next((c for c in (f"ceiling {side} % {kind}", f"ceiling % {kind}") if c in cells), None)
+            band_column = next(
+                (c for c in (f"ceiling {side} band % {kind}", f"ceiling band % {kind}") if cells.get(c)), None
+            )
             measured, predicted = _value(cells[f"hit % {side}"]), cells.get(column) if column else None
-            if measured is None or predicted is None or abs(measured - predicted) > tolerance:
+            low, high = [float(v) for v in cells[band_column].split("-")] if band_column else [predicted, predicted]
+            if measured is None or predicted is None or not low - tolerance <= measured <= high + tolerance:
+                where = f"its band {low}-{high}" if band_column else "the point"
                 failures.append(
                     f"{cells['config']}: hit % {side} {measured}, analyze predicted {predicted} "
-                    f"({column}), more than {tolerance} points apart"
+                    f"({column}), more than {tolerance} points from {where}"
                 )
     return failures
 

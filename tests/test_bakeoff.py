@@ -823,3 +823,26 @@ def test_fake_engine_fails_every_nth_request_and_scales_its_answers(dataset):
             first, second = (fetch(url, method="POST", json_body=body) for _ in range(2))
         assert (first.status, second.status) == (200, 500)
         assert json.loads(first.body)["usage"]["completion_tokens"] == tokens
+
+
+def test_the_e2e_ceiling_check_holds_a_hit_to_its_band_where_the_report_shows_one():
+    """e2e.bakeoff's check: within the tolerance of the point without a band, of the band with one (inference-perf's
+    workers race turns released together: a run lands anywhere in the band, not on the point)."""
+    from e2e.bakeoff import _near_the_ceilings
+
+    def table(hit_b: float, band: str | None) -> dict:
+        columns = ["config", "hit % A", "hit % B", "ceiling % inf", "ceiling % cap"]
+        row = ["scenario1/c10", {"value": 89.9}, {"value": hit_b}, 89.9, 81.6]
+        if band is not None:
+            columns.append("ceiling band % cap")
+            row.append(band)
+        return {"columns": columns, "rows": [row]}
+
+    assert _near_the_ceilings(table(86.6, None)) == [
+        "scenario1/c10: hit % B 86.6, analyze predicted 81.6 (ceiling % cap), more than 3.0 points from the point"
+    ]
+    assert _near_the_ceilings(table(86.6, "81.6-89.9")) == []
+    assert _near_the_ceilings(table(77.0, "81.6-89.9")) == [
+        "scenario1/c10: hit % B 77.0, analyze predicted 81.6 (ceiling % cap), more than 3.0 points from its band "
+        "81.6-89.9"
+    ]
