@@ -240,8 +240,12 @@ def check_bakeoff(workdir: Path, configs: list[str], logs: dict[str, list[dict]]
 
 
 # The engines answer their own short outputs, not the recorded ones, so later prompts differ a little from what
-# analyze rebuilt; measured on the six default configs: at most 0.34 points (unbounded) and 0.85 (at capacity).
-CEILING_TOLERANCE_POINTS = (1.0, 3.0)
+# analyze rebuilt; measured on the six default configs: at most 0.34 points (unbounded) and 0.85 (at capacity). At
+# capacity, scenario1/c10's four sessions start together and their next turns race out of inference-perf's worker
+# processes, further apart on a busy machine than the band's 10 ms of jitter: measured 2026-12-05 on two loaded
+# cores, 84.1 and 86.6 % against a band of 80.5-82.9 % (3.7 points above it; the point alone had been 3.5-5.7 points
+# off in 4 of 19 runs).
+CEILING_TOLERANCE_POINTS = (1.0, 5.0)
 
 
 def _near_the_ceilings(runs_table: dict) -> list[str]:
