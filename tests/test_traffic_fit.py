@@ -177,9 +177,13 @@ def test_cli_fit_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, make
     assert not out.exists() and result.stdout == ""
 
 
-def test_cli_fit_needs_out():
+def test_cli_fit_needs_out_and_takes_no_workload(tmp_path):
     result = run_fastgen("workload", "fit", "traces")
     assert result.returncode == 2 and "needs trace folders or files and --out FILE" in result.stderr
+    out = tmp_path / "fitted.yaml"
+    result = run_fastgen("workload", "fit", "traces", "--out", str(out), "--workload", "agent")
+    assert result.returncode == 2 and "takes its workload from the traces; drop --workload" in result.stderr
+    assert not out.exists()
 
 
 def test_slowest_of_recovers_the_log_normal_of_one_tool():

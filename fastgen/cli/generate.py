@@ -313,6 +313,12 @@ def _run_fit(args) -> int:
         )
     if args.against:
         raise UsageError("--against is for `fastgen workload stats`")
+    shaped = args.workload or (args.scale, args.budget_scale) != (1.0, 1.0) or hasattr(args, "arrival_window")
+    if shaped:
+        raise UsageError(
+            "fastgen workload fit takes its workload from the traces; drop --workload, --scale, --budget-scale and "
+            "--arrival-window (edit the written YAML, or pass it to fastgen with --scale)"
+        )
     if not args.out.parent.is_dir():
         raise UsageError(f"--out {args.out}: folder {args.out.parent} does not exist; create it first")
     requests = read_traffic(args.traces, block_size=args.block_size)

@@ -396,8 +396,8 @@ def _structural_notes(
     ]
     if mooncake:
         notes.append(
-            "tool calls per step, sub-agents: Mooncake lines carry no answers; one call a step and no sub-agents "
-            "(tool_result is a step's whole growth)"
+            "tool calls per step, sub-agents: Mooncake lines carry no answers and no agent; one call a step, no "
+            "sub-agents, and a session's every request a step of its loop (tool_result is a step's whole growth)"
         )
         notes.append(
             "appended tokens, cached share, cross-session sharing: Mooncake lines share whole hash-id blocks, the "
