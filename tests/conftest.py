@@ -42,6 +42,7 @@ SLOW_TESTS = (
     "tests/test_native_bench.py::*",
     "tests/test_template_window.py::test_every_request_of_a_quarter_of_the_32k_workload_*",  # 1,362 prompts rendered whole, 3 times
     "tests/test_aa_simulation.py::test_the_rule_keeps_its_false_positive_rate_*",  # 70 whole reports
+    "tests/test_traffic_fit.py::test_cli_fit_reads_a_mooncake_export",  # the export's replay, then fit: 11 s
 )
 
 

@@ -60,6 +60,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("traces.blocks", "traces"),
     ("traffic.read",),  # traffic as measured from trace files: counts, times, shapes, prefix sharing
     ("traffic.stats", "traffic"),
+    ("traffic.fit",),  # the agent workload fitted to traffic: pure
+    ("traffic.fitted",),  # a fitted workload checked against the window and generated at a small scale
     ("verify", "validate"),
     # bakeoff: runs against a live server; results reads the run folders it writes
     ("bakeoff.server", "bakeoff.sampler", "bakeoff.runs", "bakeoff.plan", "bakeoff.status"),

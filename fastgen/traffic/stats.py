@@ -128,6 +128,7 @@ def fidelity_table(
     reference: Optional[dict[str, Optional[float]]] = None,
     *,
     reference_name: str = "published",
+    measured_name: str = "measured",
 ) -> str:
     """A Markdown table: each statistic, the reference (the published value, or another traffic's), the measured
     one, the tolerance and whether it holds."""
@@ -135,7 +136,7 @@ def fidelity_table(
         (lambda s: s.published) if reference is None else (lambda s: reference.get(s.key))
     )
     lines = [
-        f"| statistic | {reference_name} | measured | tolerance | within |",
+        f"| statistic | {reference_name} | {measured_name} | tolerance | within |",
         "|---|---:|---:|---:|:---:|",
     ]
     for stat in PUBLISHED:
