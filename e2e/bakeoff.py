@@ -265,13 +265,17 @@ def _near_the_ceilings(runs_table: dict) -> list[str]:
                 (c for c in (f"ceiling {side} band % {kind}", f"ceiling band % {kind}") if cells.get(c)), None
             )
             measured, predicted = _value(cells[f"hit % {side}"]), cells.get(column) if column else None
-            low, high = [float(v) for v in cells[band_column].split("-")] if band_column else [predicted, predicted]
-            if measured is None or predicted is None or not low - tolerance <= measured <= high + tolerance:
+            if measured is not None and predicted is not None:
+                low, high = [float(v) for v in cells[band_column].split("-")] if band_column else [predicted] * 2
+                if low - tolerance <= measured <= high + tolerance:
+                    continue
                 where = f"its band {low}-{high}" if band_column else "the point"
-                failures.append(
-                    f"{cells['config']}: hit % {side} {measured}, analyze predicted {predicted} "
-                    f"({column}), more than {tolerance} points from {where}"
-                )
+            else:
+                where = "a prediction"
+            failures.append(
+                f"{cells['config']}: hit % {side} {measured}, analyze predicted {predicted} "
+                f"({column}), more than {tolerance} points from {where}"
+            )
     return failures
 
 
