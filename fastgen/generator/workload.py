@@ -340,9 +340,10 @@ def workload_yaml(spec: Spec) -> str:
 
 
 def workload_schema() -> dict:
-    """The JSON Schema of a workload document of the built-in scenarios, for editors and CI (committed as
-    data/workload.schema.json)."""
-    from .scenarios import BUILTIN
+    """The JSON Schema of a workload document of the scenarios fastgen ships (the benchmark's three and the agent
+    shapes, whose fields the shipped agent, declared, fleet and field workloads use), for editors and CI (committed
+    as data/workload.schema.json)."""
+    from .scenarios import BUILTIN, MORE
 
-    schema = _adapter(BUILTIN).json_schema()
+    schema = _adapter(BUILTIN + MORE).json_schema()
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "fastgen workload", **schema}
