@@ -304,7 +304,7 @@ def load_workload(path: Path) -> Spec:
 
 
 def shipped_workload(name: str) -> Path:
-    """One of the workloads that ship with fastgen (default, 32k, smoke)."""
+    """One of the workloads that ship with fastgen (default, 32k, smoke, agent, declared, fleet, field)."""
     path = WORKLOADS_DIR / f"{name}.yaml"
     if not path.is_file():
         shipped = sorted(p.stem for p in WORKLOADS_DIR.glob("*.yaml"))
@@ -324,7 +324,7 @@ def default_workload() -> Spec:
 
 
 def resolve_workload(name: str) -> Spec:
-    """--workload NAME: a YAML file, or the name of a shipped workload (default, 32k, smoke) when no file has it."""
+    """--workload NAME: a YAML file, or the name of a shipped workload (default, 32k, smoke, agent, declared, fleet, field) when no file has it."""
     path = Path(name)
     if not path.is_file() and "/" not in name and not name.endswith((".yaml", ".yml")):
         return default_workload() if name == "default" else load_workload(shipped_workload(name))
