@@ -119,7 +119,7 @@ def _even_wait(spec: Spec, index: int, job: int) -> int:
     if isinstance(gap, LogNormal):
         z = NormalDist().inv_cdf(u)
         return min(gap.cap, int(round(gap.median * math.exp(gap.sigma * z))))
-    return gap.lo + int(u * (gap.hi - gap.lo + 1))
+    return min(gap.hi, gap.lo + int(u * (gap.hi - gap.lo + 1)))
 
 
 @dataclass(frozen=True)
