@@ -12,9 +12,12 @@ import pytest
 
 from fastgen.errors import SpecError, WorkloadError
 from fastgen.generator.scenarios import agent_loop
-from fastgen.generator.scenarios.agent_loop import AgentLoopSpec
+from fastgen.generator.scenarios.agent_loop import AgentLoopSpec, Stratum
 from fastgen.generator.spec import LogNormal, Range, Spec, Timing
 from fastgen.generator.workload import parse_workload
+from fastgen.traffic.read import read_traffic
+from fastgen.traffic.stats import PUBLISHED, traffic_stats, within
+from fastgen.validate import check_file
 from conftest import run_fastgen, write_sessions
 from test_dataset import _output_tokens
 
@@ -356,3 +359,124 @@ def test_every_span_states_its_plan_with_the_same_attribute_keys(sub_sessions):
     # inference-perf unifies a corpus's attributes with Arrow: a key some spans lack is null in the others
     keys = {frozenset(span["attributes"]) for _, spans in sub_sessions for span in spans}
     assert len(keys) == 1 and "fastgen.after" in next(iter(keys))
+
+
+# --- field-shaped sessions: tasks, turn strata, edits, the opening kept, a share of sessions with sub-agents --------
+
+FIELD = dataclasses.replace(
+    SUB,
+    sessions=10,
+    tasks=Range(2, 3),
+    next_task=Range(40, 80),
+    turn_strata=(Stratum(80, Range(1, 3)), Stratum(20, Range(8, 10))),
+    edit_percent=50,
+    edit=Range(60, 120),
+    compact_keep="opening",
+    even_waits=True,
+    subagent_percent=40,
+    spawn_at=Range(1, 1),
+)
+
+
+def _kind(span: dict) -> str:
+    return span["attributes"]["fastgen.turn_kind"]
+
+
+@pytest.fixture(scope="module")
+def field_sessions(builtin, tmp_path_factory):
+    return write_sessions(builtin, Spec({"agent_loop": FIELD}, TIMING), tmp_path_factory.mktemp("field"))
+
+
+def test_field_shaped_sessions_pass_inference_perfs_graph_builder(field_sessions):
+    shapes = {"agent_loop": agent_loop.shape(FIELD)}
+    for path, _ in field_sessions:
+        assert check_file(path, shapes).deviations == (), path.name
+
+
+def test_strata_and_subagent_shares_are_fixed_by_the_session_index(field_sessions):
+    long = [i for i in range(100) if FIELD.session_turns(i) == Range(8, 10)]
+    # the stratum's percent of any hundred sessions, to one session (a low-discrepancy sequence), not a draw's
+    assert abs(len(long) - 20) <= 1
+    assert abs(sum(FIELD.session_spawns(i) for i in range(100)) - 40) <= 1
+    spawning = {p.name for p, spans in field_sessions if any(_kind(s) == "subagent" for s in spans)}
+    assert spawning == {f"session_{i:04d}.json" for i in range(FIELD.sessions) if FIELD.session_spawns(i)}
+
+
+def test_later_tasks_follow_a_text_answer_after_think_time_and_edits_are_one_patch(field_sessions):
+    texts_followed = edits = 0
+    for _, spans in field_sessions:
+        main = [s for s in spans if _kind(s) not in ("subagent", "compaction")]
+        for before, after in zip(main, main[1:]):
+            answer = json.loads(before["attributes"]["gen_ai.output.messages"])[0]["parts"]
+            if answer[0]["type"] == "text" and after["attributes"]["fastgen.after"].split()[0] == before["span_id"]:
+                texts_followed += 1
+            calls = [p for p in answer if p["type"] == "tool_call"]
+            if calls and calls[0]["name"] == "apply_patch":
+                assert len(calls) == 1
+                edits += 1
+    assert texts_followed >= FIELD.sessions  # at least one later task a session (tasks >= 2)
+    assert edits > 0
+
+
+def test_even_waits_put_the_waits_before_later_tasks_at_the_think_times_quantiles():
+    spec = Spec({"agent_loop": dataclasses.replace(FIELD, sessions=400, even_waits=True)}, TIMING)
+    waits = np.array([agent_loop._even_wait(spec, i, job) for i in range(400) for job in range(2)])
+    d = TIMING.think_gap_ms
+    assert isinstance(d, LogNormal)
+    # 800 waits: their median and p90 within 5 % of the distribution's (random draws stray by about a tenth)
+    assert abs(np.median(waits) / d.median - 1) < 0.05
+    assert abs(np.percentile(waits, 90) / d.p90 - 1) < 0.05
+    assert waits.max() <= d.cap
+
+
+def test_a_compaction_that_keeps_the_opening_restarts_from_it(builtin, tmp_path):
+    spec = dataclasses.replace(FIELD, sessions=2, turn_strata=(), turns=Range(8, 8), subagents=Range(0, 0))
+    sessions = write_sessions(builtin, Spec({"agent_loop": spec}, TIMING), tmp_path)
+    for path, spans in sessions:
+        first = _messages(spans[0])
+        resumed = [_messages(s) for s, b in zip(spans[1:], spans) if _kind(b) == "compaction"]
+        assert resumed, "no compaction"
+        for messages in resumed:
+            assert messages[: len(first)] == first  # system prompt, repository map and the first task
+        assert check_file(path, {"agent_loop": agent_loop.shape(spec)}).deviations == ()
+
+
+@pytest.mark.parametrize(
+    "field, says",
+    [
+        ("tasks: {lo: 0, hi: 2}", "tasks must be at least 1 task a session"),
+        ("turn_strata: [{percent: 60, turns: {lo: 2, hi: 5}}]", "turn_strata percents must add up to 100"),
+        ("turn_strata: [{percent: 100, turns: {lo: 0, hi: 5}}]", "turn_strata turns must be at least 1"),
+        ("turn_strata: [{percent: 0, turns: {lo: 1, hi: 5}}]", "turn_strata.0.percent: expected an integer >= 1"),
+        ("edit_percent: 101", "edit_percent: expected an integer <= 100, got 101"),
+        ("edit_percent: 30\n    edit: {lo: 0, hi: 0}", "edit must be at least 1 token when edit_percent"),
+        ("compact_keep: all", "compact_keep: input should be 'system' or 'opening'"),
+        ("subagent_percent: -1", "subagent_percent: expected an integer >= 0, got -1"),
+        ("next_task: {lo: 9, hi: 2}", "range 9..2 is empty"),
+        ("even_waits: sometimes", "even_waits: input should be a valid boolean"),
+        ("compact_keep: opening\n    task: {lo: 30000, hi: 39000}", "summary must leave the new prompt (opening"),
+        ("tasks: {lo: 1, hi: 20}\n    turns: {lo: 10, hi: 14}", "tasks make sessions of up to"),
+    ],
+)
+def test_a_bad_field_shape_value_is_one_line_naming_it(field, says):
+    doc = f"format: 1\nscenarios:\n  agent_loop:\n    {field}\n"
+    with pytest.raises(WorkloadError) as err:
+        parse_workload(doc, source="w.yaml")
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("w.yaml: scenarios.agent_loop"), message
+    assert says in message, message
+
+
+def test_the_field_workload_holds_the_published_statistics_a_small_scale_can(tmp_path):
+    # a fifth of the sessions at a tenth of the budgets: the shares, counts and times hold there; token means scale
+    # with the budgets, and the p99 of steps needs the full count (docs/fidelity.md has the full-scale table)
+    args = ["--workload", "field", "--scale", "0.2", "--budget-scale", "0.1", "--tokenizer", "builtin", "--quiet"]
+    result = run_fastgen(*args, "--output-dir", str(tmp_path / "t"), "--config-dir", str(tmp_path / "c"))
+    assert result.returncode == 0, result.stderr
+    measured = traffic_stats(read_traffic([tmp_path / "t"]))
+    assert measured["sessions"] == 20
+    by_key = {stat.key: stat for stat in PUBLISHED}
+    held = ("cached_share", "steps_p50", "calls_mean", "tool_p50", "tool_p90", "human_p50", "human_p90")
+    for key in (*held, "subagent_share", "cross_share"):
+        assert within(by_key[key], measured[key], by_key[key].published), (key, measured[key])
+    assert within(by_key["input_mean"], measured["input_mean"], 0.1 * by_key["input_mean"].published)

@@ -182,7 +182,7 @@ def _add_workload_options(p: argparse.ArgumentParser) -> None:
         "--workload",
         metavar="FILE",
         help="a workload YAML file (`fastgen workload show > my.yaml` writes one to edit), or a shipped "
-        "one: default, 32k, smoke, agent, declared (default: default, the benchmark's numbers)",
+        "one: default, 32k, smoke, agent, declared, fleet, field (default: default, the benchmark's numbers)",
     )
     p.add_argument(
         "--max-model-len",

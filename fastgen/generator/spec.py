@@ -137,6 +137,17 @@ _Z90 = 1.2815515655446004  # the standard normal's 90th percentile
 Delay = Range | LogNormal
 
 
+def _as_written(value: Any) -> str:
+    """A value as a workload file writes it: {lo: 2, hi: 5}, [{percent: 60, turns: {lo: 2, hi: 5}}], 40000."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (
+            "{" + ", ".join(f"{f.name}: {_as_written(getattr(value, f.name))}" for f in dataclasses.fields(value)) + "}"
+        )
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_as_written(v) for v in value) + "]"
+    return repr(value)
+
+
 def _scale_tokens(n: int, factor: float) -> int:
     return max(1, int(round(n * factor))) if n > 0 else 0
 
@@ -182,9 +193,7 @@ class ScenarioSpec:
     def require(self, ok: bool, field: str, rule: str) -> None:
         """A spec's own check, for __post_init__: a ValueError, so a workload file names the scenario."""
         if not ok:
-            value = getattr(self, field)
-            shown = f"{{lo: {value.lo}, hi: {value.hi}}}" if isinstance(value, Range) else repr(value)
-            raise SpecError(f"{field} {rule}, got {shown}")
+            raise SpecError(f"{field} {rule}, got {_as_written(getattr(self, field))}")
 
     @property
     def count(self) -> int:

@@ -304,7 +304,7 @@ def load_workload(path: Path) -> Spec:
 
 
 def shipped_workload(name: str) -> Path:
-    """One of the workloads that ship with fastgen (default, 32k, smoke)."""
+    """One of the workloads that ship with fastgen (default, 32k, smoke, agent, declared, fleet, field)."""
     path = WORKLOADS_DIR / f"{name}.yaml"
     if not path.is_file():
         shipped = sorted(p.stem for p in WORKLOADS_DIR.glob("*.yaml"))
@@ -324,7 +324,7 @@ def default_workload() -> Spec:
 
 
 def resolve_workload(name: str) -> Spec:
-    """--workload NAME: a YAML file, or the name of a shipped workload (default, 32k, smoke) when no file has it."""
+    """--workload NAME: a YAML file, or the name of a shipped workload (default, 32k, smoke, agent, declared, fleet, field) when no file has it."""
     path = Path(name)
     if not path.is_file() and "/" not in name and not name.endswith((".yaml", ".yml")):
         return default_workload() if name == "default" else load_workload(shipped_workload(name))
@@ -340,9 +340,10 @@ def workload_yaml(spec: Spec) -> str:
 
 
 def workload_schema() -> dict:
-    """The JSON Schema of a workload document of the built-in scenarios, for editors and CI (committed as
-    data/workload.schema.json)."""
-    from .scenarios import BUILTIN
+    """The JSON Schema of a workload document of the scenarios fastgen ships (the benchmark's three and the agent
+    shapes, whose fields the shipped agent, declared, fleet and field workloads use), for editors and CI (committed
+    as data/workload.schema.json)."""
+    from .scenarios import BUILTIN, MORE
 
-    schema = _adapter(BUILTIN).json_schema()
+    schema = _adapter(BUILTIN + MORE).json_schema()
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "fastgen workload", **schema}

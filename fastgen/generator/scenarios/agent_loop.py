@@ -29,18 +29,33 @@ be tied by inference-perf's one timing edge to a sibling's request that ended be
 
 Gaps between requests are the workload's timing: a tool-call answer is followed by the slowest of its k tools
 (tool_exec_ms, drawn k times), a text answer by think time (think_gap_ms); either may be log-normal.
+
+Field-shaped sessions (all off by default, so that a workload without them keeps its bytes): `tasks` gives a
+session several tasks, each a loop and a final answer, the next task's message sent after the human's think time on
+the same conversation; `turn_strata` draws each session's turns from one of several strata, in shares fixed by the
+session's index (a low-discrepancy sequence, so a stratum of 2 % is 2 % of the sessions at any count): a heavy tail
+of long sessions without drawing it by chance; `edit_percent` makes that share of tool answers one apply_patch call
+whose diff (`edit` tokens) is the answer, as edits carry most of an agent's output; `compact_keep: opening` keeps the
+session's opening (system prompt, repository map, first task) in the prompt after a compaction, as harnesses keep
+their instructions; `subagent_percent` is the share of sessions that delegate at all; `even_waits` puts the human's
+waits before later tasks at evenly spread quantiles of think_gap_ms, so that their median and p90 hold over a few
+hundred waits.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import cast
+from statistics import NormalDist
+from typing import Annotated, ClassVar, Literal, cast
 
 import numpy as np
+from annotated_types import Ge, Le
 
 from ..blocks import ScenarioBlocks
 from ..content.budget import compose_block, numbered_code
 from ..content.compose import Composer, Text
+from ..content.patch import make_patch, patch_summary
 from ..content.vocab import Vocab
 from ..messages import (
     FOLLOWS_ANY,
@@ -54,13 +69,24 @@ from ..messages import (
     tool_result,
     user,
 )
-from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
+from ..spec import (
+    STRICT_KEYS,
+    TOOL_CALL_MIN_MAX_TOKENS,
+    Count,
+    Levels,
+    LogNormal,
+    Millis,
+    Range,
+    ScenarioSpec,
+    Spec,
+    Tokens,
+)
 from ..streams import session_rng
 from ..tools import DELEGATE
 from .base import MOST_REQUESTS, ConfigEntry, Request, Scenario, Shape
 from .common import CALL_TOKENS_BOUND, duration_ms, make_call, ticket_name
 
-__all__ = ["SCENARIO", "AgentLoopSpec", "plan_sessions"]
+__all__ = ["SCENARIO", "AgentLoopSpec", "Stratum", "plan_sessions"]
 
 SCENARIO_ID = 4
 NAME = DIRECTORY = "agent_loop"
@@ -70,13 +96,60 @@ _CONTINUE = "Continue {ticket} from your summary above (context compacted {n} ti
 COMPACTION = "compaction"  # the turn kind of a compaction request (fastgen.turn_kind in its span)
 SUBAGENT = "subagent"  # the turn kind of a sub-agent's request
 _INSTRUCTIONS_BOUND = 40  # tokens of either instruction above (or a report's footer), for the up-front window check
+_EDIT_RESULT_BOUND = 60  # tokens of an apply_patch result (the patch summary line)
+# Where a session stands in the sequence that assigns strata and sub-agents: i x (an irrational) mod 1 spreads any
+# number of sessions evenly over [0, 1), two different ones keep the two assignments apart
+_STRATA_STEP = 0.6180339887498949  # the golden ratio's fractional part
+_SUBAGENT_STEP = 0.4142135623730951  # sqrt(2) - 1
+_WAIT_STEP = 0.7320508075688772  # sqrt(3) - 1
+Percent = Annotated[int, Ge(0), Le(100)]
+
+
+def _position(index: int, step: float) -> float:
+    return (index * step) % 1.0
+
+
+def _even_wait(spec: Spec, index: int, job: int) -> int:
+    """The human's wait before task job + 2 of session `index`, at the quantile the low-discrepancy sequence puts
+    there: over a few hundred waits their median and p90 are the distribution's, where random draws of so long a
+    tail (a p90 15 times the median) stray by a fifth."""
+    # each task's waits spread over the sessions on their own (a shift per task), apart from the strata's sequence
+    u = min(max((index * _WAIT_STEP + job * _SUBAGENT_STEP) % 1.0, 1e-6), 1 - 1e-6)
+    gap = spec.timing.think_gap_ms
+    if isinstance(gap, LogNormal):
+        z = NormalDist().inv_cdf(u)
+        return min(gap.cap, int(round(gap.median * math.exp(gap.sigma * z))))
+    return min(gap.hi, gap.lo + int(u * (gap.hi - gap.lo + 1)))
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """One stratum of `turn_strata`: this percent of the sessions draw each task's turns from `turns`."""
+
+    __pydantic_config__: ClassVar[dict] = STRICT_KEYS
+
+    percent: Annotated[int, Ge(1), Le(100)]
+    turns: Range
 
 
 @dataclass(frozen=True)
 class AgentLoopSpec(ScenarioSpec):
     """A tool loop of `turns` answers of parallel calls and a final answer, compacting at `compact_trigger`."""
 
-    not_tokens = frozenset({"turns", "parallel_calls", "session_spacing_ms", "subagents", "spawn_at", "subagent_turns"})
+    not_tokens = frozenset(
+        {
+            "turns",
+            "parallel_calls",
+            "session_spacing_ms",
+            "subagents",
+            "spawn_at",
+            "subagent_turns",
+            "tasks",
+            "turn_strata",
+            "edit_percent",
+            "subagent_percent",
+        }
+    )
     answers = ("summary", "final_output", "report")
 
     sessions: Count = 20
@@ -99,18 +172,36 @@ class AgentLoopSpec(ScenarioSpec):
     report: Range = Range(300, 1200)  # each child's final answer, returned to the parent
     concurrency: Levels = (5, 20)
     session_spacing_ms: Millis = 30_000
+    # field-shaped sessions (module docstring); the defaults leave them out
+    tasks: Range = Range(1, 1)  # tasks of a session, each a loop and a final answer, think time between them
+    next_task: Range = Range(300, 800)  # tokens of each later task's message (the first is `task`)
+    turn_strata: tuple[Stratum, ...] = ()  # when given, each session's turns come from its stratum, not `turns`
+    edit_percent: Percent = 0  # tool answers that are one apply_patch call instead of parallel reads
+    edit: Range = Range(150, 400)  # tokens of an edit's diff (cut at whole edits: near a draw, not exactly it)
+    compact_keep: Literal["system", "opening"] = "system"  # what a compacted prompt keeps before the summary
+    subagent_percent: Percent = 100  # sessions that delegate (when subagents is not {lo: 0, hi: 0})
+    even_waits: bool = False  # the waits before later tasks at evenly spread quantiles of think_gap_ms, not drawn
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.require(self.turns.lo >= 1, "turns", "must be at least 1")
         self.require(self.parallel_calls.lo >= 1, "parallel_calls", "must be at least 1 call")
+        self.require(self.tasks.lo >= 1, "tasks", "must be at least 1 task a session")
+        if self.turn_strata:
+            total = sum(st.percent for st in self.turn_strata)
+            self.require(total == 100, "turn_strata", f"percents must add up to 100 (they add up to {total})")
+            for st in self.turn_strata:
+                self.require(st.turns.lo >= 1, "turn_strata", "turns must be at least 1 in every stratum")
+        if self.edit_percent:
+            self.require(self.edit.lo >= 1, "edit", "must be at least 1 token when edit_percent is above 0")
         if self.spawns_subagents:
             # a spawn that draws no children would be an answer with neither text nor calls
             self.require(self.subagents.lo >= 1, "subagents", "must be {lo: 0, hi: 0} (none) or at least 1")
+            fewest = self.fewest_turns
             self.require(
-                1 <= self.spawn_at.lo and self.spawn_at.hi <= self.turns.lo,
+                1 <= self.spawn_at.lo and self.spawn_at.hi <= fewest,
                 "spawn_at",
-                f"must name an answer of the loop, 1 to turns.lo ({self.turns.lo})",
+                f"must name an answer of the loop, 1 to the fewest turns ({fewest})",
             )
             # a child that reports at once would be one request: a plain tool call, not a sub-agent
             self.require(self.subagent_turns.lo >= 1, "subagent_turns", "must be at least 1")
@@ -122,16 +213,52 @@ class AgentLoopSpec(ScenarioSpec):
                 f"{self.subagent_turns.hi + 1} requests each, beside the loop); inference-perf queues a session's "
                 f"requests at once, so at most {MOST_REQUESTS}: fewer sub-agents or subagent_turns",
             )
+        kept = "system" if self.compact_keep == "system" else "opening: system, repo_map, task.hi"
         self.require(
-            self.summary.hi + self.system + 2 * _INSTRUCTIONS_BOUND < self.compact_trigger,
+            self.summary.hi + self.restart_base + 2 * _INSTRUCTIONS_BOUND < self.compact_trigger,
             "summary",
-            f"must leave the new prompt (system {self.system} + summary + instructions) below compact_trigger "
-            f"{self.compact_trigger}, or every request after a compaction compacts again",
+            f"must leave the new prompt ({kept} {self.restart_base} + summary + instructions) below "
+            f"compact_trigger {self.compact_trigger}, or every request after a compaction compacts again",
         )
+        if not self.spawns_subagents and (self.tasks.hi > 1 or self.turn_strata):
+            most = shape(self).most
+            self.require(
+                most <= MOST_REQUESTS,
+                "turn_strata" if self.turn_strata else "tasks",
+                f"make sessions of up to {most} requests; inference-perf queues a session's requests at once, so "
+                f"at most {MOST_REQUESTS}: fewer tasks or turns",
+            )
 
     @property
     def spawns_subagents(self) -> bool:
         return self.subagents.hi > 0
+
+    @property
+    def fewest_turns(self) -> int:
+        return min(st.turns.lo for st in self.turn_strata) if self.turn_strata else self.turns.lo
+
+    @property
+    def most_turns(self) -> int:
+        return max(st.turns.hi for st in self.turn_strata) if self.turn_strata else self.turns.hi
+
+    @property
+    def restart_base(self) -> int:
+        """Content tokens a compacted prompt keeps before the summary (at most)."""
+        return self.system + (self.repo_map + self.task.hi if self.compact_keep == "opening" else 0)
+
+    def session_turns(self, index: int) -> Range:
+        """The range session `index` draws each task's turns from: its stratum's, or `turns`."""
+        if not self.turn_strata:
+            return self.turns
+        at, edge = 100 * _position(index, _STRATA_STEP), 0
+        for st in self.turn_strata:
+            edge += st.percent
+            if at < edge:
+                return st.turns
+        return self.turn_strata[-1].turns
+
+    def session_spawns(self, index: int) -> bool:
+        return self.spawns_subagents and 100 * _position(index, _SUBAGENT_STEP) < self.subagent_percent
 
 
 @dataclass
@@ -180,6 +307,8 @@ class _Session:
         """One answer of k parallel calls and the k results the harness sends back, each a different file or
         query."""
         composer, rng, v, s = self.composer, self.rng, self.vocab, self.s
+        if s.edit_percent and int(rng.integers(100)) < s.edit_percent:  # drawn only then: the other bytes stay
+            return self.edit_turn()
         calls: list[ToolCall] = []
         results: list[Text] = []
         for _ in range(s.parallel_calls.draw(rng)):
@@ -202,6 +331,16 @@ class _Session:
                 results.append(compose_block(composer, f"$ pytest -q {target}\n", "logline", budget, rng))
         return Output(calls=tuple(calls)), results
 
+    def edit_turn(self) -> tuple[Output, list[Text]]:
+        """One apply_patch call whose diff is the answer, and the harness's one-line result."""
+        composer, rng, v = self.composer, self.rng, self.vocab
+        size = self.s.edit.draw(rng)
+        path = v.module_path()
+        code = composer.fill("code", 4 * size, rng).text  # room for the edits a diff of `size` tokens holds
+        patch = make_patch(v, path, code, composer.chars_for(size, "code"))
+        call = make_call(composer, rng, "apply_patch", {"path": patch.path, "patch": patch.diff})
+        return Output(calls=(call,)), [composer.line(patch_summary(patch))]
+
 
 def _with_results(messages: tuple[Message, ...], output: Output, results: list[Text]) -> tuple[Message, ...]:
     return messages + (output.as_history(), *(tool_result(c, r) for c, r in zip(output.calls, results)))
@@ -221,44 +360,65 @@ def plan_sessions(
         s.task.draw(rng),
         rng,
     )
-    loop_turns = s.turns.draw(rng)
-    spawn_step = s.spawn_at.draw(rng) - 1 if s.spawns_subagents else -1  # drawn only then: the other bytes stay
+    turns_range = s.session_turns(index)
+    first_turns = turns_range.draw(rng)
+    spawn_step = s.spawn_at.draw(rng) - 1 if s.session_spawns(index) else -1  # drawn only then: the other bytes stay
+    tasks = s.tasks.draw(rng) if s.tasks.hi > 1 else 1
     compactions = 0
     session = _Session(composer, rng, v, spec, blocks, ticket, f"{DIRECTORY}-{index:04d}")
-    messages: tuple[Message, ...] = (blocks.system, blocks.repo_map, user(task))
+    opening: tuple[Message, ...] = (blocks.system, blocks.repo_map, user(task))
+    kept = opening if s.compact_keep == "opening" else (blocks.system,)
+    messages = opening
     after: tuple[str, ...] = ()  # the requests whose outputs end the history: what the next request carries
     t = index * s.session_spacing_ms
 
-    for step in range(loop_turns + 1):
-        number = sum(turn.role != SUBAGENT for turn in session.turns) + 1
-        if session.prompt_tokens(messages) >= s.compact_trigger:
-            summary = Output(
-                compose_block(composer, f"Summary of {ticket} so far:\n", "prose", s.summary.draw(rng), rng)
+    for job in range(tasks):
+        if job:  # the human reads the answer, then asks for the next thing on the same conversation
+            ask = compose_block(
+                composer,
+                f"Next, on {ticket}: {v.verb()} the {v.noun()} {v.noun()} the same way and check it.\n",
+                "prose",
+                s.next_task.draw(rng),
+                rng,
             )
-            request = messages + (user(composer.line(_COMPACT)),)
-            end = session.send(f"t{number}", number, request, summary, t, role=COMPACTION, after=after)
-            t = end + spec.timing.think_gap_ms.draw(rng)
-            assert summary.text is not None
-            compactions += 1
-            resume = composer.line(_CONTINUE.format(ticket=ticket, n=compactions))
-            messages = (blocks.system, assistant_text(summary.text), user(resume))
+            messages = messages + (user(ask),)
+        loop_turns = turns_range.draw(rng) if job else first_turns
+        for step in range(loop_turns + 1):
+            number = sum(turn.role != SUBAGENT for turn in session.turns) + 1
+            if session.prompt_tokens(messages) >= s.compact_trigger:
+                summary = Output(
+                    compose_block(composer, f"Summary of {ticket} so far:\n", "prose", s.summary.draw(rng), rng)
+                )
+                request = messages + (user(composer.line(_COMPACT)),)
+                end = session.send(f"t{number}", number, request, summary, t, role=COMPACTION, after=after)
+                t = end + spec.timing.think_gap_ms.draw(rng)
+                assert summary.text is not None
+                compactions += 1
+                resume = composer.line(_CONTINUE.format(ticket=ticket, n=compactions))
+                messages = kept + (assistant_text(summary.text), user(resume))
+                after = (session.turns[-1].span_id,)
+                number += 1
+            if step == loop_turns:
+                final = Output(
+                    compose_block(
+                        composer, f"{ticket} is fixed. What changed:\n", "prose", s.final_output.draw(rng), rng
+                    )
+                )
+                end = session.send(f"t{number}", number, messages, final, t, after=after)
+                if job + 1 < tasks:
+                    t = end + (_even_wait(spec, index, job) if s.even_waits else spec.timing.think_gap_ms.draw(rng))
+                    messages = messages + (final.as_history(),)
+                    after = (session.turns[-1].span_id,)
+                break
+            if job == 0 and step == spawn_step:
+                t, added, after = _fan_out(session, messages, t, number, after)
+                messages = messages + added
+                continue
+            output, results = session.tool_turn()
+            end = session.send(f"t{number}", number, messages, output, t, after=after)
+            t = end + session.tool_gap(output)
+            messages = _with_results(messages, output, results)
             after = (session.turns[-1].span_id,)
-            number += 1
-        if step == loop_turns:
-            final = compose_block(
-                composer, f"{ticket} is fixed. What changed:\n", "prose", s.final_output.draw(rng), rng
-            )
-            session.send(f"t{number}", number, messages, Output(final), t, after=after)
-            break
-        if step == spawn_step:
-            t, added, after = _fan_out(session, messages, t, number, after)
-            messages = messages + added
-            continue
-        output, results = session.tool_turn()
-        end = session.send(f"t{number}", number, messages, output, t, after=after)
-        t = end + session.tool_gap(output)
-        messages = _with_results(messages, output, results)
-        after = (session.turns[-1].span_id,)
     turns = tuple(sorted(session.turns, key=lambda turn: (turn.start_ms, turn.span_id)))  # inference-perf's order
     return [SessionPlan(DIRECTORY, session.prefix, index, blocks.catalog, turns)]
 
@@ -321,26 +481,43 @@ def _fan_out(
 
 def _calls_bound(s: AgentLoopSpec) -> int:
     """The most tokens one answer of tool calls adds to a prompt: its calls and their results."""
-    return s.parallel_calls.hi * (CALL_TOKENS_BOUND + s.tool_result.hi)
+    reads = s.parallel_calls.hi * (CALL_TOKENS_BOUND + s.tool_result.hi)
+    return max(reads, _edit_bound(s) + _EDIT_RESULT_BOUND) if s.edit_percent else reads
+
+
+def _edit_bound(s: AgentLoopSpec) -> int:
+    """The most tokens an edit's call records (its diff is cut near its draw, so twice the draw bounds it)."""
+    return CALL_TOKENS_BOUND + 2 * s.edit.hi
 
 
 def _step_bound(s: AgentLoopSpec) -> int:
-    """The most tokens one answer adds to the parent's prompt: its calls and their results, or the sub-agents'."""
-    if not s.spawns_subagents:
-        return _calls_bound(s)
-    spawn = s.subagents.hi * (CALL_TOKENS_BOUND + s.subagent_task.hi + s.report.hi + _INSTRUCTIONS_BOUND)
-    return max(_calls_bound(s), spawn)
+    """The most tokens one answer adds to the parent's prompt: its calls and their results, the sub-agents', or a
+    final answer and the next task."""
+    grows = [_calls_bound(s)]
+    if s.spawns_subagents:
+        grows.append(s.subagents.hi * (CALL_TOKENS_BOUND + s.subagent_task.hi + s.report.hi + _INSTRUCTIONS_BOUND))
+    if s.tasks.hi > 1:
+        grows.append(s.final_output.hi + s.next_task.hi + _INSTRUCTIONS_BOUND)
+    return max(grows)
 
 
 def largest_requests(spec: Spec) -> list[Request]:
     s = cast(AgentLoopSpec, spec.scenarios[NAME])
     # a prompt below the trigger, plus one turn's growth, plus the instruction: the compaction request (or, without
-    # a compaction in reach, the whole loop's prompt)
-    whole_loop = s.system + s.tools + s.repo_map + s.task.hi + s.turns.hi * _step_bound(s)
+    # a compaction in reach, the whole session's prompt)
+    whole_loop = (
+        s.system
+        + s.tools
+        + s.repo_map
+        + s.task.hi
+        + s.tasks.hi * s.most_turns * _step_bound(s)
+        + (s.tasks.hi - 1) * (s.final_output.hi + s.next_task.hi + _INSTRUCTIONS_BOUND)
+    )
     prompt = min(whole_loop, s.compact_trigger - 1 + _step_bound(s)) + _INSTRUCTIONS_BOUND
-    messages = 4 + s.turns.hi * (1 + max(s.parallel_calls.hi, s.subagents.hi))
+    messages = 4 + s.tasks.hi * (2 + s.most_turns * (1 + max(s.parallel_calls.hi, s.subagents.hi)))
+    tool_turn = max(TOOL_CALL_MIN_MAX_TOKENS, s.summary.hi, 4 * _edit_bound(s) if s.edit_percent else 0)
     largest = [
-        Request("agent_loop compaction or tool turn", prompt, max(TOOL_CALL_MIN_MAX_TOKENS, s.summary.hi), messages),
+        Request("agent_loop compaction or tool turn", prompt, tool_turn, messages),
         Request("agent_loop final answer", prompt, s.final_output.hi, messages),
     ]
     if s.spawns_subagents:
@@ -349,7 +526,9 @@ def largest_requests(spec: Spec) -> list[Request]:
         child = s.subagent_system + s.tools + s.subagent_task.hi + s.subagent_turns.hi * _calls_bound(s)
         child_messages = 2 + s.subagent_turns.hi * (1 + s.parallel_calls.hi)
         largest.append(
-            Request("agent_loop sub-agent", child, max(TOOL_CALL_MIN_MAX_TOKENS, s.report.hi), child_messages)
+            Request(
+                "agent_loop sub-agent", child, max(TOOL_CALL_MIN_MAX_TOKENS, s.report.hi, tool_turn), child_messages
+            )
         )
     return largest
 
@@ -363,20 +542,34 @@ def config_entries(spec: Spec) -> list[ConfigEntry]:
             level,
             s.sessions,
             shape(s).most,  # inference-perf queues all of a session's requests at once, each holding a slot
-            about=f"c{level}: {level} sessions in flight at a time, {s.sessions} in all, each a tool loop of "
-            f"{s.turns.lo}-{s.turns.hi} answers of {s.parallel_calls.lo}-{s.parallel_calls.hi} parallel calls"
-            + (f", one of them spawning {s.subagents.lo}-{s.subagents.hi} sub-agents" if s.spawns_subagents else ""),
+            about=f"c{level}: {level} sessions in flight at a time, {s.sessions} in all, each "
+            + (f"{s.tasks.lo}-{s.tasks.hi} tasks, each " if s.tasks.hi > 1 else "")
+            + f"a tool loop of {s.fewest_turns}-{s.most_turns} answers of {s.parallel_calls.lo}-{s.parallel_calls.hi} "
+            "parallel calls"
+            + (f" or one edit ({s.edit_percent}%)" if s.edit_percent else "")
+            + (f", one of them spawning {s.subagents.lo}-{s.subagents.hi} sub-agents" if s.spawns_subagents else "")
+            + (f" in {s.subagent_percent}% of the sessions" if s.spawns_subagents and s.subagent_percent < 100 else ""),
         )
         for level in s.concurrency
     ]
 
 
+def _compactions_bound(sc: AgentLoopSpec, requests: int) -> int:
+    """The most compactions `requests` requests of the main agent can hold: after one, the prompt (at most the
+    catalog, what is kept, the summary and the instruction) must grow to compact_trigger again, by at most one
+    step's growth a request."""
+    restart = sc.tools + sc.restart_base + sc.summary.hi + 2 * _INSTRUCTIONS_BOUND
+    between = max(1, -(-(sc.compact_trigger - restart) // _step_bound(sc)))
+    return min(requests, 1 + requests // between)
+
+
 def shape(sc: AgentLoopSpec) -> Shape:
-    """The loop, the final answer, at most one compaction before each of them, and the sub-agents' requests; each
+    """Each task's loop and final answer, the compactions they can hold, and the sub-agents' requests; each
     request's edges are the ones its span states (`fastgen.after`)."""
-    fewest, most = sc.turns.lo + 1, 2 * (sc.turns.hi + 1)
+    requests = sc.tasks.hi * (sc.most_turns + 1)
+    fewest, most = sc.tasks.lo * (sc.fewest_turns + 1), requests + _compactions_bound(sc, requests)
     if sc.spawns_subagents:
-        fewest += sc.subagents.lo * (sc.subagent_turns.lo + 1)
+        fewest += sc.subagents.lo * (sc.subagent_turns.lo + 1) if sc.subagent_percent == 100 else 0
         most += sc.subagents.hi * (sc.subagent_turns.hi + 1)
     return Shape(fewest, most, "chain", restart_kind=COMPACTION)
 
