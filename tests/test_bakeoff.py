@@ -493,7 +493,8 @@ def test_run_config_loads_with_inference_perf_pointed_at_the_run(dataset, tmp_pa
     loaded = read_config(str(path))
     assert (loaded.server.base_url, loaded.server.type.value) == ("http://h:1", "sglang")
     assert loaded.storage.local_storage.path == (tmp_path / "run").as_posix()
-    assert Path(loaded.data.otel_trace_replay.trace_directory) == (dataset / "traces" / "scenario1").resolve()
+    data_files = loaded.data.otel_trace_replay.hf_dataset_path["data_files"]
+    assert Path(data_files) == (dataset / "traces" / "scenario1.jsonl").resolve()
     assert loaded.report.request_lifecycle.per_request is True
     assert os.path.isabs(loaded.tokenizer.pretrained_model_name_or_path)
     # --outputs recorded replays the trace's answers; the tool-call mode stays what the config said
