@@ -66,7 +66,8 @@ def test_compressed_dataset_files_hold_the_plain_rows(tmp_path, small_dataset):
     from conftest import SMALL
 
     out = tmp_path / "traces"
-    result = run_fastgen(*SMALL, "--workers", "2", "--compress", "zstd", "--output-dir", str(out))
+    configs = ["--config-dir", str(tmp_path / "configs")]
+    result = run_fastgen(*SMALL, "--workers", "2", "--compress", "zstd", "--output-dir", str(out), *configs)
     assert result.returncode == 0, result.stderr
     for plain in sorted((small_dataset / "traces").glob("*.jsonl")):
         assert read_trace_bytes(out / (plain.name + ".zst")) == plain.read_bytes()
