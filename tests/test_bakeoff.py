@@ -551,6 +551,9 @@ def test_bakeoff_readme_command_from_the_dataset_folder_completes(readme_dataset
     record = json.loads((run / "run.json").read_text())
     assert record["status"] == "completed" and (run / "per_request_lifecycle_metrics.json").exists()
     assert "1 completed, 0 incomplete, 0 skipped (done before), 0 failed" in result.stdout
+    # the config read its dataset file, and datasets kept its Arrow copy in the output folder, as the log line says
+    cache = folder / "reports" / ".datasets-cache"
+    assert any(cache.rglob("*.arrow")) and f"datasets' cache: {cache.resolve()}" in result.stderr
 
 
 def test_bakeoff_resume_runs_again_when_the_dataset_changed(readme_dataset, tmp_path):
