@@ -196,8 +196,10 @@ def test_a_later_run_takes_the_proof_and_margin_from_the_cache_and_a_damaged_ent
         out = tmp_path / name
         timings = tmp_path / f"{name}.json"
         result = run_fastgen(
-            *SMALL, "--workers", "1", "--output-dir", str(out / "traces"), "--timings", str(timings), *extra
-        )
+            *SMALL,
+            *("--workers", "1", "--output-dir", str(out / "traces"), "--config-dir", str(out / "configs")),
+            *("--timings", str(timings), *extra),
+        )  # its own --config-dir: the default, ./configs, is the repository's committed configs
         assert result.returncode == 0, result.stderr
         return (out / "traces" / "manifest.json").read_bytes(), _phases(timings)
 
