@@ -1,4 +1,5 @@
-"""Writing one session's files: temporary name, the chunks in vectored writes, rename; optional zstd; size and hash."""
+"""Writing one session's files: temporary name, the chunks in vectored writes, rename; optional zstd; size and hash.
+A file too big to hold (a trace directory's dataset file, rows.py) is streamed the same way."""
 
 from __future__ import annotations
 
@@ -95,9 +96,9 @@ class SessionWriter:
         """Write rel from pieces of chunks as they come (a file too big to hold: the dataset file of a trace
         directory), under its temporary name, then rename it into place; its record, like write's."""
         plain = xxhash.xxh3_128()
-        packed = xxhash.xxh3_128()
-        plain_size = 0
         stream = self.compressor.compressobj() if self.compressor is not None else None
+        packed = xxhash.xxh3_128() if stream is not None else plain  # a plain file's bytes are hashed once
+        plain_size = 0
         final = self.root / (rel + ZSTD_SUFFIX if stream is not None else rel)
         temp = part_path(final)
         try:
@@ -109,8 +110,9 @@ class SessionWriter:
                         plain.update(chunk)
                         plain_size += len(chunk)
                     out = chunks if stream is None else [stream.compress(c) for c in chunks]
-                    for chunk in out:
-                        packed.update(chunk)
+                    if stream is not None:
+                        for chunk in out:
+                            packed.update(chunk)
                     offset = self.writes.write_all(fd, out, offset)
                 if stream is not None:
                     tail = stream.flush()
