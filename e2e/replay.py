@@ -14,7 +14,8 @@ __all__ = ["run_inference_perf"]
 
 
 def run_inference_perf(config: Path, *, log: Path, timeout_s: float) -> int:
-    """inference-perf's exit code; 124 (like timeout(1)) when it ran past timeout_s and was stopped."""
+    """inference-perf's exit code; 124 (like timeout(1)) when it ran past timeout_s and was stopped. `datasets`'
+    cache of the dataset files (hf_dataset_path) is kept beside the log, never in the user's ~/.cache."""
     config = Path(config).resolve()
     log.parent.mkdir(parents=True, exist_ok=True)
-    return _run(inference_perf_command(), config, config.parent, log, timeout_s)
+    return _run(inference_perf_command(), config, config.parent, log, timeout_s, cache=log.parent / ".datasets-cache")

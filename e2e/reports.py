@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from fastgen.generator.rows import trace_dir_of
+
 __all__ = ["SessionReports", "clear_reports", "report_glob", "read_reports"]
 
 PER_SESSION = "per_session_lifecycle_metrics.json"
@@ -39,16 +41,20 @@ def report_glob(config: dict, config_dir: Path) -> str:
 
 
 def read_reports(config: dict, config_dir: Path) -> SessionReports:
-    """The newest run's reports; raises FileNotFoundError naming what is missing."""
+    """The newest run's reports; raises FileNotFoundError naming what is missing. Each session's file_path is made
+    a path to its trace file: from a dataset file (hf_dataset_path) it is the row's source_id, relative to the
+    folder that holds the dataset file and the trace directories (generator/rows.py)."""
     folders = sorted(glob.glob(report_glob(config, config_dir)))
     if not folders:
         raise FileNotFoundError(f"no report folder matches {report_glob(config, config_dir)}")
     folder = Path(folders[-1])
-    return SessionReports(
-        folder=folder,
-        sessions=json.loads((folder / PER_SESSION).read_text()),
-        stage=json.loads((folder / STAGE).read_text()),
-    )
+    replay = config["data"]["otel_trace_replay"]
+    # inference-perf runs from the config's folder: a trace directory's file paths are relative to it
+    base = Path(config_dir) if "trace_directory" in replay else (Path(config_dir) / trace_dir_of(replay)).parent
+    sessions = json.loads((folder / PER_SESSION).read_text())
+    for session in sessions:
+        session["file_path"] = str(base / session["file_path"])  # an absolute file_path stays as it is
+    return SessionReports(folder=folder, sessions=sessions, stage=json.loads((folder / STAGE).read_text()))
 
 
 def clear_reports(config: dict, config_dir: Path) -> None:

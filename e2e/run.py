@@ -28,6 +28,7 @@ from typing import Callable, Optional
 import yaml
 
 from fastgen.bakeoff.plan import select_configs
+from fastgen.generator.rows import trace_dir_of
 
 from .checks import Outcome, check_run
 from .replay import run_inference_perf
@@ -116,7 +117,7 @@ def config_files(config_root: Path, only: Optional[list[str]] = None) -> list[Pa
 def replay_one(server: ServerThread, path: Path, workdir: Path, *, timeout_s: float) -> Outcome:
     config = yaml.safe_load(path.read_text())
     name = f"{path.parent.name}/{path.stem}"
-    trace_dir = Path(config["data"]["otel_trace_replay"]["trace_directory"]).name
+    trace_dir = Path(trace_dir_of(config["data"]["otel_trace_replay"])).name
     clear_reports(config, path.parent)
     server.reset()
     started = time.monotonic()

@@ -30,6 +30,7 @@ from .generator.manifest import (
     record,
     rewrite_files,
 )
+from .generator.rows import DATASET_SUFFIX
 from .generator.writer import SessionWriter, part_path
 
 __all__ = ["VerifyReport", "verify_tree", "unpack_tree"]
@@ -69,7 +70,20 @@ class VerifyReport:
             lines += [f"  {name}: {p}" for p in paths[:limit]]
             if len(paths) > limit:
                 lines.append(f"  {name}: ... and {len(paths) - limit} more")
+        lines += [_dataset_fix(p) for p in sorted(self.changed + self.truncated) if _is_dataset_file(p)]
         return "\n".join(lines)
+
+
+def _is_dataset_file(path: str) -> bool:
+    return path.removesuffix(ZSTD_SUFFIX).endswith(DATASET_SUFFIX) and "/" not in path
+
+
+def _dataset_fix(path: str) -> str:
+    # the configs read this file by default: say what to do about it, not only that it differs
+    return (
+        f"error: {path} is not the session-per-row file the manifest lists (the configs read it); regenerate the "
+        f"dataset with fastgen, or write configs that read the trace directory instead (fastgen --source traces)"
+    )
 
 
 def _map(fn: Callable[[_T], _R], items: Iterable[_T], workers: int | None) -> list[_R]:
@@ -296,7 +310,7 @@ def _put_in_place(
 
 
 def unpack_tree(root: Path, *, workers: int | None = None) -> int:
-    """Replace every listed `.json.zst` by its `.json`; returns how many were restored (0: none was listed).
+    """Replace every listed `.json.zst` by its `.json` (not the dataset files, rows.py); returns how many were restored (0: none was listed).
 
     First, before writing anything, the free space and every `.json.zst` are checked (there, the listed bytes,
     decompresses). Then every `.json` is written under its temporary name, removed again on any failure or Ctrl-C,
@@ -308,7 +322,8 @@ def unpack_tree(root: Path, *, workers: int | None = None) -> int:
     _dataset_folder(root, " (fastgen unpack DIR)")
     doc = read_manifest(root)
     listed = [listed_record(rel, entry, root / MANIFEST_NAME) for rel, entry in sorted(doc["files"].items())]
-    packed = [rec for rec in listed if rec.path.endswith(ZSTD_SUFFIX)]
+    # a dataset file stays compressed: `datasets` reads `.jsonl.zst` as it is, and the configs name that file
+    packed = [rec for rec in listed if rec.path.endswith(ZSTD_SUFFIX) and not _is_dataset_file(rec.path)]
     _check_space(root, packed)
     restores = _map(lambda rec: _check_packed(root, rec), packed, workers)
     names = {rec.path for rec in listed}

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from fastgen.analysis.aiperf import aiperf_cache_hit_rate
+from fastgen.generator.rows import trace_dir_of
 from fastgen.analysis.cache import BlockCache, BlockIds
 from fastgen.analysis.schedule import Load, PlannedRequest, ServiceModel, replay_slots, simulate, single_engine
 from fastgen.analysis.sharing import SharedBlocks
@@ -432,7 +433,7 @@ def test_the_server_counts_every_recorded_prompt_as_the_span_records_it(replayed
 
     workdir, runs = replayed
     config = yaml.safe_load((workdir / "configs" / f"{name}.yml").read_text())
-    trace_dir = Path(config["data"]["otel_trace_replay"]["trace_directory"]).name  # layouts share content
+    trace_dir = Path(trace_dir_of(config["data"]["otel_trace_replay"])).name  # layouts share content
     spans = index_spans({str(f): load_session(f) for f in sorted((workdir / "traces" / trace_dir).glob("*.json"))})
     pairs = [
         (record["response"]["usage"]["prompt_tokens"], spans[request_key(record["body"])].input_tokens)

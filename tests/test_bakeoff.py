@@ -493,7 +493,8 @@ def test_run_config_loads_with_inference_perf_pointed_at_the_run(dataset, tmp_pa
     loaded = read_config(str(path))
     assert (loaded.server.base_url, loaded.server.type.value) == ("http://h:1", "sglang")
     assert loaded.storage.local_storage.path == (tmp_path / "run").as_posix()
-    assert Path(loaded.data.otel_trace_replay.trace_directory) == (dataset / "traces" / "scenario1").resolve()
+    data_files = loaded.data.otel_trace_replay.hf_dataset_path["data_files"]
+    assert Path(data_files) == (dataset / "traces" / "scenario1.jsonl").resolve()
     assert loaded.report.request_lifecycle.per_request is True
     assert os.path.isabs(loaded.tokenizer.pretrained_model_name_or_path)
     # --outputs recorded replays the trace's answers; the tool-call mode stays what the config said
@@ -550,6 +551,9 @@ def test_bakeoff_readme_command_from_the_dataset_folder_completes(readme_dataset
     record = json.loads((run / "run.json").read_text())
     assert record["status"] == "completed" and (run / "per_request_lifecycle_metrics.json").exists()
     assert "1 completed, 0 incomplete, 0 skipped (done before), 0 failed" in result.stdout
+    # the config read its dataset file, and datasets kept its Arrow copy in the output folder, as the log line says
+    cache = folder / "reports" / ".datasets-cache"
+    assert any(cache.rglob("*.arrow")) and f"datasets' cache: {cache.resolve()}" in result.stderr
 
 
 def test_bakeoff_resume_runs_again_when_the_dataset_changed(readme_dataset, tmp_path):

@@ -113,10 +113,10 @@ def test_render_configs_scaled_spec_caps_num_sessions_at_the_corpus(roots):
 def test_render_configs_relative_paths_resolve_from_the_config_folder(roots):
     for name, (path, config) in load_all(roots, render(roots)).items():
         entry = next(e for e in config_layout(DEFAULT) if e.path == name)
-        trace_directory = config.data.otel_trace_replay.trace_directory
+        data_files = config.data.otel_trace_replay.hf_dataset_path["data_files"]
         tokenizer = config.tokenizer.pretrained_model_name_or_path
-        assert not os.path.isabs(trace_directory) and not os.path.isabs(tokenizer)
-        assert (path.parent / trace_directory).resolve() == (roots["trace_root"] / entry.trace_dir).resolve()
+        assert not os.path.isabs(data_files) and not os.path.isabs(tokenizer)
+        assert (path.parent / data_files).resolve() == (roots["trace_root"] / f"{entry.trace_dir}.jsonl").resolve()
         assert (path.parent / tokenizer).resolve() == roots["tokenizer_dir"].resolve()
         # reports/<label>/<scenario>/<config>: the label (default: the server type) keeps two servers' runs apart
         report = (path.parent / config.storage.local_storage.path).resolve()
@@ -129,7 +129,7 @@ def test_render_configs_relative_paths_are_machine_independent(roots, tmp_path):
 
 
 def test_render_configs_absolute_paths_true_writes_absolute_paths(roots):
-    for _name, (_, config) in load_all(roots, render(roots, absolute_paths=True)).items():
+    for _name, (_, config) in load_all(roots, render(roots, absolute_paths=True, source="traces")).items():
         trace_directory = Path(config.data.otel_trace_replay.trace_directory)
         assert trace_directory.is_absolute() and trace_directory.is_dir()
         assert Path(config.tokenizer.pretrained_model_name_or_path) == roots["tokenizer_dir"].resolve()

@@ -17,6 +17,7 @@ import yaml
 from e2e.checks import Outcome, check_run, join_problems
 from e2e.reports import read_reports
 from e2e.run import run_e2e
+from fastgen.generator.rows import trace_dir_of
 
 SLICE = ["scenario1/c10", "scenario2/c10_stagger", "scenario3/c100_noisy"]
 
@@ -36,7 +37,7 @@ def rerun_checks(workdir: Path, name: str, tamper=None, *, exit_code: int = 0) -
     reports = copy.deepcopy(read_reports(config, path.parent))
     if tamper:
         tamper(records, reports)
-    trace_dir = Path(config["data"]["otel_trace_replay"]["trace_directory"]).name
+    trace_dir = Path(trace_dir_of(config["data"]["otel_trace_replay"])).name
     outcome = Outcome(config=name, trace_dir=trace_dir, seconds=0.0)
     return check_run(
         outcome, exit_code=exit_code, records=records, reports=reports, stage=config["load"]["stages"][0]

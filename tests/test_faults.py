@@ -179,9 +179,8 @@ def test_hostile_output_paths_give_valid_output_and_loadable_configs(tmp_path, n
         json.loads(path.read_bytes())
     config = pytest.importorskip("inference_perf.config")
     cfg = config.read_config(str(configs / "scenario1" / "c1.yml"))
-    assert (configs / "scenario1" / cfg.data.otel_trace_replay.trace_directory).resolve() == (
-        out / "scenario1"
-    ).resolve()
+    data_files = cfg.data.otel_trace_replay.hf_dataset_path["data_files"]
+    assert (configs / "scenario1" / data_files).resolve() == (out / "scenario1.jsonl").resolve()
 
 
 @pytest.mark.parametrize("seed", ["0", str(2**63 - 1)])

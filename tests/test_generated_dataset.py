@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from fastgen.generator.rows import trace_dir_of
 from fastgen.validate import validate_tree
 
 
@@ -23,7 +24,9 @@ def test_every_generated_config_loads_and_its_paths_resolve_from_its_folder(smal
     for path in files:
         monkeypatch.chdir(path.parent)  # inference-perf resolves paths from the working directory
         cfg = config.read_config(str(path))
-        trace_dir = Path(cfg.data.otel_trace_replay.trace_directory)
+        source = cfg.data.otel_trace_replay.hf_dataset_path
+        assert source["path"] == "json" and Path(source["data_files"]).is_file(), path
+        trace_dir = Path(trace_dir_of({"hf_dataset_path": source}))
         assert trace_dir.is_dir() and any(trace_dir.glob("session_*.json")), path
         assert Path(cfg.tokenizer.pretrained_model_name_or_path).is_dir()
         assert cfg.api.streaming and cfg.load.base_seed == 42

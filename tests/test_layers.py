@@ -49,8 +49,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("generator.workload",),
     ("generator.spans", "generator.native"),
     ("generator.dataset",),
-    ("generator.configs",),
+    ("generator.rows",),  # a trace directory's session-per-row dataset file
     ("generator.compression", "generator.manifest"),
+    ("generator.configs",),
     ("generator.writer",),
     ("generator.workers", "generator.outdir"),
     ("generator.output", "generator"),  # the whole run, and the generator's folder

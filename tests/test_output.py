@@ -166,7 +166,7 @@ def test_generate_other_seed_changes_content_not_layout(one_worker_dataset, tmp_
     assert result.returncode == 0, result.stderr
     other = tmp_path / "traces"
     base_files, other_files = (
-        {p: e for p, e in _manifest(t)["files"].items() if p.startswith("scenario")}
+        {p: e for p, e in _manifest(t)["files"].items() if p.startswith("scenario") and p.endswith(".json")}
         for t in (one_worker_dataset, other)
     )
     assert set(other_files) == set(base_files)

@@ -11,6 +11,7 @@ import pytest
 from conftest import RenderedPrompt, run_fastgen
 from fastgen.generator.dataset import DatasetBuilder, Task
 from fastgen.generator.prompt_tokens import ContentCount, TemplateCount, prompt_count
+from fastgen.generator.rows import trace_dir_of
 from fastgen.generator.scenarios import default_spec
 from fastgen.generator.tokenizer import BUILTIN_DIR, load_tokenizer
 from native_bench.vocab import qwen3_tokenizer
@@ -211,7 +212,7 @@ def test_replayed_on_a_second_real_vocabulary_the_server_counts_every_prompt_as_
             config = tmp_path / "configs" / f"{name}.yml"
             code = run_inference_perf(config, log=tmp_path / "logs" / f"{name}.log", timeout_s=300)
             assert code == 0, (tmp_path / "logs" / f"{name}.log").read_text()[-2000:]
-            trace_dir = Path(yaml.safe_load(config.read_text())["data"]["otel_trace_replay"]["trace_directory"]).name
+            trace_dir = Path(trace_dir_of(yaml.safe_load(config.read_text())["data"]["otel_trace_replay"])).name
             files = sorted((tmp_path / "traces" / trace_dir).glob("*.json"))
             spans = index_spans({str(f): load_session(f) for f in files})
             records = [r for r in server.records if r["status"] == 200]

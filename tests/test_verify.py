@@ -159,7 +159,7 @@ def test_unpack_restores_plain_json_that_verifies_against_a_plain_run(packed, sm
     traces = _copy(packed, tmp_path)
     result = run_fastgen("unpack", str(traces))
     assert result.returncode == 0, result.stderr
-    assert not list(traces.rglob("*.zst"))
+    assert not list(traces.rglob("*.json.zst"))
     check = run_fastgen("verify", str(traces), "--manifest", str(small_dataset / "traces" / "manifest.json"))
     assert check.returncode == 0, check.stdout
     assert run_fastgen("verify", str(traces)).returncode == 0
@@ -230,7 +230,7 @@ def test_unpack_holds_back_ctrl_c_while_putting_the_files_in_place(packed, tmp_p
     except KeyboardInterrupt:
         pytest.fail("Ctrl-C stopped unpack halfway through putting the files in place")
     assert sent and restored == len(_packed_files(packed))
-    assert not list(traces.rglob("*.zst")) and not list(traces.rglob("*.part"))
+    assert not list(traces.rglob("*.json.zst")) and not list(traces.rglob("*.part"))
     assert run_fastgen("verify", str(traces)).returncode == 0
 
 
@@ -250,7 +250,7 @@ def test_unpack_rerun_after_a_kill_before_the_manifest_keeps_what_was_renamed_in
     assert result.returncode == 0, result.stderr
     assert f"restored {len(zst)} .json files" in result.stdout
     assert all(_plain_of(path).stat().st_ino == ino for path, ino in kept.items())  # kept, not written again
-    assert not list(traces.rglob("*.zst")) and not list(traces.rglob("*.part"))
+    assert not list(traces.rglob("*.json.zst")) and not list(traces.rglob("*.part"))
     assert run_fastgen("verify", str(traces)).returncode == 0
     assert (
         run_fastgen("verify", str(traces), "--manifest", str(small_dataset / "traces" / "manifest.json")).returncode
@@ -270,7 +270,7 @@ def test_unpack_rerun_after_a_kill_before_the_zst_were_removed_removes_them(pack
     result = run_fastgen("unpack", str(traces))
 
     assert result.returncode == 0, result.stderr
-    assert sorted(traces.rglob("*.zst")) == [foreign]
+    assert sorted(traces.rglob("*.json.zst")) == [foreign]
     foreign.unlink()
     assert run_fastgen("verify", str(traces)).returncode == 0
 
@@ -284,7 +284,7 @@ def test_unpack_rerun_takes_a_json_already_restored_without_its_zst(packed, tmp_
     first.unlink()
     result = run_fastgen("unpack", str(traces))
     assert result.returncode == 0, result.stderr
-    assert not list(traces.rglob("*.zst"))
+    assert not list(traces.rglob("*.json.zst"))
     assert run_fastgen("verify", str(traces)).returncode == 0
 
 
@@ -305,7 +305,7 @@ def test_unpack_writes_plain_records_equal_to_the_content_records(packed, tmp_pa
     assert verify.unpack_tree(traces) == len(_packed_files(packed))
     files = json.loads((traces / "manifest.json").read_bytes())["files"]
     for rel, entry in packed_files.items():
-        if rel.endswith(".zst"):
+        if rel.endswith(".json.zst"):  # a dataset file (.jsonl.zst) stays as it is: datasets reads it
             assert files[rel[: -len(".zst")]] == entry["content"]
         else:
             assert files[rel] == entry

@@ -27,6 +27,7 @@ import numpy as np
 import yaml
 
 from ..errors import OutputError, SpecError
+from ..generator.rows import trace_dir_of
 from ..processes import file_progress
 from ..traces.blocks import load_reading
 from ..traces.graph import trace_files
@@ -223,7 +224,7 @@ def _stage(path: Path) -> tuple[Path, Load]:
             base_seed=int(doc["load"].get("base_seed", 42)),
             max_wait_ms=int(replay.get("max_wait_ms", 15000)),
         )
-        trace_dir = (path.parent / replay["trace_directory"]).resolve()
+        trace_dir = (path.parent / trace_dir_of(replay)).resolve()
     except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError, ValueError) as exc:
         raise OutputError(
             f"{path} is not an inference-perf otel_trace_replay config ({exc}); pass --configs with "

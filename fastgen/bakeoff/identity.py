@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from ..errors import OutputError, ServerError
 from ..extras import import_extra
+from ..generator.rows import trace_dir_of
 from .plan import replay_modes_of
 from .runs import recorded_runs
 from .scheduling import scheduler_settings
@@ -102,7 +103,7 @@ def run_identity(
     was reset before it, and the router in front of the engines (fleet.py; None: none)."""
     replay = run_config["data"]["otel_trace_replay"]
     outputs, tool_calls, tool_choice = replay_modes_of(replay)
-    manifest = _dataset_manifest(Path(replay["trace_directory"]))
+    manifest = _dataset_manifest(Path(trace_dir_of(replay)))
     return {
         "server": server,
         "dataset_sha256": None if manifest is None else hashlib.sha256(manifest).hexdigest(),

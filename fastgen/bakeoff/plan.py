@@ -19,6 +19,7 @@ import yaml
 from ..errors import OutputError, SpecError
 from ..generator.configs import check_outputs_mode, replay_modes, report_section
 from ..generator.manifest import read_manifest
+from ..generator.rows import trace_dir_of, with_source_paths
 from ..generator.spans import REPORT_LABELS
 from ..generator.workload import spec_from_document
 
@@ -99,11 +100,17 @@ def run_config_text(
         ) from None
     server["base_url"] = url
     server["type"] = engine
-    replay["trace_directory"] = _absolute(replay["trace_directory"], config_dir)
+    try:
+        replay = document["data"]["otel_trace_replay"] = with_source_paths(replay, lambda p: _absolute(p, config_dir))
+    except (KeyError, TypeError):
+        raise OutputError(
+            f"{config_dir} has a config whose otel_trace_replay names neither a trace_directory nor a fastgen "
+            f"dataset file (hf_dataset_path); regenerate the configs with fastgen"
+        ) from None
     said = replay_modes_of(replay)
     replay.update(replay_modes(outputs or said[0], tool_call_max_tokens or said[1], tool_choice or said[2]))
     if (outputs or said[0]) == "recorded":
-        _check_recorded_outputs(Path(replay["trace_directory"]).parent)
+        _check_recorded_outputs(Path(trace_dir_of(replay)).parent)
     replay["attribute_to_label_map"] = {**dict(REPORT_LABELS), **(replay.get("attribute_to_label_map") or {})}
     name = tokenizer.get("pretrained_model_name_or_path")
     if name and (config_dir / name).exists():  # a folder beside the traces; a hub id stays as it is

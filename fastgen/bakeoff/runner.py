@@ -51,7 +51,25 @@ from .sampler import MetricsSampler
 from .server import LiveServer, probe_server
 from .status import PER_REQUEST_FILE, RunCounts, judge_run, read_counts
 
-__all__ = ["BakeoffOptions", "RunOutcome", "inference_perf_command", "run_bakeoff", "run_inference_perf"]
+__all__ = [
+    "BakeoffOptions",
+    "DATASETS_CACHE",
+    "RunOutcome",
+    "datasets_cache",
+    "inference_perf_command",
+    "run_bakeoff",
+    "run_inference_perf",
+]
+
+# `datasets` keeps an Arrow copy of every dataset file a config reads (hf_dataset_path): in the output folder, beside
+# the runs it served, not in ~/.cache (the default set's copies are 2.6 GB); a dot folder is never taken for a label.
+DATASETS_CACHE = ".datasets-cache"
+
+
+def datasets_cache(out_dir: Path) -> Path:
+    """Where the runs into out_dir keep `datasets`' cache."""
+    return Path(out_dir).resolve() / DATASETS_CACHE
+
 
 _POLL_S = 0.5
 
@@ -140,7 +158,8 @@ def run_bakeoff(
         check_label_server(label_dir, identity)
     echo(
         f"{server.url}: {_describe(identity)}{fleet.describe()}; {len(configs)} config(s)"
-        f"{f' x {options.repeats} repeats' if options.repeats > 1 else ''} into {label_dir}"
+        f"{f' x {options.repeats} repeats' if options.repeats > 1 else ''} into {label_dir} "
+        f"(datasets' cache: {datasets_cache(options.out_dir)})"
     )
     # a named tool_choice is sent only in the forced mode: the check is moot when no config sends one
     forced = any(_tool_choice_of(c.path, options) == "forced" for c in configs)
@@ -303,7 +322,13 @@ def _replay(
     started_epoch, started = time.time(), time.monotonic()
     try:
         code = run_inference_perf(
-            command, partial / RUN_CONFIG_FILE, config.path.parent, partial / LOG_FILE, options.timeout_s, stage
+            command,
+            partial / RUN_CONFIG_FILE,
+            config.path.parent,
+            partial / LOG_FILE,
+            options.timeout_s,
+            stage,
+            cache=datasets_cache(options.out_dir),
         )
     finally:
         if metrics:
@@ -391,12 +416,18 @@ def run_inference_perf(
     log: Path,
     timeout_s: Optional[float],
     stage: Callable[[str], None] = lambda line: None,
+    *,
+    cache: Optional[Path] = None,
 ) -> int:
     """inference-perf's exit code, its output in `log`; 124 when it ran past timeout_s and was stopped (like
     timeout(1)). `stage` hears where the run is, from its log, twice a second. `config` and `log` are made absolute
-    here: inference-perf runs from `cwd`."""
+    here: inference-perf runs from `cwd`. `cache`: `datasets`' cache folder (HF_DATASETS_CACHE; None: its default),
+    used offline (a dataset file is local: nothing to fetch)."""
     config, log = Path(config).resolve(), Path(log).resolve()
     env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
+    env["HF_DATASETS_OFFLINE"] = "1"
+    if cache is not None:
+        env["HF_DATASETS_CACHE"] = str(Path(cache).resolve())
     started = time.monotonic()
     with open(log, "wb") as out:
         # its own process group: inference-perf forks load workers, and stopping it must stop all of them

@@ -30,7 +30,11 @@ def verify_parser() -> argparse.ArgumentParser:
 
 
 def unpack_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="fastgen unpack", description="Restore plain .json from ..json.zst (inference-perf reads .json).")
+    p = Parser(
+        prog="fastgen unpack",
+        description="Restore plain .json from ..json.zst, for configs that read trace directories (--source traces); "
+        "the dataset files (.jsonl.zst) stay compressed: the configs read them as they are.",
+    )
     p.add_argument("dir", type=Path, help="a dataset folder written with --compress zstd")
     return p
 

@@ -32,6 +32,7 @@ def generate_parser() -> argparse.ArgumentParser:
         SERVER_TYPES,
         TOOL_CALL_MAX_TOKENS_MODES,
         TOOL_CHOICE_MODES,
+        SOURCES,
     )
 
     p = Parser(
@@ -151,8 +152,20 @@ def generate_parser() -> argparse.ArgumentParser:
         "text turns), or as_recorded, none (SGLang then renders every tool into the prompt as vLLM does: "
         "both engines are sent the same prompts)",
     )
+    p.add_argument(
+        "--source",
+        choices=SOURCES,
+        default="dataset",
+        help="where the configs read the sessions: dataset, each trace directory's session-per-row file "
+        "(SCENARIO.jsonl beside it, read through hf_dataset_path: inference-perf starts in seconds and reads one "
+        "session at a time), or traces, the trace directory (inference-perf parses every file before it starts)",
+    )
     p.add_argument("--absolute-paths", action="store_true", help="write absolute paths into the configs")
-    p.add_argument("--compress", choices=["zstd"], help="write .json.zst files (fastgen unpack DIR restores .json)")
+    p.add_argument(
+        "--compress",
+        choices=["zstd"],
+        help="write .json.zst trace files (fastgen unpack DIR restores .json) and .jsonl.zst dataset files",
+    )
     p.add_argument("--level", type=int_in(1, 22, "--level"), help="zstd level, with --compress zstd (unset: 3)")
     p.add_argument(
         "--no-cache",
@@ -438,6 +451,7 @@ def _config_options(args):
         outputs=args.outputs,
         tool_call_max_tokens=args.tool_call_max_tokens,
         tool_choice=args.tool_choice,
+        source=args.source,
     )
 
 

@@ -43,7 +43,12 @@ def bakeoff_parser() -> Parser:
         help="run only these configs: scenario1/c10, 'scenario3/*_noisy', or a scenario (default: all)",
     )
     p.add_argument("--config-dir", type=Path, default=Path("configs"), help="the configs fastgen generated")
-    p.add_argument("--out", type=Path, default=Path("reports"), help="where the runs go")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("reports"),
+        help="where the runs go; datasets' cache of the dataset files the configs read goes to OUT/.datasets-cache",
+    )
     p.add_argument("--engine", choices=list(ENGINES), help="the server's engine (default: told by the server)")
     p.add_argument(
         "--no-reset",

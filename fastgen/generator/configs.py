@@ -15,6 +15,8 @@ from typing import Optional
 import yaml
 
 from ..errors import OutputError, SpecError
+from .compression import ZSTD_SUFFIX
+from .rows import dataset_file
 from .scenarios import ConfigEntry, in_spec
 from .spans import REPORT_LABELS
 from .spec import Spec
@@ -25,6 +27,7 @@ __all__ = [
     "METRICS_TYPES",
     "OUTPUTS_MODES",
     "SERVER_TYPES",
+    "SOURCES",
     "TOOL_CALL_MAX_TOKENS_MODES",
     "TOOL_CHOICE_MODES",
     "check_label",
@@ -32,6 +35,7 @@ __all__ = [
     "check_outputs_mode",
     "render_configs",
     "replay_modes",
+    "replay_source",
     "report_section",
     "write_configs",
     "reports_root",
@@ -55,6 +59,10 @@ TOOL_CALL_MAX_TOKENS_MODES = ("floor", "recorded")
 # render every tool, so they are sent the same prompts.
 TOOL_CHOICE_MODES = ("forced", "as_recorded")
 _TOOL_CHOICE_KEYS = {"forced": "force_recorded", "as_recorded": "as_recorded"}  # inference-perf's names
+# Where a config reads its sessions: the trace directory's session-per-row file through `datasets` (rows.py: read a
+# row at a time from a memory-mapped Arrow cache; scenario3 at c500 ran in 35 s instead of 183 s), or the trace
+# directory itself (inference-perf json-parses every file in its parent first).
+SOURCES = ("dataset", "traces")
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,7 @@ class ConfigOptions:
     outputs: str = "live"  # OUTPUTS_MODES
     tool_call_max_tokens: str = "floor"  # TOOL_CALL_MAX_TOKENS_MODES
     tool_choice: str = "forced"  # TOOL_CHOICE_MODES
+    source: str = "dataset"  # SOURCES
 
 
 def config_layout(spec: Spec) -> list[ConfigEntry]:
@@ -101,10 +110,13 @@ def render_configs(
     outputs: str = "live",
     tool_call_max_tokens: str = "floor",
     tool_choice: str = "forced",
+    source: str = "dataset",
+    compressed: bool = False,
 ) -> dict[str, str]:
     """Relative config path -> YAML text. Paths are relative to each config's folder unless absolute_paths.
 
-    The keyword arguments after tokenizer_dir are ConfigOptions' fields. Reports go to
+    The keyword arguments after tokenizer_dir are ConfigOptions' fields, and `compressed`: the dataset files are
+    `.jsonl.zst` (fastgen --compress zstd; `datasets` reads them as they are). Reports go to
     `reports/<label>/<scenario>/<config>/`, so two servers' runs never mix and `fastgen compare` reads either."""
     if server_type not in SERVER_TYPES:
         raise SpecError(f"server type {server_type!r} is not supported; use one of: {', '.join(SERVER_TYPES)}")
@@ -113,6 +125,8 @@ def render_configs(
     replay = replay_modes(outputs, tool_call_max_tokens, tool_choice)
     check_outputs_mode(spec, outputs)
     label = check_label(label or server_type)
+    if source not in SOURCES:
+        raise SpecError(f"source {source!r} is not known; use one of: {', '.join(SOURCES)}")
     rendered = {}
     for entry in config_layout(spec):
         config_dir = Path(config_root) / entry.scenario
@@ -121,6 +135,7 @@ def render_configs(
             key: _config_path(target, config_dir, absolute_paths)
             for key, target in (
                 ("traces", Path(trace_root) / entry.trace_dir),
+                ("dataset", Path(trace_root) / (dataset_file(entry.trace_dir) + (ZSTD_SUFFIX if compressed else ""))),
                 ("tokenizer", Path(tokenizer_dir)),
                 ("report", report),
             )
@@ -136,6 +151,7 @@ def render_configs(
             metrics=metrics,
             max_wait_ms=max_wait_ms,
             replay=replay,
+            source=source,
         )
         body = yaml.safe_dump(document, sort_keys=False, default_flow_style=False, allow_unicode=True)
         rendered[entry.path] = _header(entry, absolute_paths, paths["report"], outputs, tool_choice) + body
@@ -154,6 +170,7 @@ def _document(
     metrics: str,
     max_wait_ms: Optional[int],
     replay: dict[str, object],
+    source: str,
 ) -> dict:
     # Key order here is the order in the file: fixed, so regenerating gives identical bytes.
     return {
@@ -163,7 +180,7 @@ def _document(
         "server": {"type": server_type, "model_name": model, "base_url": base_url, "ignore_eos": False},
         "data": {
             "type": "otel_trace_replay",
-            "otel_trace_replay": _replay_section(paths["traces"], max_wait_ms, replay),
+            "otel_trace_replay": _replay_section(replay_source(source, paths), max_wait_ms, replay),
         },
         "load": _load_section(entry, base_seed),
         "metrics": _metrics_section(metrics, prometheus_url),
@@ -224,10 +241,19 @@ def replay_modes(outputs: str, tool_call_max_tokens: str, tool_choice: str = "fo
     }
 
 
-def _replay_section(trace_directory: str, max_wait_ms: Optional[int], replay: dict[str, object]) -> dict:
+def replay_source(source: str, paths: dict[str, str]) -> dict:
+    """The otel_trace_replay keys that name where the sessions are: `paths` has the trace directory ("traces") and
+    its dataset file ("dataset"), as the config writes them."""
+    if source == "traces":
+        return {"trace_directory": paths["traces"]}
+    # inference-perf: datasets.load_dataset(path, split=split or "train", **rest): the json loader over one file
+    return {"hf_dataset_path": {"path": "json", "data_files": paths["dataset"]}}
+
+
+def _replay_section(source: dict, max_wait_ms: Optional[int], replay: dict[str, object]) -> dict:
     # max_wait_ms caps each recorded think/tool gap the replay sleeps through (inference-perf's default, 15000, when
     # unset). Only quick functional runs (the e2e) lower it; it changes the load's timing, not what is sent.
-    section: dict = {"trace_directory": trace_directory}
+    section: dict = dict(source)
     if max_wait_ms is not None:
         section["max_wait_ms"] = max_wait_ms
     # Written out even at inference-perf's defaults: the file says what a run measures (see OUTPUTS_MODES).

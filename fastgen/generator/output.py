@@ -18,18 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from .compression import ZSTD_SUFFIX, compress_chunks, make_compressor
+from .compression import ZSTD_SUFFIX, compress_chunks, make_compressor, read_trace_bytes
 from .configs import ConfigOptions, render_configs, write_configs
 from .dataset import DatasetBuilder, Task, check_fits, directories, file_name, files_per_task, tasks
 from ..errors import OutputError
 from .manifest import MANIFEST_NAME, FileRecord, human_size, manifest_bytes, record
 from .outdir import Staging, discard, open_staging, place_all
 from .pool_cache import PoolCache, cache_folder
+from .rows import dataset_file, row_chunks
 from .scenarios import scenario_by_id
 from .spec import Spec
 from .timeline import Timeline
 from .tokenizer import Tokenizer
 from .workers import build_pieces, run_tasks
+from .writer import SessionWriter
 
 __all__ = ["RunOptions", "generate", "TOKENIZER_FOLDER"]
 
@@ -111,7 +113,9 @@ def _generate_into(staging: Staging, options: RunOptions, tokenizer: Tokenizer) 
 
     def check_space() -> None:  # while the workers write: it feeds them nothing, and a failure discards the staging
         options.timeline.mark("workers started")
-        _check_space(staging, _estimated_bytes(builder, todo, options.zstd_level), options.zstd_level is not None)
+        # twice the trace files: each directory's dataset file holds the same bytes again (rows.py)
+        needed = 2 * _estimated_bytes(builder, todo, options.zstd_level)
+        _check_space(staging, needed, options.zstd_level is not None)
         options.timeline.mark("space check")
 
     records: list[FileRecord] = []
@@ -137,7 +141,26 @@ def _generate_into(staging: Staging, options: RunOptions, tokenizer: Tokenizer) 
             meanwhile=check_space,
         )
     options.timeline.mark("pool")
+    records += _write_datasets(root, options.spec, records, options.zstd_level)
+    options.timeline.mark("dataset files")
     return records, builder.count.name
+
+
+def _write_datasets(root: Path, spec: Spec, records: list[FileRecord], zstd_level: int | None) -> list[FileRecord]:
+    """Each trace directory's session-per-row file (rows.py), from the files the workers wrote, in sorted name
+    order whatever order they finished in: one file at a time through memory, so it streams."""
+    writer = SessionWriter(root, zstd_level)
+    written = []
+    for layout in directories(spec):
+        names = sorted(r.path for r in records if r.path.startswith(layout + "/"))
+        rows = (row_chunks(_plain_name(name), read_trace_bytes(root / name)) for name in names)
+        written.append(writer.stream(dataset_file(layout), rows))
+    return written
+
+
+def _plain_name(name: str) -> str:
+    # the row names the .json the file is once unpacked: the same row whether or not the traces are compressed
+    return name[: -len(ZSTD_SUFFIX)] if name.endswith(ZSTD_SUFFIX) else name
 
 
 def _planned_traces(options: RunOptions, tokenizer: Tokenizer) -> tuple[str, ...]:
@@ -148,7 +171,8 @@ def _planned_traces(options: RunOptions, tokenizer: Tokenizer) -> tuple[str, ...
         for task in tasks(options.spec)
         for layout in scenario_by_id(task.scenario_id).layouts
     ]
-    return (*sessions, *(f"{TOKENIZER_FOLDER}/{name}" for name in tokenizer.folder_files), MANIFEST_NAME)
+    datasets = [dataset_file(layout) + suffix for layout in directories(options.spec)]
+    return (*sessions, *datasets, *(f"{TOKENIZER_FOLDER}/{name}" for name in tokenizer.folder_files), MANIFEST_NAME)
 
 
 def _check_separate(output_dir: Path, config_dir: Path | None) -> None:
@@ -172,6 +196,7 @@ def _render(options: RunOptions) -> dict[str, str] | None:
         trace_root=options.output_dir,
         config_root=options.config_dir,
         tokenizer_dir=options.output_dir / TOKENIZER_FOLDER,
+        compressed=options.zstd_level is not None,
         **dataclasses.asdict(options.configs),
     )
 

@@ -1,4 +1,5 @@
-"""Writing one session's files: temporary name, the chunks in vectored writes, rename; optional zstd; size and hash."""
+"""Writing one session's files: temporary name, the chunks in vectored writes, rename; optional zstd; size and hash.
+A file too big to hold (a trace directory's dataset file, rows.py) is streamed the same way."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Iterable, Sequence
+
+import xxhash
 
 from .compression import ZSTD_SUFFIX, compress_chunks, make_compressor
 from ..errors import OutputError
@@ -32,10 +36,10 @@ class _VectoredWrites:
     def __init__(self, flags: int):
         self.flags = flags
 
-    def write_all(self, fd: int, chunks: list[bytes]) -> None:
-        """Every chunk, in order (a write may be short; at most IOV_MAX buffers a call)."""
+    def write_all(self, fd: int, chunks: Sequence[bytes | memoryview], offset: int = 0) -> int:
+        """Every chunk, in order, from offset (a write may be short; at most IOV_MAX buffers a call); returns the
+        offset after them."""
         pending = [memoryview(c) for c in chunks if c]
-        offset = 0
         while pending:
             written = self._write(fd, pending[:_IOV_MAX], offset)
             offset += written
@@ -44,6 +48,7 @@ class _VectoredWrites:
                 pending.pop(0)
             if written:
                 pending[0] = pending[0][written:]
+        return offset
 
     def _write(self, fd: int, buffers: list[memoryview], offset: int) -> int:
         if not _HAS_PWRITEV:
@@ -86,6 +91,46 @@ class SessionWriter:
             _remove(temp)
             raise OutputError(f"cannot write {final} ({exc.strerror or exc})") from None
         return rec
+
+    def stream(self, rel: str, pieces: Iterable[Sequence[bytes | memoryview]]) -> FileRecord:
+        """Write rel from pieces of chunks as they come (a file too big to hold: the dataset file of a trace
+        directory), under its temporary name, then rename it into place; its record, like write's."""
+        plain = xxhash.xxh3_128()
+        stream = self.compressor.compressobj() if self.compressor is not None else None
+        packed = xxhash.xxh3_128() if stream is not None else plain  # a plain file's bytes are hashed once
+        plain_size = 0
+        final = self.root / (rel + ZSTD_SUFFIX if stream is not None else rel)
+        temp = part_path(final)
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            try:
+                offset = 0
+                for chunks in pieces:
+                    for chunk in chunks:
+                        plain.update(chunk)
+                        plain_size += len(chunk)
+                    out = chunks if stream is None else [stream.compress(c) for c in chunks]
+                    if stream is not None:
+                        for chunk in out:
+                            packed.update(chunk)
+                    offset = self.writes.write_all(fd, out, offset)
+                if stream is not None:
+                    tail = stream.flush()
+                    packed.update(tail)
+                    offset = self.writes.write_all(fd, [tail], offset)
+            finally:
+                os.close(fd)
+            os.replace(temp, final)
+        except BaseException as exc:  # Ctrl-C too: a half-written temporary file is nobody's
+            _remove(temp)
+            if isinstance(exc, OSError):
+                raise OutputError(f"cannot write {final} ({exc.strerror or exc})") from None
+            raise
+        if stream is None:
+            return FileRecord(rel, plain_size, plain.hexdigest())
+        return FileRecord(
+            final.relative_to(self.root).as_posix(), offset, packed.hexdigest(), (plain_size, plain.hexdigest())
+        )
 
     def stage(self, rel: str, chunks: list[bytes]) -> tuple[Path, FileRecord]:
         """Write rel's bytes under its temporary name and leave them there; returns the temporary path and the record

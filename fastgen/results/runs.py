@@ -23,6 +23,7 @@ import yaml
 from ..bakeoff.identity import identity_change
 from ..bakeoff.runs import METRICS_FILE, RUN_CONFIG_FILE, RUN_FILE, read_run
 from ..bakeoff.status import RunCounts, count_records, request_failed, session_failed
+from ..generator.rows import trace_dir_of
 
 __all__ = ["ConfigRun", "Repeat", "RequestRecord", "SessionRecord", "read_runs"]
 
@@ -442,7 +443,7 @@ def _trace_directory(document) -> Optional[str]:
     try:
         data = document["data"]
         replay = data.get("__dict__", data)["otel_trace_replay"]
-        found = replay.get("__dict__", replay)["trace_directory"]
+        found = trace_dir_of(replay.get("__dict__", replay))
     except (KeyError, TypeError, AttributeError):
         return None
     return found if isinstance(found, str) else None

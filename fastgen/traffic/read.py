@@ -31,6 +31,7 @@ import orjson
 import xxhash
 
 from ..errors import FastgenError
+from ..generator.rows import DATASET_SUFFIX, dataset_file
 
 __all__ = ["Request", "TrafficError", "read_traffic"]
 
@@ -93,12 +94,22 @@ def _files(paths: Iterable[Path]) -> list[Path]:
     out: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
-            out += sorted(p for p in path.rglob("*") if p.suffix in (".json", ".jsonl") and p.name != "manifest.json")
+            out += sorted(
+                p
+                for p in path.rglob("*")
+                if p.suffix in (".json", ".jsonl") and p.name != "manifest.json" and not _beside_its_traces(p)
+            )
         elif path.exists():
             out.append(path)
         else:
             raise TrafficError(f"{path} does not exist")
     return [p for p in out if "tokenizer" not in p.parts]
+
+
+def _beside_its_traces(path: Path) -> bool:
+    """fastgen's dataset file of a trace directory (rows.py), beside it: the same sessions again."""
+    stem = path.name.removesuffix(DATASET_SUFFIX)
+    return path.name.endswith(DATASET_SUFFIX) and dataset_file(stem) == path.name and (path.parent / stem).is_dir()
 
 
 def _is_mooncake(path: Path) -> bool:
