@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +17,8 @@ import yaml
 from conftest import run_fastgen
 from fastgen.generator.workload import parse_workload
 from fastgen.traffic import PUBLISHED, read_traffic
-from fastgen.traffic.fit import _int_range, _range, _slowest_of, refined
-from fastgen.traffic.fitted import fit_and_measure
+from fastgen.traffic.fit import _int_range, _range, _slowest_of, _within_the_request_limit, refined
+from fastgen.traffic.fitted import fit_and_measure, generated_requests
 from fastgen.traffic.stats import within
 
 MARKER = "zq-marker-7f3a9c1e"
@@ -49,6 +50,54 @@ def test_fit_of_the_agent_workload_gives_its_statistics_back(agent_traces):
     agent = fitted.spec.agent_loop
     assert (agent.turns.lo, agent.turns.hi) == (12, 12) and (agent.subagents.lo, agent.subagents.hi) == (2, 3)
     assert agent.sessions == 20 and fitted.spec.max_model_len == 131072
+    assert agent.tasks.hi == 1 and not agent.turn_strata and agent.subagent_percent == 100  # none of the field's
+    assert [line.split(":")[0] for line in fitted.unexpressed] == ["output tokens per step"]
+
+
+@pytest.fixture(scope="module")
+def field_traces(tmp_path_factory) -> Path:
+    """--workload field's 20 sessions at a tenth of its budgets: several tasks a session, a tail of long sessions,
+    sub-agents in some sessions."""
+    root = tmp_path_factory.mktemp("field")
+    result = run_fastgen("--workload", "field", "--scale", "0.2", "--budget-scale", "0.1", "--tokenizer", "builtin",
+                         "-q", "--output-dir", str(root / "traces"), "--config-dir", str(root / "configs"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return root / "traces"
+
+
+def _steps(requests) -> list[int]:
+    return list(Counter(r.session for r in requests if not r.subagent).values())
+
+
+@pytest.fixture(scope="module")
+def fitted_field(field_traces):
+    return fit_and_measure(read_traffic([field_traces]), max_model_len=262144, sessions=40)
+
+
+def test_fit_of_the_field_workload_gives_its_sessions_shape_back(field_traces, fitted_field):
+    stats = {s.key: s for s in PUBLISHED}
+    for key in ("subagent_share", "human_p50", "human_p90", "steps_p50", "steps_p99"):
+        assert within(stats[key], fitted_field.measured[key], fitted_field.reference[key]), (
+            key, fitted_field.reference[key], fitted_field.measured[key])  # fmt: skip
+    # steps p90 (no statistic of its own): within steps_p50's tolerance
+    p90 = [np.percentile(_steps(r), 90, method="hazen") for r in
+           (read_traffic([field_traces]), generated_requests(fitted_field.spec, sessions=40))]  # fmt: skip
+    assert p90[1] == pytest.approx(p90[0], rel=stats["steps_p50"].tolerance), p90
+    agent = fitted_field.spec.agent_loop
+    assert (agent.tasks.lo, agent.tasks.hi) in ((3, 5), (3, 6)) and agent.even_waits
+    assert 40 <= agent.subagent_percent <= 50 and len(agent.turn_strata) == 4
+    assert agent.turn_strata[-1].turns.hi > 3 * agent.turn_strata[0].turns.hi  # the tail
+    assert [line.split(":")[0] for line in fitted_field.unexpressed] == ["output tokens per step"]
+
+
+def test_a_tail_beyond_the_request_limit_is_cut_and_said(fitted_field):
+    document = fitted_field.spec.to_dict()
+    agent = document["scenarios"]["agent_loop"]
+    agent["turn_strata"][-1]["turns"] = {"lo": 300, "hi": 400}
+    cut, most = _within_the_request_limit(document)
+    assert most is not None and 10 < most < 256 // agent["tasks"]["hi"]
+    assert cut["scenarios"]["agent_loop"]["turn_strata"][-1]["turns"] == {"lo": most, "hi": most}
+    assert _within_the_request_limit(cut) == (cut, None)
 
 
 def test_cli_fit_writes_a_workload_that_loads_and_prints_the_table(agent_traces, tmp_path):

@@ -7,15 +7,24 @@ can leave. How each field is fitted:
 - the shared prefix (system + tools + repo_map, which every session of the agent workload sends first): the median
   over sessions of the first request's tokens another session sent first, split 1:4:10 as `--workload agent` does;
   the task: the first request's remaining tokens;
-- turns: the main agent's requests per session, less the final answer and compactions (a prompt that drops to
-  under half the one before it was compacted); compact_trigger just under the smallest compacted prompt, or, with
-  no compaction, a quarter above the largest prompt (so that none is made);
+- tasks: a session's text answers of the main agent (not compactions) and its last answer each end a task; tasks
+  where the sessions have more than one, with next_task the tokens each later task's message adds and even_waits on
+  (the waits before later tasks at evenly spread quantiles of think_gap_ms, so that their median and p90 hold);
+- turns: the main agent's tool-call answers a task (a compaction is a prompt that drops to under half the one
+  before it, or that drops at all after a text answer: a harness that keeps the session's opening drops less);
+  compact_trigger just under the smallest compacted prompt, or, with no compaction, a quarter above the largest
+  prompt (so that none is made);
+- turn_strata, where steps per session have a long tail (the 90th percentile further above the median than the
+  10th below it, or the 99th well above the 90th): four strata of 50, 40, 8 and 2 % of the sessions whose steps
+  run between the traces' percentiles at those edges, in turns a task; cut where a session would pass the 256
+  requests inference-perf can queue (one `unexpressed` line says so);
+- subagent_percent: the share of sessions that spawn (where not all do);
 - tool_result: a step's growth (the next prompt, less this one and its answer) over its calls;
 - parallel_calls, subagents, subagent_turns, spawn_at: integer ranges of the same mean;
 - final_output, summary, report: text answers' output tokens;
 - timing: prefill and decode by least squares on the requests' durations; tool_exec_ms a log-normal whose slowest of
   k draws (the agent workload's tool gap, k the calls of the answer) has the measured median and p90 of the tool
-  gaps; think_gap_ms the human waits' own.
+  gaps; think_gap_ms the human waits' own (before a later task and after a compaction).
 
 A range {lo, hi} is uniform: it is fitted to the 10th and 90th percentiles of what it stands for (a uniform's are
 lo + 0.1 (hi - lo) and lo + 0.9 (hi - lo)), so one odd value does not widen it.
@@ -30,7 +39,10 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
+from ..errors import WorkloadError
+from ..generator.scenarios.base import MOST_REQUESTS
 from ..generator.spec import DEFAULT_MAX_MODEL_LEN, WORKLOAD_FORMAT
+from ..generator.workload import spec_from_document
 from .read import Request
 
 __all__ = ["Fit", "fit_workload", "refined"]
@@ -50,6 +62,8 @@ _DEFAULT_TIMING = {
     "tool_exec_ms": {"median": 800, "p90": 6000, "cap": 120000},
 }
 _MAX_MS = 86_400_000
+# the shares of turn_strata's strata, in percent: edges at the median and p90 of steps per session, then a tail
+_STRATA = (50, 40, 8, 2)
 Stats = Mapping[str, Optional[float]]  # stats.traffic_stats's
 
 
@@ -74,35 +88,50 @@ def fit_workload(requests: Sequence[Request], *, max_model_len: int = DEFAULT_MA
     shared = _shared_prefix(requests, sessions)
     system, tools, repo_map = _split(shared)
     firsts = [requests[s.main[0]].input_tokens - shared for s in sessions.values() if s.main]
-    turns = [len(s.main) - 1 - sum(i in compacted for i in s.main) for s in sessions.values()]
+    tasks = [_tasks(requests, s, compacted) for s in sessions.values()]
+    per_task = [t for session in tasks for t in session]
     calls = [r.tool_calls for r in requests if r.tool_calls]
     spawning = [s for s in sessions.values() if s.children]
-    subagents = len(spawning) * 2 >= len(sessions) and not mooncake
-    turns_range = _int_range(turns, least=1)
+    tasks_range = _int_range([len(session) for session in tasks], least=1)
     scenario: dict = {
         "sessions": len(sessions),
         "system": system,
         "tools": tools,
         "repo_map": repo_map,
         "task": _range(firsts, least=1),
-        "turns": turns_range,
+        "turns": _int_range(per_task, least=1),
         "parallel_calls": _int_range(calls, least=1) if calls else {"lo": 1, "hi": 1},
         "tool_result": _range(_growth_per_call(requests, sessions, compacted), least=1),
     }
+    if tasks_range["hi"] > 1:
+        scenario["tasks"] = tasks_range
+        scenario["next_task"] = _range(_next_task_growth(requests, sessions, compacted), least=1)
+    steps = [len(s.main) for s in sessions.values()]
+    if _long_tailed(steps):
+        scenario["turn_strata"] = _strata(steps, (tasks_range["lo"] + tasks_range["hi"]) / 2)
     scenario.update(_compaction(requests, sessions, compacted, system))
-    scenario["final_output"] = _range([requests[s.main[-1]].output_tokens for s in sessions.values()], least=1)
-    if subagents:
-        scenario.update(_subagent_fields(requests, spawning, compacted, tools, turns_range["lo"]))
+    scenario["final_output"] = _range(
+        [requests[i].output_tokens for s in sessions.values() for i in _finals(requests, s, compacted)], least=1
+    )
+    if spawning and not mooncake:
+        fewest = min(st["turns"]["lo"] for st in scenario.get("turn_strata", [{"turns": scenario["turns"]}]))
+        scenario.update(_subagent_fields(requests, spawning, compacted, tools, fewest))
+        if len(spawning) < len(sessions):
+            scenario["subagent_percent"] = max(1, min(99, round(100 * len(spawning) / len(sessions))))
+    if "tasks" in scenario:
+        # the waits before later tasks at evenly spread quantiles: their median and p90 hold over a few sessions
+        scenario["even_waits"] = True
     scenario["concurrency"] = [_peak_sessions(requests, sessions)]
     scenario["session_spacing_ms"] = _spacing(requests, sessions)
     timing = _timing(requests, sessions, notes, mooncake)
-    notes += _structural_notes(requests, sessions, spawning, mooncake)
     document = {
         "format": WORKLOAD_FORMAT,
         "max_model_len": max_model_len,
         "timing": timing,
         "scenarios": {SCENARIO: scenario},
     }
+    document, cut = _within_the_request_limit(document)
+    notes += _structural_notes(requests, sessions, compacted, mooncake, scenario, cut)
     return Fit(document, tuple(notes))
 
 
@@ -126,11 +155,14 @@ def _sessions(requests: Sequence[Request]) -> dict[str, _Session]:
 
 
 def _compacted(requests: Sequence[Request], sessions: dict[str, _Session]) -> set[int]:
-    """The main requests whose prompt was compacted: the main agent's next prompt is less than half of theirs."""
+    """The main requests whose prompt was compacted: the main agent's next prompt is less than half of theirs, or,
+    after a text answer, smaller at all (a harness that keeps the session's opening before the summary drops less;
+    a later task's prompt only grows)."""
     out = set()
     for s in sessions.values():
         for a, b in zip(s.main, s.main[1:]):
-            if requests[b].input_tokens < _COMPACTED_BELOW * requests[a].input_tokens:
+            before, after = requests[a].input_tokens, requests[b].input_tokens
+            if after < _COMPACTED_BELOW * before or (requests[a].tool_calls == 0 and after < before):
                 out.add(a)
     return out
 
@@ -171,6 +203,104 @@ def _spawn(requests: Sequence[Request], s: _Session) -> Optional[int]:
     first = min(requests[c[0]].start_ms for c in s.children)
     before = [i for i in s.main if requests[i].start_ms <= first]
     return before[-1] if before else None
+
+
+def _finals(requests: Sequence[Request], s: _Session, compacted: set[int]) -> list[int]:
+    """The main requests that end a task: a text answer (not a compaction) the human reads, and the last."""
+    return [
+        i for k, i in enumerate(s.main) if i not in compacted and (k == len(s.main) - 1 or requests[i].tool_calls == 0)
+    ]
+
+
+def _tasks(requests: Sequence[Request], s: _Session, compacted: set[int]) -> list[int]:
+    """The turns (tool-call answers, a spawn among them) of each task of the session, in order."""
+    finals, out, turns = set(_finals(requests, s, compacted)), [], 0
+    for i in s.main:
+        if i in compacted:
+            continue
+        if i in finals:
+            out.append(turns)
+            turns = 0
+        else:
+            turns += 1
+    return out or [0]
+
+
+def _next_task_growth(requests: Sequence[Request], sessions: dict[str, _Session], compacted: set[int]) -> list[float]:
+    """Tokens each later task's message added: the prompt after a task's answer, less that answer's prompt and
+    output."""
+    out = []
+    for s in sessions.values():
+        for a in _finals(requests, s, compacted)[:-1]:
+            b = s.main[s.main.index(a) + 1]
+            out.append(max(1.0, requests[b].input_tokens - requests[a].input_tokens - requests[a].output_tokens))
+    return out
+
+
+def _long_tailed(values: Sequence[float]) -> bool:
+    """Whether a uniform would miss the values' upper percentiles: the 90th lies further above the median than the
+    10th below it, or the 99th far above the 90th."""
+    if len(values) < 2:
+        return False
+    p10, p50, p90, p99 = (float(np.percentile(values, p, method="hazen")) for p in (10, 50, 90, 99))
+    return p90 - p50 > 1.5 * (p50 - p10) + 1 or p99 > 1.5 * p90 + 1
+
+
+def _strata(steps: Sequence[float], tasks: float) -> list[dict]:
+    """turn_strata whose steps per session have the traces' percentiles at the strata's edges (0, 50, 90, 98 and
+    100 percent): a uniform each between two of them, in turns a task (a session of `tasks` tasks, each its turns
+    and a final answer). Fitted to the sessions' steps, not to their turns a task: long sessions compact more, and
+    the steps are what is measured."""
+    edges = np.cumsum((0,) + _STRATA)
+    at = [float(np.percentile(steps, float(p), method="hazen")) / tasks - 1 for p in edges]
+    out = []
+    for percent, lo_q, hi_q in zip(_STRATA, at, at[1:]):
+        lo = max(1, int(round(lo_q)))
+        out.append({"percent": percent, "turns": {"lo": lo, "hi": max(lo, int(round(hi_q)))}})
+    return out
+
+
+def _within_the_request_limit(document: dict) -> tuple[dict, Optional[int]]:
+    """The document with the turns a task cut to the most that keep a session within MOST_REQUESTS requests (the
+    agent workload refuses more), and that most; the document as it is, and None, where it holds them already or
+    something else is wrong with it (checked_spec says what)."""
+    if _valid(document):
+        return document, None
+    scenario = document["scenarios"][SCENARIO]
+    strata = scenario.get("turn_strata") or [{"turns": scenario["turns"]}]
+    most = max(st["turns"]["hi"] for st in strata)
+    if most <= 1 or not _valid(_cut(document, 1)):
+        return document, None
+    lo, hi = 1, most - 1  # the largest cut that is valid lies in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if _valid(_cut(document, mid)) else (lo, mid - 1)
+    return _cut(document, lo), lo
+
+
+def _valid(document: dict) -> bool:
+    try:
+        spec_from_document(document, source="the fitted workload")
+    except WorkloadError:
+        return False
+    return True
+
+
+def _cut(document: dict, most: int) -> dict:
+    """The document with every range of turns a task, and spawn_at within the fewest, at most `most`."""
+    scenario = dict(document["scenarios"][SCENARIO])
+
+    def capped(turns: dict) -> dict:
+        hi = min(turns["hi"], most)
+        return {"lo": min(turns["lo"], hi), "hi": hi}
+
+    scenario["turns"] = capped(scenario["turns"])
+    if "turn_strata" in scenario:
+        scenario["turn_strata"] = [{**st, "turns": capped(st["turns"])} for st in scenario["turn_strata"]]
+    if "spawn_at" in scenario:
+        fewest = min(st["turns"]["lo"] for st in scenario.get("turn_strata", [{"turns": scenario["turns"]}]))
+        scenario["spawn_at"] = capped({**scenario["spawn_at"], "hi": min(scenario["spawn_at"]["hi"], fewest)})
+    return {**document, "scenarios": {SCENARIO: scenario}}
 
 
 def _compaction(requests: Sequence[Request], sessions: dict[str, _Session], compacted: set[int], system: int) -> dict:
@@ -238,8 +368,8 @@ def _spacing(requests: Sequence[Request], sessions: dict[str, _Session]) -> int:
 
 
 # the prompt-side token budgets: what a span's input_tokens add up from
-_PROMPT_FIELDS = ("system", "tools", "repo_map", "task", "tool_result", "compact_trigger", "subagent_system",
-                  "subagent_task")  # fmt: skip
+_PROMPT_FIELDS = ("system", "tools", "repo_map", "task", "next_task", "tool_result", "compact_trigger",
+                  "subagent_system", "subagent_task")  # fmt: skip
 
 
 def refined(document: dict, target: Stats, measured: Stats) -> dict:
@@ -388,7 +518,12 @@ def _int_range(values: Sequence[float], *, least: int = 0) -> dict:
 
 
 def _structural_notes(
-    requests: Sequence[Request], sessions: dict[str, _Session], spawning: list[_Session], mooncake: bool
+    requests: Sequence[Request],
+    sessions: dict[str, _Session],
+    compacted: set[int],
+    mooncake: bool,
+    scenario: dict,
+    cut: Optional[int],
 ) -> list[str]:
     notes = [
         "output tokens per step: a tool-call answer is as long as its calls (no workload field); only text answers "
@@ -396,29 +531,25 @@ def _structural_notes(
     ]
     if mooncake:
         notes.append(
-            "tool calls per step, sub-agents: Mooncake lines carry no answers and no agent; one call a step, no "
-            "sub-agents, and a session's every request a step of its loop (tool_result is a step's whole growth)"
+            "tool calls per step, sub-agents, tasks: Mooncake lines carry no answers and no agent; one call a step, no "
+            "sub-agents, one task, and a session's every request a step of its loop (tool_result is a step's whole "
+            "growth)"
         )
         notes.append(
             "appended tokens, cached share, cross-session sharing: Mooncake lines share whole hash-id blocks, the "
             "fitted spans prefixes of messages, so these differ by up to a block a request"
         )
-    elif spawning and len(spawning) < len(sessions):
-        share = 100.0 * len(spawning) / len(sessions)
-        fitted = 100 if len(spawning) * 2 >= len(sessions) else 0
+    later = sum(len(_finals(requests, s, compacted)) - 1 for s in sessions.values())
+    if later and "tasks" not in scenario and not mooncake:
         notes.append(
-            f"sessions that spawn sub-agents: {share:.0f}% in the traces; the agent workload spawns in every session "
-            f"or in none ({fitted}% fitted)"
+            f"human wait: {later} waits before a later task, too few sessions with one to fit tasks (one task a "
+            "session); think_gap_ms (fitted) only follows a compaction"
         )
-    _, human, _ = _gaps(requests, sessions)
-    if human:
+    if cut is not None:
+        longest = max(len(s.main) for s in sessions.values())
         notes.append(
-            "human wait: the agent workload has one task a session, so think_gap_ms (fitted) only follows a compaction"
-        )
-    steps = [len(s.main) for s in sessions.values()]
-    if len(steps) >= 2 and np.percentile(steps, 99, method="hazen") > 1.5 * np.percentile(steps, 90, method="hazen"):
-        notes.append(
-            "steps per session, p99: the traces' tail is long; turns are drawn uniformly, so the fit follows the "
-            "10th-90th percentiles and not the tail"
+            f"steps per session, tail: the traces' longest session has {longest} steps; inference-perf queues a "
+            f"session's requests at once, so fastgen makes at most {MOST_REQUESTS} a session and the fitted turns "
+            f"stop at {cut} a task"
         )
     return notes

@@ -21,7 +21,7 @@ from .fit import fit_workload, refined
 from .read import Request, read_traffic
 from .stats import traffic_stats
 
-__all__ = ["FittedWorkload", "checked_spec", "fit_and_measure", "measure_fitted"]
+__all__ = ["FittedWorkload", "checked_spec", "fit_and_measure", "generated_requests", "measure_fitted"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,11 @@ def _window_for(spec: Spec, over: int) -> int:
 def measure_fitted(spec: Spec, *, sessions: int, seed: int = 1) -> dict[str, Optional[float]]:
     """The statistics of `sessions` sessions of each scenario of the spec (whatever its own count), generated with
     the built-in tokenizer into a temporary folder that is removed afterwards."""
+    return traffic_stats(generated_requests(spec, sessions=sessions, seed=seed))
+
+
+def generated_requests(spec: Spec, *, sessions: int, seed: int = 1) -> list[Request]:
+    """The requests of `sessions` sessions of each scenario of the spec, as read_traffic reads them back."""
     small = spec.with_scenarios(
         {name: dataclasses.replace(sc, sessions=sessions) for name, sc in spec.scenarios.items()}
     )
@@ -79,4 +84,4 @@ def measure_fitted(spec: Spec, *, sessions: int, seed: int = 1) -> dict[str, Opt
                     path = root / rel
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_bytes(data)
-        return traffic_stats(read_traffic([root]))
+        return list(read_traffic([root]))
