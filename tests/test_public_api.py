@@ -1,3 +1,4 @@
+import collections.abc
 import inspect
 import typing
 
@@ -14,7 +15,7 @@ def _fastgen_classes(annotation) -> set[type]:
     """The fastgen classes an annotation names directly or through Optional/Union/list (not a Callable's)."""
     if isinstance(annotation, type):
         return {annotation} if annotation.__module__.startswith("fastgen") else set()
-    if typing.get_origin(annotation) in (typing.Callable, __import__("collections.abc").abc.Callable):
+    if typing.get_origin(annotation) is collections.abc.Callable:  # what fastgen calls, not what a caller builds
         return set()
     return {c for arg in typing.get_args(annotation) for c in _fastgen_classes(arg)}
 
