@@ -7,7 +7,7 @@ FASTGEN_ARGS ?=
 BENCH_ARGS ?=
 E2E_ARGS ?=
 
-.PHONY: traces test test-slow lint validate realism golden check-golden bench e2e e2e-vllm e2e-sglang e2e-pair e2e-router e2e-capacity e2e-aiperf env env-all \
+.PHONY: traces test test-slow lint validate realism golden check-golden bench bench-replay e2e e2e-vllm e2e-sglang e2e-pair e2e-router e2e-capacity e2e-aiperf env env-all \
 	docs clean
 
 $(BIN)/python:
@@ -64,6 +64,10 @@ check-golden: env-all
 
 bench: env-all
 	$(BIN)/python -m native_bench $(BENCH_ARGS)
+
+# inference-perf's start and memory on scenario 3's biggest configs, from the trace directory and the dataset file
+bench-replay: env-all
+	$(BIN)/python -m native_bench.replay $(BENCH_ARGS)
 
 # All 17 configs, replayed by the real inference-perf against a local fake server, then checked; then fastgen bakeoff
 # against two fake engines that differ in KV capacity, and fastgen compare, checked against the engines' logs; then

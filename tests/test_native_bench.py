@@ -103,3 +103,39 @@ def test_native_bench_small(tmp_path):
     assert "count proof" in dict(rows["fastgen-w2"]["phases"])
     assert "analyze scale check (every session of scenario3_noisy):" in result.stdout
     assert scratch.is_dir() and not any(scratch.iterdir())  # the run's outputs are gone, --scratch itself stays
+
+
+def test_replay_bench_small(tmp_path):
+    """native_bench.replay on a tiny scenario 3: every source of both layouts reached the fake engine, PSS was
+    measured, the table and JSON say so, and the scratch folder is left empty."""
+    out = tmp_path / "replay.json"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "native_bench.replay", "--scales", "0.02", "--sessions", "2", "--hold", "1"]
+        + ["--settle", "0", "--json", str(out), "--scratch", str(scratch)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["config"], r["source"]) for r in rows] == [
+        (f"scenario3/c500_{layout}", source)
+        for layout in ("stable", "noisy")
+        for source in ("traces", "dataset cold", "dataset warm")
+    ]
+    for row in rows:
+        assert row["first_request_s"] > 0 and row["requests"] >= 1, row
+        assert row["stopped_by"] in ("hold", "exit") and row["peak_pss_mib"] > 50, row  # inference-perf's Python alone
+        assert row["sessions_in_file"] == 10  # 500 x 0.02: the whole file is what inference-perf loads
+    assert result.stdout.count("| x0.02 | scenario3/") == 6
+    assert scratch.is_dir() and not any(scratch.iterdir())
+
+
+def test_replay_bench_refuses_bad_scales():
+    result = subprocess.run(
+        [sys.executable, "-m", "native_bench.replay", "--scales", "0,5"], cwd=REPO, capture_output=True, text=True
+    )
+    assert result.returncode == 2 and "--scales values must be > 0" in result.stderr
