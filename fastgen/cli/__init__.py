@@ -24,7 +24,7 @@ from ..errors import FastgenError, SpecError
 from .analysis import analyze_parser, export_parser, run_analyze, run_export
 from .datasets import run_unpack, run_validate, run_verify, unpack_parser, validate_parser, verify_parser
 from .generate import generate_parser, run_generate, run_workload, workload_parser
-from .options import DEFAULT_MODEL, QUIET, UsageError
+from .options import DEFAULT_MODEL, QUIET, Interrupted, UsageError
 from .runs import bakeoff_parser, compare_parser, run_bakeoff_command, run_compare
 
 __all__ = ["DEFAULT_MODEL", "main"]
@@ -79,8 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     except FastgenError as exc:
         print(f"fastgen: error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("fastgen: interrupted; the output was left as it was, with nothing partial", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # Interrupted says what its command kept; a bare Ctrl-C, the general rule
+        said = str(exc) if isinstance(exc, Interrupted) else "the output was left as it was, with nothing partial"
+        print(f"fastgen: interrupted; {said}", file=sys.stderr)
         return 130
     except Terminated:
         print("fastgen: terminated; the output was left as it was, with nothing partial", file=sys.stderr)

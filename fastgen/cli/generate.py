@@ -16,6 +16,7 @@ from .options import (
     MAX_SEED,
     Parser,
     UsageError,
+    add_replay_modes,
     int_in,
     positive_float,
     url_option,
@@ -26,14 +27,7 @@ __all__ = ["generate_parser", "run_generate", "run_workload", "workload_parser"]
 
 
 def generate_parser() -> argparse.ArgumentParser:
-    from ..generator.configs import (
-        METRICS_TYPES,
-        OUTPUTS_MODES,
-        SERVER_TYPES,
-        TOOL_CALL_MAX_TOKENS_MODES,
-        TOOL_CHOICE_MODES,
-        SOURCES,
-    )
+    from ..generator.configs import METRICS_TYPES, SERVER_TYPES, SOURCES
 
     p = Parser(
         prog="fastgen",
@@ -129,29 +123,7 @@ def generate_parser() -> argparse.ArgumentParser:
         help="cap on the recorded gaps the replay waits out between turns (max_wait_ms in the configs; "
         "unset: inference-perf's 15000); for quick functional runs",
     )
-    p.add_argument(
-        "--outputs",
-        choices=OUTPUTS_MODES,
-        default="live",
-        help="what later turns' prompts hold where an earlier answer was: live, each engine's own answer "
-        "(the agent loop as it runs; prompts differ between engines from turn 2 on), or recorded, the "
-        "trace's answer (every engine replays the same prompts: the fair side-by-side)",
-    )
-    p.add_argument(
-        "--tool-call-max-tokens",
-        choices=TOOL_CALL_MAX_TOKENS_MODES,
-        default="floor",
-        help="max_tokens of forced tool-call turns: floor, inference-perf's max(4 x recorded, 4096), or "
-        "recorded, the trace's length",
-    )
-    p.add_argument(
-        "--tool-choice",
-        choices=TOOL_CHOICE_MODES,
-        default="forced",
-        help="tool_choice the configs send: forced, inference-perf's (the recorded tool named, 'none' on "
-        "text turns), or as_recorded, none (SGLang then renders every tool into the prompt as vLLM does: "
-        "both engines are sent the same prompts)",
-    )
+    add_replay_modes(p, from_configs=False)
     p.add_argument(
         "--source",
         choices=SOURCES,

@@ -12,6 +12,8 @@ __all__ = [
     "DEFAULT_PROMETHEUS_URL",
     "DEFAULT_SEED",
     "DefaultsOnceFormatter",
+    "Interrupted",
+    "add_replay_modes",
     "MAX_SEED",
     "Parser",
     "QUIET",
@@ -27,6 +29,10 @@ DEFAULT_SEED = 42
 DEFAULT_PROMETHEUS_URL = "http://localhost:9090"
 MAX_SEED = 2**63 - 1
 QUIET = ("--quiet", "-q")
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with what a command kept and how to go on; main() prints it and exits 130 like any Ctrl-C."""
 
 
 _STATES_ITS_DEFAULT = re.compile(r"\b(default|unset)\b", re.IGNORECASE)
@@ -108,3 +114,34 @@ def warn(message: str) -> None:
 
 class UsageError(Exception):
     """Arguments that parse one by one but not together: exit 2, like argparse's own errors."""
+
+
+def add_replay_modes(p: argparse.ArgumentParser, *, from_configs: bool) -> None:
+    """--outputs, --tool-call-max-tokens and --tool-choice: how the configs replay. generate writes them into the
+    configs (with defaults); with `from_configs` (bakeoff) they are unset unless given and override the configs."""
+    from ..generator.configs import OUTPUTS_MODES, TOOL_CALL_MAX_TOKENS_MODES, TOOL_CHOICE_MODES
+
+    tail = "; default: as the configs say" if from_configs else ""
+    p.add_argument(
+        "--outputs",
+        choices=OUTPUTS_MODES,
+        default=None if from_configs else "live",
+        help="what later turns' prompts hold where an earlier answer was: live, each engine's own answer "
+        "(the agent loop as it runs; prompts differ between engines from turn 2 on), or recorded, the "
+        "trace's answer (every engine replays the same prompts: the fair side-by-side)" + tail,
+    )
+    p.add_argument(
+        "--tool-call-max-tokens",
+        choices=TOOL_CALL_MAX_TOKENS_MODES,
+        default=None if from_configs else "floor",
+        help="max_tokens of forced tool-call turns: floor, inference-perf's max(4 x recorded, 4096), or "
+        "recorded, the trace's length" + tail,
+    )
+    p.add_argument(
+        "--tool-choice",
+        choices=TOOL_CHOICE_MODES,
+        default=None if from_configs else "forced",
+        help="tool_choice sent: forced, inference-perf's (the recorded tool named, 'none' on text turns), or "
+        "as_recorded, none (SGLang then renders every tool into the prompt as vLLM does: both engines are "
+        "sent the same prompts)" + tail,
+    )

@@ -5,13 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .options import Parser, int_in, positive_float, url_option
+from .options import Interrupted, Parser, add_replay_modes, int_in, positive_float, url_option
 
 __all__ = ["bakeoff_parser", "compare_parser", "run_bakeoff_command", "run_compare"]
 
 
 def bakeoff_parser() -> Parser:
-    from ..generator.configs import OUTPUTS_MODES, TOOL_CALL_MAX_TOKENS_MODES, TOOL_CHOICE_MODES
     from ..engines import ENGINES
 
     p = Parser(
@@ -79,26 +78,7 @@ def bakeoff_parser() -> Parser:
         metavar="N",
         help="the server's GPU count, recorded for throughput per GPU-hour",
     )
-    p.add_argument(
-        "--outputs",
-        choices=OUTPUTS_MODES,
-        help="what later turns' prompts hold where an earlier answer "
-        "was: live (the engine's own answer) or recorded (the trace's: both engines replay the same "
-        "prompts); default: as the configs say",
-    )
-    p.add_argument(
-        "--tool-call-max-tokens",
-        choices=TOOL_CALL_MAX_TOKENS_MODES,
-        help="max_tokens of forced tool-call turns: floor (inference-perf's max(4 x recorded, 4096)) or "
-        "recorded; default: as the configs say",
-    )
-    p.add_argument(
-        "--tool-choice",
-        choices=TOOL_CHOICE_MODES,
-        help="forced (inference-perf's: the recorded tool named, 'none' on text turns) or as_recorded "
-        "(no tool_choice sent: SGLang then renders every tool into the prompt as vLLM does, so both are "
-        "sent the same prompts); default: as the configs say",
-    )
+    add_replay_modes(p, from_configs=True)
     p.add_argument(
         "--replica",
         type=url_option("--replica"),
@@ -176,12 +156,10 @@ def run_bakeoff_command(args) -> int:
         )
     except KeyboardInterrupt:
         kept = sum(o.folder is not None for o in ended)
-        print(
-            f"fastgen: interrupted; {kept} finished run{'s' if kept != 1 else ''} kept in "
-            f"{args.out / args.label}, the unfinished one removed; run the same command again to go on",
-            file=sys.stderr,
-        )
-        return 130
+        raise Interrupted(
+            f"{kept} finished run{'s' if kept != 1 else ''} kept in {args.out / args.label}, the unfinished one "
+            f"removed; run the same command again to go on"
+        ) from None
     counts = {s: sum(o.status == s for o in outcomes) for s in ("completed", "incomplete", "skipped", "failed")}
     configs = len(dict.fromkeys(o.config for o in outcomes))
     runs = f"{configs} configs" + (f" x {args.repeat} repeats" if args.repeat > 1 else "")
