@@ -27,8 +27,8 @@ from ..spec import Count, Delay, Levels, LogNormal, Millis, Range, ScenarioSpec,
 from ..streams import session_rng
 from .base import MOST_REQUESTS, ConfigEntry, Request, Scenario, Shape
 from .chain import HEADERS_BOUND
-from .common import duration_ms
-from .steps import Block, Step, added, added_bound, answer, gap, history, history_bound, max_tokens
+from .common import duration_ms, gap, history
+from .steps import Block, Step, added, added_bound, answer, history_bound, max_tokens
 
 __all__ = ["SCENARIO", "FanSpec", "plan_sessions", "shape"]
 

@@ -23,11 +23,11 @@ from ..content.compose import Composer, Text
 from ..content.notes import opening
 from ..content.pytest_log import PytestEnv, pytest_env, pytest_log, synthetic_cases, wrong_values
 from ..content.vocab import Vocab
-from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
+from ..messages import Output, SessionPlan, user
 from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Range, ScenarioSpec, Seconds, Spec, Tokens
 from ..streams import session_rng
 from .base import ConfigEntry, Request, Scenario, Shape
-from .common import CALL_TOKENS_BOUND, duration_ms, make_call, ticket_name
+from .common import CALL_TOKENS_BOUND, Chain, gap, make_call, ticket_name
 
 __all__ = ["SCENARIO", "Scenario3Spec", "plan_sessions"]
 
@@ -186,41 +186,21 @@ def plan_sessions(
     base = blocks.catalog.tokens + sum(m.tokens for m in stable)
     sizes = _fit_results(spec, base, len(stable), calls, sizes, floors, final.tokens)
     env = pytest_env(v, blocks.repo)  # the session's every test run says the same Python, pytest and plugins
-    results = [
-        tool_result(c, _result_text(composer, rng, v, c, h, size, env)) for c, h, size in zip(calls, headers, sizes)
-    ]
+    results = [[_result_text(composer, rng, v, c, h, size, env)] for c, h, size in zip(calls, headers, sizes)]
 
     outputs = [Output(calls=(c,)) for c in calls] + [Output(final)]
     start = int(rng.integers(0, s.arrival_window_s * 1000))
-    gaps = [(spec.timing.tool_exec_ms if o.is_tool_call else spec.timing.think_gap_ms).draw(rng) for o in outputs]
-    return [
-        _chain(spec, blocks, f"{layout}-{index:04d}", layout, index, head, outputs, results, start, gaps)
-        for layout, head in zip(LAYOUTS, (stable, noisy))
-    ]
-
-
-def _chain(
-    spec: Spec,
-    blocks: ScenarioBlocks,
-    session_id: str,
-    layout: str,
-    index: int,
-    head,
-    outputs,
-    results,
-    start: int,
-    gaps: list[int],
-) -> SessionPlan:
-    messages: tuple[Message, ...] = head
-    turns = []
-    t = start
-    for number, (output, gap) in enumerate(zip(outputs, gaps), start=1):
-        if number > 1:
-            messages = messages + (outputs[number - 2].as_history(), results[number - 2])
-        end = t + duration_ms(spec.timing, blocks.catalog.tokens + sum(m.tokens for m in messages), output.tokens)
-        turns.append(Turn(f"{session_id}-t{number}", number, messages, output, t, end))
-        t = end + gap
-    return SessionPlan(layout, session_id, index, blocks.catalog, tuple(turns))
+    gaps = [gap(spec.timing, rng, o) for o in outputs]
+    sessions = []
+    for layout, head in zip(LAYOUTS, (stable, noisy)):
+        chain = Chain(
+            timing=spec.timing, catalog=blocks.catalog, prefix=f"{layout}-{index:04d}", messages=head, start_ms=start
+        )
+        for output, texts, wait in zip(outputs, [*results, []], gaps):
+            chain.send(output)
+            chain.carry(texts, gap=wait)
+        sessions.append(SessionPlan(layout, chain.prefix, index, blocks.catalog, tuple(chain.turns)))
+    return sessions
 
 
 def largest_requests(spec: Spec) -> list[Request]:

@@ -30,8 +30,8 @@ from ..content.compose import Composer, Text
 from ..content.kinds import KINDS
 from ..content.patch import make_patch, patch_summary
 from ..content.vocab import Vocab
-from ..messages import Message, Output, ToolCall, tool_result, user
-from ..spec import STRICT_KEYS, TOOL_CALL_MIN_MAX_TOKENS, Count, Range, Timing
+from ..messages import Message, Output, ToolCall, user
+from ..spec import STRICT_KEYS, TOOL_CALL_MIN_MAX_TOKENS, Count, Range
 from ..tools import CORE_TOOLS
 from .common import CALL_TOKENS_BOUND, make_call
 
@@ -43,8 +43,6 @@ __all__ = [
     "Tool",
     "added",
     "answer",
-    "history",
-    "gap",
     "block_bound",
     "answer_bound",
     "added_bound",
@@ -222,19 +220,6 @@ def _call(composer: Composer, rng: np.random.Generator, v: Vocab, call: Call, re
     patch = make_patch(v, path, code, composer.chars_for(size, "code"))
     made = make_call(composer, rng, "apply_patch", {"path": patch.path, "patch": patch.diff})
     return made, patch_summary(patch).removesuffix("\n")
-
-
-def history(output: Output, results: list[Text]) -> tuple[Message, ...]:
-    """What an answer adds to the next request: the assistant's message, then each call's result by its id."""
-    return (output.as_history(), *(tool_result(call, text) for call, text in zip(output.calls, results)))
-
-
-def gap(timing: Timing, rng: np.random.Generator, output: Output) -> int:
-    """The time from an answer to the next request: think time after a text, the slowest of the tools after calls
-    (they run side by side)."""
-    if not output.calls:
-        return timing.think_gap_ms.draw(rng)
-    return max(timing.tool_exec_ms.draw(rng) for _ in output.calls)
 
 
 # Bounds for the up-front window check: a header is at most one token a byte (and the newline), and a tool's own
