@@ -138,7 +138,7 @@ def plan_sessions(
     )
     for step in requests(s):
         chain.add(*added(composer, rng, step))
-        output, results = answer(composer, rng, v, step, read)
+        output, results = answer(composer, rng, v, step, read=read)
         chain.send(output)
         chain.carry(results, gap=gap(spec.timing, rng, output))
     return [SessionPlan(DIRECTORY, chain.prefix, index, blocks.catalog, tuple(chain.turns))]

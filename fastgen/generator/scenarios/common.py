@@ -65,8 +65,8 @@ class Chain:
     start_ms: int  # when the next request starts
     after: Optional[tuple[str, ...]] = None  # the span ids whose outputs the next request carries (None: unstated)
     turns: list[Turn] = field(default_factory=list)  # several chains of a session may share one (sub-agents)
-    sent: int = 0  # requests so far
-    last: Optional[Turn] = None  # the request sent last
+    sent: int = field(default=0, init=False)  # requests so far
+    last: Optional[Turn] = field(default=None, init=False)  # the request sent last
 
     def add(self, *messages: Message) -> None:
         """Messages the next request adds after what the chain carries."""

@@ -94,7 +94,7 @@ def _tool_arguments(v: Vocab, name: str, module: str) -> dict:
     return {"path": module, "depth": 2}
 
 
-def _result_text(composer: Composer, rng, v: Vocab, call, header: str, size: int, env: PytestEnv) -> Text:
+def _result_text(composer: Composer, rng, v: Vocab, call, *, header: str, size: int, env: PytestEnv) -> Text:
     """A tool's answer, `size` tokens: a pytest run of the tests the call selected, a file with its lines numbered,
     or text of the tool's kind."""
     if call.name == "read_file":
@@ -102,10 +102,12 @@ def _result_text(composer: Composer, rng, v: Vocab, call, header: str, size: int
     if call.name != "run_tests":
         return compose_block(composer, header, _TOOL_RESULTS[call.name], size, rng)
     args = call.arguments
-    return headed_block(composer, header, size, lambda tokens: _test_run(composer, rng, v, args, tokens, env))
+    return headed_block(
+        composer, header, size, lambda tokens: _test_run(composer, rng, v, args, tokens=tokens, env=env)
+    )
 
 
-def _test_run(composer: Composer, rng, v: Vocab, args: dict, tokens: int, env: PytestEnv) -> Text:
+def _test_run(composer: Composer, rng, v: Vocab, args: dict, *, tokens: int, env: PytestEnv) -> Text:
     """The log of the tests a run_tests call selects (named after its -k keyword), some of them failing."""
     cases = synthetic_cases(v, args["target"], args["keyword"], v.number(2, 12))
     failed = wrong_values(v, [c for c in cases if v.random() < 0.3])
@@ -113,9 +115,11 @@ def _test_run(composer: Composer, rng, v: Vocab, args: dict, tokens: int, env: P
 
 
 def _fit_results(
-    spec: Spec, base: int, base_messages: int, calls: list, results: list[int], floors: list[int], final: int
+    spec: Spec, calls: list, results: list[int], floors: list[int], *, base: int, base_messages: int, final: int
 ) -> list[int]:
-    """Shrink tool results (never below their floors) until every turn's request fits the window."""
+    """Shrink tool results (never below their floors) until every turn's request fits the window: each request is
+    `base` tokens in `base_messages` messages, then the calls and results before it; the last answers `final`
+    tokens."""
     results = list(results)
     n = len(calls) + 1
     for t in range(1, n + 1):  # turn t sees the calls and results of turns 1..t-1
@@ -184,9 +188,11 @@ def plan_sessions(
         rng,
     )
     base = blocks.catalog.tokens + sum(m.tokens for m in stable)
-    sizes = _fit_results(spec, base, len(stable), calls, sizes, floors, final.tokens)
+    sizes = _fit_results(spec, calls, sizes, floors, base=base, base_messages=len(stable), final=final.tokens)
     env = pytest_env(v, blocks.repo)  # the session's every test run says the same Python, pytest and plugins
-    results = [[_result_text(composer, rng, v, c, h, size, env)] for c, h, size in zip(calls, headers, sizes)]
+    results = [
+        [_result_text(composer, rng, v, c, header=h, size=size, env=env)] for c, h, size in zip(calls, headers, sizes)
+    ]
 
     outputs = [Output(calls=(c,)) for c in calls] + [Output(final)]
     start = int(rng.integers(0, s.arrival_window_s * 1000))

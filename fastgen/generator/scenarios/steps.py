@@ -151,7 +151,7 @@ def scaled_steps(steps: tuple[Step, ...], factor: float) -> tuple[Step, ...]:
     return tuple(step.scaled(factor) for step in steps)
 
 
-def _compose(composer: Composer, block: Block, rng: np.random.Generator, header: str = "", least: int = 0) -> Text:
+def _compose(composer: Composer, block: Block, rng: np.random.Generator, *, header: str = "", least: int = 0) -> Text:
     """A text of the block's kind, exactly a drawn number of tokens, headed by the block's header (else `header`),
     with at least `least` tokens after the header."""
     budget = block.tokens.draw(rng)
@@ -177,7 +177,7 @@ def added(composer: Composer, rng: np.random.Generator, step: Step) -> tuple[Mes
 
 
 def answer(
-    composer: Composer, rng: np.random.Generator, v: Vocab, step: Step, read: set[str]
+    composer: Composer, rng: np.random.Generator, v: Vocab, step: Step, *, read: set[str]
 ) -> tuple[Output, list[Text]]:
     """The step's answer and the results its calls get back (none for a text). `read`: the files the session has
     read so far, so no read_file asks for one twice."""
@@ -186,13 +186,15 @@ def answer(
     calls: list[ToolCall] = []
     results: list[Text] = []
     for call in step.calls:
-        made, header = _call(composer, rng, v, call, read)
+        made, header = _call(composer, rng, v, call, read=read)
         calls.append(made)
-        results.append(_compose(composer, call.result, rng, header))
+        results.append(_compose(composer, call.result, rng, header=header))
     return Output(calls=tuple(calls)), results
 
 
-def _call(composer: Composer, rng: np.random.Generator, v: Vocab, call: Call, read: set[str]) -> tuple[ToolCall, str]:
+def _call(
+    composer: Composer, rng: np.random.Generator, v: Vocab, call: Call, *, read: set[str]
+) -> tuple[ToolCall, str]:
     """The call with arguments of its tool, and the line its result starts with where the block names none (what
     the tool prints first: the command it ran, the patch's summary; nothing for a file read)."""
     if call.tool == "read_file":
