@@ -144,6 +144,24 @@ def test_a_bad_out_is_one_line_and_leaves_no_temporary_file(small_dataset, tmp_p
     assert sorted(p.name for p in tmp_path.rglob("*")) == (["taken"] if where == "a folder" else [])
 
 
+def test_a_corrupt_trace_is_named_as_analyze_names_it(exported, tmp_path):
+    import shutil
+
+    from fastgen.analysis.analyze import Corpus, target_slots
+    from fastgen.errors import OutputError
+
+    reading, by_config = exported
+    target = by_config["scenario1/c10"][0]
+    shutil.copytree(target.trace_dir, tmp_path / "scenario1")
+    corpus = Corpus(tmp_path / "scenario1", reading, 16)
+    victim = corpus.files[target_slots(target, corpus)[0]]
+    victim.write_bytes(victim.read_bytes()[:500])
+    with pytest.raises(OutputError) as raised:
+        dag_export(target, corpus)
+    assert str(raised.value).startswith(f"{victim} cannot be read as inference-perf reads it (")
+    assert str(raised.value).endswith("; regenerate or remove it")
+
+
 # The layout rules on hand-made graphs: what no generated scenario has (a new prompt, a join, a second root).
 
 SYSTEM = {"role": "system", "content": "s"}

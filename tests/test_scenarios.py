@@ -15,8 +15,8 @@ from conftest import run_fastgen
 from fastgen import RunOptions, SpecError, generate, validate_tree
 from fastgen.generator.blocks import ScenarioBlocks
 from fastgen.generator.content.budget import compose_block
-from fastgen.generator.content.compose import Composer
-from fastgen.generator.messages import Output, SessionPlan, Turn, user
+from fastgen.generator.content.compose import Composer, Text
+from fastgen.generator.messages import Output, SessionPlan, ToolCall, Turn, assistant_text, user
 from fastgen.generator.scenarios import (
     ConfigEntry,
     Request,
@@ -27,9 +27,10 @@ from fastgen.generator.scenarios import (
     registered,
     scenario_named,
 )
-from fastgen.generator.scenarios.common import duration_ms
-from fastgen.generator.spec import Range, ScenarioSpec, Spec
+from fastgen.generator.scenarios.common import Chain, duration_ms
+from fastgen.generator.spec import Range, ScenarioSpec, Spec, Timing
 from fastgen.generator.streams import session_rng
+from fastgen.generator.tools import ToolCatalog
 
 TOY = "toy"
 
@@ -211,3 +212,80 @@ def test_the_spec_a_manifest_records_loads_back_equal(toy):
     with_toy = Spec({**spec.scenarios, TOY: ToySpec()}, spec.timing, spec.max_model_len)
     assert spec_from_document(json.loads(json.dumps(with_toy.to_dict()))) == with_toy
     assert scenario_named("scenario3").spec(spec).modules == spec.scenario3.modules
+
+
+# common.Chain: the one loop every chained scenario (1, 3, chain, agent_loop) records its requests with
+
+CATALOG = ToolCatalog((), "[]", 7)
+
+
+def _text(s: str, tokens: int) -> Text:
+    return Text(s, tokens)
+
+
+def _call(call_id: str) -> ToolCall:
+    return ToolCall(call_id, "read_file", {"path": call_id}, json.dumps({"path": call_id}), 11)
+
+
+def _wire_call(call_id: str) -> dict:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "read_file", "arguments": f'{{"path": "{call_id}"}}'},
+    }
+
+
+def _wires(messages) -> list[dict]:
+    return [m.wire for m in messages]  # Message compares by identity: compare what goes on the wire
+
+
+def test_chain_carries_each_answer_and_its_calls_results_into_the_next_request():
+    timing = Timing()
+    head = (user(_text("task", 30)),)
+    chain = Chain(timing=timing, catalog=CATALOG, prefix="s-0001", messages=head, start_ms=1000)
+    calls = Output(calls=(_call("call_a"), _call("call_b")))
+    first = chain.send(calls)
+    chain.carry([_text("file a", 40), _text("file b", 50)], gap=300)
+    chain.add(user(_text("now fix it", 5)))
+    second = chain.send(Output(_text("done", 9)))
+
+    assert [t.span_id for t in chain.turns] == ["s-0001-t1", "s-0001-t2"] and [t.turn for t in chain.turns] == [1, 2]
+    assert first.messages == head and first.start_ms == 1000
+    assert first.end_ms == 1000 + duration_ms(timing, 7 + 30, 22)
+    assert _wires(second.messages) == [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "tool_calls": [_wire_call("call_a"), _wire_call("call_b")]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "file a"},
+        {"role": "tool", "tool_call_id": "call_b", "content": "file b"},
+        {"role": "user", "content": "now fix it"},
+    ]
+    assert second.start_ms == first.end_ms + 300
+    assert second.end_ms == second.start_ms + duration_ms(timing, 7 + 30 + 22 + 40 + 50 + 5, 9)
+    assert first.after is None and second.after is None  # unstated: the scenario's Shape says the edges
+
+
+def test_chain_started_with_after_states_each_request_continues_the_last():
+    chain = Chain(timing=Timing(), catalog=CATALOG, prefix="p", messages=(), start_ms=0, after=(), turns=[])
+    for word in ("one", "two", "three"):
+        chain.add(user(_text(word, 1)))
+        chain.send(Output(_text(f"re {word}", 2)), role="r", follows="x")
+        chain.carry(gap=10)
+    assert [t.after for t in chain.turns] == [(), ("p-t1",), ("p-t2",)]
+    assert {(t.role, t.follows) for t in chain.turns} == {("r", "x")}
+
+
+def test_chain_restart_drops_the_history_and_keeps_the_edge_and_the_clock():
+    chain = Chain(timing=Timing(), catalog=CATALOG, prefix="p", messages=(user(_text("long", 900)),), start_ms=0)
+    chain.after = ()
+    compaction = chain.send(Output(_text("summary", 40)))
+    summary = assistant_text(_text("summary", 40))
+    chain.restart((summary,), gap=70)
+    resumed = chain.send(Output(_text("go on", 3)))
+    assert resumed.messages == (summary,) and resumed.after == ("p-t1",)
+    assert resumed.start_ms == compaction.end_ms + 70 and resumed.turn == 2
+
+
+def test_chain_carry_before_any_request_is_refused():
+    chain = Chain(timing=Timing(), catalog=CATALOG, prefix="p", messages=(), start_ms=0)
+    with pytest.raises(ValueError, match="chain p has sent no request"):
+        chain.carry(gap=1)

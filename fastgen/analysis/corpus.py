@@ -23,12 +23,12 @@ from ..errors import MissingExtraError, OutputError
 from ..processes import context, usable_cpus, workers_for
 from ..traces.blocks import PromptReading, block_hashes, load_reading, tail_hash
 from ..traces.graph import trace_files
-from ..traces.requests import ReplayRequest, read_session
+from ..traces.requests import ReplayRequest, SessionRequests, read_session
 from .cache import BlockIds
 from .schedule import PlannedRequest
 from .sharing import SharedBlocks
 
-__all__ = ["Corpus", "Readers", "Stream"]
+__all__ = ["Corpus", "Readers", "Stream", "read_replayed"]
 
 _FILES_PER_WORKER = 16  # below this many files a worker's start (seconds: it imports inference-perf) does not pay
 
@@ -45,11 +45,11 @@ class _ReadSession:
     reading_name: str  # the reading's name after the file (a reading that had to fall back says so)
 
 
-def _read_file(path: Path, reading: PromptReading, block_size: int, tools_as: str = "vllm") -> _ReadSession:
-    """One file, as the replay reads it: its requests with their block hashes, their tools rendered as the engine
-    `tools_as` renders them (engine_tools)."""
+def read_replayed(path: Path) -> SessionRequests:
+    """One file's requests as inference-perf's replay reads them (traces.requests); a file the replay would skip
+    raises OutputError, naming the file and why."""
     try:
-        session = read_session(path)
+        return read_session(path)
     except (OutputError, MissingExtraError):  # an unreadable file says so itself; a missing extra is no file's fault
         raise
     except Exception as exc:  # noqa: BLE001 - whatever makes the replay skip the file
@@ -57,6 +57,12 @@ def _read_file(path: Path, reading: PromptReading, block_size: int, tools_as: st
             f"{path} cannot be read as inference-perf reads it ({type(exc).__name__}: "
             f"{str(exc)[:160]}); regenerate or remove it"
         ) from None
+
+
+def _read_file(path: Path, reading: PromptReading, block_size: int, tools_as: str = "vllm") -> _ReadSession:
+    """One file, as the replay reads it: its requests with their block hashes, their tools rendered as the engine
+    `tools_as` renders them (engine_tools)."""
+    session = read_replayed(path)
     blocks, tails, prompts = [], [], []
     for request in session.requests:
         ids = reading.ids(engine_tools(request, tools_as))

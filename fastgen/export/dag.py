@@ -50,9 +50,10 @@ from pathlib import Path
 from typing import Optional, Union
 
 from .jsonl import write_jsonl
-from ..errors import MissingExtraError, OutputError
+from ..errors import OutputError
 from ..analysis.analyze import ConfigTarget, Corpus, target_slots
-from ..traces.requests import ReplayRequest, SessionRequests, read_session
+from ..analysis.corpus import read_replayed
+from ..traces.requests import ReplayRequest, SessionRequests
 
 __all__ = ["DagExport", "dag_export", "session_conversations", "write_dag"]
 
@@ -81,7 +82,7 @@ def dag_export(target: ConfigTarget, corpus: Corpus) -> DagExport:
     names: set[str] = set()
     for index in dict.fromkeys(target_slots(target, corpus)):
         path = corpus.files[index]
-        session = _read(path)
+        session = read_replayed(path)
         name = session.session_id if session.session_id not in names else f"{session.session_id}-{index}"
         lines, notes = session_conversations(session, target.load.max_wait_ms, name)
         for line in lines:
@@ -103,18 +104,6 @@ def dag_export(target: ConfigTarget, corpus: Corpus) -> DagExport:
         )
         export.unexpressed += notes
     return export
-
-
-def _read(path: Path) -> SessionRequests:
-    try:
-        return read_session(path)
-    except (OutputError, MissingExtraError):
-        raise
-    except Exception as exc:  # noqa: BLE001 - whatever makes the replay skip the file
-        raise OutputError(
-            f"{path} cannot be read as inference-perf reads it ({type(exc).__name__}: {str(exc)[:160]}); "
-            f"regenerate or remove it"
-        ) from None
 
 
 def _continues(request: ReplayRequest, parent: ReplayRequest) -> bool:

@@ -84,7 +84,7 @@ from ..spec import (
 from ..streams import session_rng
 from ..tools import DELEGATE
 from .base import MOST_REQUESTS, ConfigEntry, Request, Scenario, Shape
-from .common import CALL_TOKENS_BOUND, duration_ms, make_call, ticket_name
+from .common import CALL_TOKENS_BOUND, Chain, gap, make_call, ticket_name
 
 __all__ = ["SCENARIO", "AgentLoopSpec", "Stratum", "plan_sessions"]
 
@@ -280,28 +280,20 @@ class _Session:
     def s(self) -> AgentLoopSpec:
         return cast(AgentLoopSpec, self.spec.scenarios[NAME])
 
-    def send(
-        self,
-        span: str,
-        number: int,
-        messages: tuple[Message, ...],
-        output: Output,
-        start: int,
-        *,
-        role: str = "",
-        after: tuple[str, ...] = (),
-        follows: str = "",
-    ) -> int:
-        """Record one request; the time its answer ends."""
-        end = start + duration_ms(self.spec.timing, self.prompt_tokens(messages), output.tokens)
-        self.turns.append(Turn(f"{self.prefix}-{span}", number, messages, output, start, end, role, after, follows))
-        return end
-
-    def prompt_tokens(self, messages: tuple[Message, ...]) -> int:
-        return self.blocks.catalog.tokens + sum(m.tokens for m in messages)
+    def chain(self, prefix: str, messages: tuple[Message, ...], start_ms: int) -> Chain:
+        """A conversation of the session (the loop, or a sub-agent's), its requests recorded with the others."""
+        return Chain(
+            timing=self.spec.timing,
+            catalog=self.blocks.catalog,
+            prefix=prefix,
+            messages=messages,
+            start_ms=start_ms,
+            after=(),
+            turns=self.turns,
+        )
 
     def tool_gap(self, output: Output) -> int:
-        return max(self.spec.timing.tool_exec_ms.draw(self.rng) for _ in output.calls)  # the tools run side by side
+        return gap(self.spec.timing, self.rng, output)  # the slowest of the tools: they run side by side
 
     def tool_turn(self) -> tuple[Output, list[Text]]:
         """One answer of k parallel calls and the k results the harness sends back, each a different file or
@@ -342,10 +334,6 @@ class _Session:
         return Output(calls=(call,)), [composer.line(patch_summary(patch))]
 
 
-def _with_results(messages: tuple[Message, ...], output: Output, results: list[Text]) -> tuple[Message, ...]:
-    return messages + (output.as_history(), *(tool_result(c, r) for c, r in zip(output.calls, results)))
-
-
 def plan_sessions(
     composer: Composer, blocks: ScenarioBlocks, spec: Spec, *, seed: int, index: int
 ) -> list[SessionPlan]:
@@ -368,9 +356,7 @@ def plan_sessions(
     session = _Session(composer, rng, v, spec, blocks, ticket, f"{DIRECTORY}-{index:04d}")
     opening: tuple[Message, ...] = (blocks.system, blocks.repo_map, user(task))
     kept = opening if s.compact_keep == "opening" else (blocks.system,)
-    messages = opening
-    after: tuple[str, ...] = ()  # the requests whose outputs end the history: what the next request carries
-    t = index * s.session_spacing_ms
+    loop = session.chain(session.prefix, opening, index * s.session_spacing_ms)
 
     for job in range(tasks):
         if job:  # the human reads the answer, then asks for the next thing on the same conversation
@@ -381,54 +367,44 @@ def plan_sessions(
                 s.next_task.draw(rng),
                 rng,
             )
-            messages = messages + (user(ask),)
+            loop.add(user(ask))
         loop_turns = turns_range.draw(rng) if job else first_turns
         for step in range(loop_turns + 1):
-            number = sum(turn.role != SUBAGENT for turn in session.turns) + 1
-            if session.prompt_tokens(messages) >= s.compact_trigger:
+            if loop.prompt_tokens() >= s.compact_trigger:
                 summary = Output(
                     compose_block(composer, f"Summary of {ticket} so far:\n", "prose", s.summary.draw(rng), rng)
                 )
-                request = messages + (user(composer.line(_COMPACT)),)
-                end = session.send(f"t{number}", number, request, summary, t, role=COMPACTION, after=after)
-                t = end + spec.timing.think_gap_ms.draw(rng)
+                loop.add(user(composer.line(_COMPACT)))
+                loop.send(summary, role=COMPACTION)
+                think = spec.timing.think_gap_ms.draw(rng)
                 assert summary.text is not None
                 compactions += 1
                 resume = composer.line(_CONTINUE.format(ticket=ticket, n=compactions))
-                messages = kept + (assistant_text(summary.text), user(resume))
-                after = (session.turns[-1].span_id,)
-                number += 1
+                loop.restart(kept + (assistant_text(summary.text), user(resume)), gap=think)
             if step == loop_turns:
                 final = Output(
                     compose_block(
                         composer, f"{ticket} is fixed. What changed:\n", "prose", s.final_output.draw(rng), rng
                     )
                 )
-                end = session.send(f"t{number}", number, messages, final, t, after=after)
+                loop.send(final)
                 if job + 1 < tasks:
-                    t = end + (_even_wait(spec, index, job) if s.even_waits else spec.timing.think_gap_ms.draw(rng))
-                    messages = messages + (final.as_history(),)
-                    after = (session.turns[-1].span_id,)
+                    loop.carry(gap=_even_wait(spec, index, job) if s.even_waits else spec.timing.think_gap_ms.draw(rng))
                 break
             if job == 0 and step == spawn_step:
-                t, added, after = _fan_out(session, messages, t, number, after)
-                messages = messages + added
+                _fan_out(session, loop)
                 continue
             output, results = session.tool_turn()
-            end = session.send(f"t{number}", number, messages, output, t, after=after)
-            t = end + session.tool_gap(output)
-            messages = _with_results(messages, output, results)
-            after = (session.turns[-1].span_id,)
+            loop.send(output)
+            loop.carry(results, gap=session.tool_gap(output))
     turns = tuple(sorted(session.turns, key=lambda turn: (turn.start_ms, turn.span_id)))  # inference-perf's order
     return [SessionPlan(DIRECTORY, session.prefix, index, blocks.catalog, turns)]
 
 
-def _fan_out(
-    session: _Session, messages: tuple[Message, ...], t: int, number: int, after: tuple[str, ...]
-) -> tuple[int, tuple[Message, ...], tuple[str, ...]]:
-    """The spawning request (number `number`, at t, carrying `after`) and its children side by side: (the join's
-    start, the messages the join adds to the parent's history, the span ids the join carries the outputs of: the
-    spawn's, then each child's report's)."""
+def _fan_out(session: _Session, loop: Chain) -> None:
+    """The loop's next request spawns sub-agents that run side by side; the loop goes on (the join) when the last
+    report is in, carrying the spawning answer and the k reports, and the outputs of the spawn and of each child's
+    report."""
     composer, rng, v, s, blocks = session.composer, session.rng, session.vocab, session.s, session.blocks
     assert blocks.subagent_system is not None
     prompts, calls = [], []
@@ -441,42 +417,35 @@ def _fan_out(
         prompt = compose_block(composer, opening, "prose", s.subagent_task.draw(rng), rng)
         prompts.append(prompt)
         calls.append(make_call(composer, rng, DELEGATE, {"description": about, "prompt": prompt.text}))
-    spawn = Output(calls=tuple(calls))
-    spawn_id = f"t{number}"
-    start = session.send(spawn_id, number, messages, spawn, t, after=after)  # the children start as it ends
+    spawn = loop.send(Output(calls=tuple(calls)))  # the children start as it ends
     reports: list[Text] = []
     lasts: list[str] = []
-    join = start
+    join = spawn.end_ms
     for c, prompt in enumerate(prompts, start=1):
-        history: tuple[Message, ...] = (blocks.subagent_system, user(prompt))
-        ct = start
+        child = session.chain(f"{spawn.span_id}-a{c}", (blocks.subagent_system, user(prompt)), spawn.end_ms)
         # a child's first request carries no output of the parent's: it is timed after the spawn; its later ones
         # continue its own, and may also be timed after a sibling's (inference-perf's one timing edge)
-        child_after: tuple[str, ...] = ()
-        follows = f"{session.prefix}-{spawn_id}"
+        follows = spawn.span_id
         tool_turns = s.subagent_turns.draw(rng)
-        for k in range(1, tool_turns + 2):
-            span = f"{spawn_id}-a{c}-t{k}"
-            if k > tool_turns:
-                opening = f"Report on sub-task {c} of {session.ticket}:\n"
-                report = compose_block(composer, opening, "prose", s.report.draw(rng), rng)
-                end = session.send(
-                    span, k, history, Output(report), ct, role=SUBAGENT, after=child_after, follows=follows
-                )
-                reports.append(report)
-                lasts.append(session.turns[-1].span_id)
-                join = max(join, end)
-                break
+        for _ in range(tool_turns):
             output, results = session.tool_turn()
-            ct = session.send(span, k, history, output, ct, role=SUBAGENT, after=child_after, follows=follows)
-            ct += session.tool_gap(output)
-            history = _with_results(history, output, results)
-            child_after, follows = (session.turns[-1].span_id,), FOLLOWS_ANY
+            child.send(output, role=SUBAGENT, follows=follows)
+            child.carry(results, gap=session.tool_gap(output))
+            follows = FOLLOWS_ANY
+        opening = f"Report on sub-task {c} of {session.ticket}:\n"
+        report = compose_block(composer, opening, "prose", s.report.draw(rng), rng)
+        last = child.send(Output(report), role=SUBAGENT, follows=follows)
+        reports.append(report)
+        lasts.append(last.span_id)
+        join = max(join, last.end_ms)
     # the reports as the harness returns them, and hidden in the spawning message for inference-perf's builder only
     hidden = "Reports of the sub-agents:\n" + "".join(f"{r.text}\n" for r in reports)
     results = [composer.join([r, composer.line(f"(sub-agent {c} finished)\n")]) for c, r in enumerate(reports, 1)]
-    added = (assistant_calls(spawn.calls, hidden=hidden), *(tool_result(o, r) for o, r in zip(spawn.calls, results)))
-    return join, added, (f"{session.prefix}-{spawn_id}", *lasts)
+    loop.add(
+        assistant_calls(spawn.output.calls, hidden=hidden),
+        *(tool_result(o, r) for o, r in zip(spawn.output.calls, results)),
+    )
+    loop.start_ms, loop.after = join, (spawn.span_id, *lasts)
 
 
 def _calls_bound(s: AgentLoopSpec) -> int:

@@ -24,11 +24,11 @@ from ...errors import SpecError
 from ..blocks import ScenarioBlocks
 from ..content.compose import Composer, Text
 from ..content.vocab import Vocab
-from ..messages import Message, SessionPlan, Turn, system
+from ..messages import Message, SessionPlan, system
 from ..spec import Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
 from ..streams import session_rng
 from .base import MOST_REQUESTS, ConfigEntry, Request, Scenario, Shape
-from .common import duration_ms
+from .common import Chain, gap
 from .steps import (
     Block,
     Call,
@@ -37,8 +37,6 @@ from .steps import (
     added,
     added_bound,
     answer,
-    gap,
-    history,
     history_bound,
     max_tokens,
     scaled_steps,
@@ -128,24 +126,22 @@ def plan_sessions(
     s = cast(ChainSpec, spec.scenarios[NAME])
     rng = session_rng(seed, SCENARIO_ID, index)
     v = Vocab(rng)
-    prefix = f"{DIRECTORY}-{index:04d}"
     read: set[str] = set()
     opening = blocks.system if s.shared_prefix else _own_system(composer, blocks.system, rng, index)
-    messages: tuple[Message, ...] = (opening, blocks.repo_map)
-    carried: tuple[Message, ...] = ()  # what the last answer adds to the next request
-    after: tuple[str, ...] = ()
-    turns: list[Turn] = []
-    t = index * s.session_spacing_ms
-    for number, step in enumerate(requests(s), start=1):
-        messages = messages + carried + added(composer, rng, step)
-        output, results = answer(composer, rng, v, step, read)
-        prompt = blocks.catalog.tokens + sum(m.tokens for m in messages)
-        end = t + duration_ms(spec.timing, prompt, output.tokens)
-        span = f"{prefix}-t{number}"
-        turns.append(Turn(span, number, messages, output, t, end, after=after))
-        t = end + gap(spec.timing, rng, output)
-        carried, after = history(output, results), (span,)
-    return [SessionPlan(DIRECTORY, prefix, index, blocks.catalog, tuple(turns))]
+    chain = Chain(
+        timing=spec.timing,
+        catalog=blocks.catalog,
+        prefix=f"{DIRECTORY}-{index:04d}",
+        messages=(opening, blocks.repo_map),
+        start_ms=index * s.session_spacing_ms,
+        after=(),
+    )
+    for step in requests(s):
+        chain.add(*added(composer, rng, step))
+        output, results = answer(composer, rng, v, step, read=read)
+        chain.send(output)
+        chain.carry(results, gap=gap(spec.timing, rng, output))
+    return [SessionPlan(DIRECTORY, chain.prefix, index, blocks.catalog, tuple(chain.turns))]
 
 
 def _own_system(composer: Composer, shared: Message, rng, index: int) -> Message:

@@ -27,8 +27,8 @@ from ..spec import Count, Delay, Levels, LogNormal, Millis, Range, ScenarioSpec,
 from ..streams import session_rng
 from .base import MOST_REQUESTS, ConfigEntry, Request, Scenario, Shape
 from .chain import HEADERS_BOUND
-from .common import duration_ms
-from .steps import Block, Step, added, added_bound, answer, gap, history, history_bound, max_tokens
+from .common import duration_ms, gap, history
+from .steps import Block, Step, added, added_bound, answer, history_bound, max_tokens
 
 __all__ = ["SCENARIO", "FanSpec", "plan_sessions", "shape"]
 
@@ -100,12 +100,12 @@ def plan_sessions(
     prefix = f"{DIRECTORY}-{index:04d}"
     read: set[str] = set()
     root: tuple[Message, ...] = (blocks.system, blocks.repo_map) + added(composer, rng, s.root)
-    root_output, results = answer(composer, rng, v, s.root, read)
+    root_output, results = answer(composer, rng, v, s.root, read=read)
     carried = root + history(root_output, results)
     branches = []
     for _ in range(s.branches.draw(rng)):
         messages = carried + added(composer, rng, s.branch)
-        branches.append((messages, answer(composer, rng, v, s.branch, read)[0]))
+        branches.append((messages, answer(composer, rng, v, s.branch, read=read)[0]))
 
     def prompt(messages: tuple[Message, ...]) -> int:
         return blocks.catalog.tokens + sum(m.tokens for m in messages)

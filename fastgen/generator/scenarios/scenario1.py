@@ -28,11 +28,11 @@ from ..content.notes import opening
 from ..content.plan import PlanFacts, numbered, plan_steps
 from ..content.pytest_log import UnitTest, module_functions, pytest_env, pytest_log, module_tests, wrong_values
 from ..content.vocab import Vocab
-from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
+from ..messages import Message, Output, SessionPlan, user
 from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
 from ..streams import session_rng
 from .base import ConfigEntry, Request, Scenario, Shape
-from .common import CALL_TOKENS_BOUND, duration_ms, make_call, ticket_name
+from .common import CALL_TOKENS_BOUND, Chain, gap, make_call, ticket_name
 
 __all__ = ["SCENARIO", "Scenario1Spec", "plan_sessions"]
 
@@ -226,30 +226,27 @@ def plan_sessions(
     )
     summary = Output(answer("summary", s.summary.draw(rng), **_changed(first, second)))
 
-    # (the message this turn adds after the previous output, the output of this turn)
-    steps: list[tuple[Message | None, Output]] = [
-        (None, analysis),
-        (user(inspect), plan),
-        (user(logs), patch1),
-        (tool_result(patch1.calls[0], applied1), explanation),
-        (user(failing), patch2),
-        (tool_result(patch2.calls[0], applied2), summary),
+    # (what each request adds after the previous answer, its answer, the results of its calls)
+    steps: list[tuple[tuple[Message, ...], Output, list[Text]]] = [
+        ((), analysis, []),
+        ((user(inspect),), plan, []),
+        ((user(logs),), patch1, [applied1]),
+        ((), explanation, []),
+        ((user(failing),), patch2, [applied2]),
+        ((), summary, []),
     ]
-    turns: list[Turn] = []
-    t = index * s.session_spacing_ms
-    messages: tuple[Message, ...] = (blocks.system, blocks.repo_map, user(context.text), user(bug))
-    prev_output: Output | None = None
-    for number, (new_message, output) in enumerate(steps, start=1):
-        if prev_output is not None:
-            assert new_message is not None  # only the first step has none, and it follows no output
-            messages = messages + (prev_output.as_history(), new_message)
-        tokens_in = blocks.catalog.tokens + sum(m.tokens for m in messages)
-        end = t + duration_ms(spec.timing, tokens_in, output.tokens)
-        turns.append(Turn(f"{DIRECTORY}-{index:04d}-t{number}", number, messages, output, t, end))
-        gap = spec.timing.tool_exec_ms if output.is_tool_call else spec.timing.think_gap_ms
-        t = end + gap.draw(rng)
-        prev_output = output
-    return [SessionPlan(DIRECTORY, f"{DIRECTORY}-{index:04d}", index, blocks.catalog, tuple(turns))]
+    chain = Chain(
+        timing=spec.timing,
+        catalog=blocks.catalog,
+        prefix=f"{DIRECTORY}-{index:04d}",
+        messages=(blocks.system, blocks.repo_map, user(context.text), user(bug)),
+        start_ms=index * s.session_spacing_ms,
+    )
+    for adds, output, results in steps:
+        chain.add(*adds)
+        chain.send(output)
+        chain.carry(results, gap=gap(spec.timing, rng, output))
+    return [SessionPlan(DIRECTORY, chain.prefix, index, blocks.catalog, tuple(chain.turns))]
 
 
 def largest_requests(spec: Spec) -> list[Request]:

@@ -23,11 +23,11 @@ from ..content.compose import Composer, Text
 from ..content.notes import opening
 from ..content.pytest_log import PytestEnv, pytest_env, pytest_log, synthetic_cases, wrong_values
 from ..content.vocab import Vocab
-from ..messages import Message, Output, SessionPlan, Turn, tool_result, user
+from ..messages import Output, SessionPlan, user
 from ..spec import TOOL_CALL_MIN_MAX_TOKENS, Count, Levels, Range, ScenarioSpec, Seconds, Spec, Tokens
 from ..streams import session_rng
 from .base import ConfigEntry, Request, Scenario, Shape
-from .common import CALL_TOKENS_BOUND, duration_ms, make_call, ticket_name
+from .common import CALL_TOKENS_BOUND, Chain, gap, make_call, ticket_name
 
 __all__ = ["SCENARIO", "Scenario3Spec", "plan_sessions"]
 
@@ -94,7 +94,7 @@ def _tool_arguments(v: Vocab, name: str, module: str) -> dict:
     return {"path": module, "depth": 2}
 
 
-def _result_text(composer: Composer, rng, v: Vocab, call, header: str, size: int, env: PytestEnv) -> Text:
+def _result_text(composer: Composer, rng, v: Vocab, call, *, header: str, size: int, env: PytestEnv) -> Text:
     """A tool's answer, `size` tokens: a pytest run of the tests the call selected, a file with its lines numbered,
     or text of the tool's kind."""
     if call.name == "read_file":
@@ -102,10 +102,12 @@ def _result_text(composer: Composer, rng, v: Vocab, call, header: str, size: int
     if call.name != "run_tests":
         return compose_block(composer, header, _TOOL_RESULTS[call.name], size, rng)
     args = call.arguments
-    return headed_block(composer, header, size, lambda tokens: _test_run(composer, rng, v, args, tokens, env))
+    return headed_block(
+        composer, header, size, lambda tokens: _test_run(composer, rng, v, args, tokens=tokens, env=env)
+    )
 
 
-def _test_run(composer: Composer, rng, v: Vocab, args: dict, tokens: int, env: PytestEnv) -> Text:
+def _test_run(composer: Composer, rng, v: Vocab, args: dict, *, tokens: int, env: PytestEnv) -> Text:
     """The log of the tests a run_tests call selects (named after its -k keyword), some of them failing."""
     cases = synthetic_cases(v, args["target"], args["keyword"], v.number(2, 12))
     failed = wrong_values(v, [c for c in cases if v.random() < 0.3])
@@ -113,9 +115,11 @@ def _test_run(composer: Composer, rng, v: Vocab, args: dict, tokens: int, env: P
 
 
 def _fit_results(
-    spec: Spec, base: int, base_messages: int, calls: list, results: list[int], floors: list[int], final: int
+    spec: Spec, calls: list, results: list[int], floors: list[int], *, base: int, base_messages: int, final: int
 ) -> list[int]:
-    """Shrink tool results (never below their floors) until every turn's request fits the window."""
+    """Shrink tool results (never below their floors) until every turn's request fits the window: each request is
+    `base` tokens in `base_messages` messages, then the calls and results before it; the last answers `final`
+    tokens."""
     results = list(results)
     n = len(calls) + 1
     for t in range(1, n + 1):  # turn t sees the calls and results of turns 1..t-1
@@ -184,43 +188,25 @@ def plan_sessions(
         rng,
     )
     base = blocks.catalog.tokens + sum(m.tokens for m in stable)
-    sizes = _fit_results(spec, base, len(stable), calls, sizes, floors, final.tokens)
+    sizes = _fit_results(spec, calls, sizes, floors, base=base, base_messages=len(stable), final=final.tokens)
     env = pytest_env(v, blocks.repo)  # the session's every test run says the same Python, pytest and plugins
     results = [
-        tool_result(c, _result_text(composer, rng, v, c, h, size, env)) for c, h, size in zip(calls, headers, sizes)
+        [_result_text(composer, rng, v, c, header=h, size=size, env=env)] for c, h, size in zip(calls, headers, sizes)
     ]
 
     outputs = [Output(calls=(c,)) for c in calls] + [Output(final)]
     start = int(rng.integers(0, s.arrival_window_s * 1000))
-    gaps = [(spec.timing.tool_exec_ms if o.is_tool_call else spec.timing.think_gap_ms).draw(rng) for o in outputs]
-    return [
-        _chain(spec, blocks, f"{layout}-{index:04d}", layout, index, head, outputs, results, start, gaps)
-        for layout, head in zip(LAYOUTS, (stable, noisy))
-    ]
-
-
-def _chain(
-    spec: Spec,
-    blocks: ScenarioBlocks,
-    session_id: str,
-    layout: str,
-    index: int,
-    head,
-    outputs,
-    results,
-    start: int,
-    gaps: list[int],
-) -> SessionPlan:
-    messages: tuple[Message, ...] = head
-    turns = []
-    t = start
-    for number, (output, gap) in enumerate(zip(outputs, gaps), start=1):
-        if number > 1:
-            messages = messages + (outputs[number - 2].as_history(), results[number - 2])
-        end = t + duration_ms(spec.timing, blocks.catalog.tokens + sum(m.tokens for m in messages), output.tokens)
-        turns.append(Turn(f"{session_id}-t{number}", number, messages, output, t, end))
-        t = end + gap
-    return SessionPlan(layout, session_id, index, blocks.catalog, tuple(turns))
+    gaps = [gap(spec.timing, rng, o) for o in outputs]
+    sessions = []
+    for layout, head in zip(LAYOUTS, (stable, noisy)):
+        chain = Chain(
+            timing=spec.timing, catalog=blocks.catalog, prefix=f"{layout}-{index:04d}", messages=head, start_ms=start
+        )
+        for output, texts, wait in zip(outputs, [*results, []], gaps):
+            chain.send(output)
+            chain.carry(texts, gap=wait)
+        sessions.append(SessionPlan(layout, chain.prefix, index, blocks.catalog, tuple(chain.turns)))
+    return sessions
 
 
 def largest_requests(spec: Spec) -> list[Request]:

@@ -30,8 +30,8 @@ from ..content.compose import Composer, Text
 from ..content.kinds import KINDS
 from ..content.patch import make_patch, patch_summary
 from ..content.vocab import Vocab
-from ..messages import Message, Output, ToolCall, tool_result, user
-from ..spec import STRICT_KEYS, TOOL_CALL_MIN_MAX_TOKENS, Count, Range, Timing
+from ..messages import Message, Output, ToolCall, user
+from ..spec import STRICT_KEYS, TOOL_CALL_MIN_MAX_TOKENS, Count, Range
 from ..tools import CORE_TOOLS
 from .common import CALL_TOKENS_BOUND, make_call
 
@@ -43,8 +43,6 @@ __all__ = [
     "Tool",
     "added",
     "answer",
-    "history",
-    "gap",
     "block_bound",
     "answer_bound",
     "added_bound",
@@ -153,7 +151,7 @@ def scaled_steps(steps: tuple[Step, ...], factor: float) -> tuple[Step, ...]:
     return tuple(step.scaled(factor) for step in steps)
 
 
-def _compose(composer: Composer, block: Block, rng: np.random.Generator, header: str = "", least: int = 0) -> Text:
+def _compose(composer: Composer, block: Block, rng: np.random.Generator, *, header: str = "", least: int = 0) -> Text:
     """A text of the block's kind, exactly a drawn number of tokens, headed by the block's header (else `header`),
     with at least `least` tokens after the header."""
     budget = block.tokens.draw(rng)
@@ -179,7 +177,7 @@ def added(composer: Composer, rng: np.random.Generator, step: Step) -> tuple[Mes
 
 
 def answer(
-    composer: Composer, rng: np.random.Generator, v: Vocab, step: Step, read: set[str]
+    composer: Composer, rng: np.random.Generator, v: Vocab, step: Step, *, read: set[str]
 ) -> tuple[Output, list[Text]]:
     """The step's answer and the results its calls get back (none for a text). `read`: the files the session has
     read so far, so no read_file asks for one twice."""
@@ -188,13 +186,15 @@ def answer(
     calls: list[ToolCall] = []
     results: list[Text] = []
     for call in step.calls:
-        made, header = _call(composer, rng, v, call, read)
+        made, header = _call(composer, rng, v, call, read=read)
         calls.append(made)
-        results.append(_compose(composer, call.result, rng, header))
+        results.append(_compose(composer, call.result, rng, header=header))
     return Output(calls=tuple(calls)), results
 
 
-def _call(composer: Composer, rng: np.random.Generator, v: Vocab, call: Call, read: set[str]) -> tuple[ToolCall, str]:
+def _call(
+    composer: Composer, rng: np.random.Generator, v: Vocab, call: Call, *, read: set[str]
+) -> tuple[ToolCall, str]:
     """The call with arguments of its tool, and the line its result starts with where the block names none (what
     the tool prints first: the command it ran, the patch's summary; nothing for a file read)."""
     if call.tool == "read_file":
@@ -222,19 +222,6 @@ def _call(composer: Composer, rng: np.random.Generator, v: Vocab, call: Call, re
     patch = make_patch(v, path, code, composer.chars_for(size, "code"))
     made = make_call(composer, rng, "apply_patch", {"path": patch.path, "patch": patch.diff})
     return made, patch_summary(patch).removesuffix("\n")
-
-
-def history(output: Output, results: list[Text]) -> tuple[Message, ...]:
-    """What an answer adds to the next request: the assistant's message, then each call's result by its id."""
-    return (output.as_history(), *(tool_result(call, text) for call, text in zip(output.calls, results)))
-
-
-def gap(timing: Timing, rng: np.random.Generator, output: Output) -> int:
-    """The time from an answer to the next request: think time after a text, the slowest of the tools after calls
-    (they run side by side)."""
-    if not output.calls:
-        return timing.think_gap_ms.draw(rng)
-    return max(timing.tool_exec_ms.draw(rng) for _ in output.calls)
 
 
 # Bounds for the up-front window check: a header is at most one token a byte (and the newline), and a tool's own
