@@ -112,6 +112,11 @@ def test_mooncake_lines_give_sessions_from_their_hash_ids(tmp_path):
     "make, message",
     [
         (lambda p: _session(p, "a") or _strip_usage(p), "has no gen_ai.usage.input_tokens/output_tokens"),
+        (  # traced without content: no prefix or step can be followed
+            lambda p: _session(p, "a") or _strip_messages(p),
+            "has no gen_ai.input.messages, on it or in a gen_ai.client.inference.operation.details log event .*"
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only",
+        ),
         (lambda p: _session(p, "a") or _session(p.with_name("b.json"), "b", model="other"), "the traces mix models"),
     ],
 )
@@ -124,6 +129,12 @@ def test_bad_spans_are_one_line_naming_what_is_missing(tmp_path, make, message):
 def _strip_usage(path: Path) -> None:
     doc = orjson.loads(path.read_bytes())
     del doc["spans"][1]["attributes"]["gen_ai.usage.input_tokens"]
+    path.write_bytes(orjson.dumps(doc))
+
+
+def _strip_messages(path: Path) -> None:
+    doc = orjson.loads(path.read_bytes())
+    del doc["spans"][0]["attributes"]["gen_ai.input.messages"]
     path.write_bytes(orjson.dumps(doc))
 
 
