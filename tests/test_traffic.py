@@ -91,6 +91,26 @@ def test_spans_give_counts_gaps_calls_and_prefix_sharing(tmp_path):
     assert "| tool calls per step, mean | 1.20 (TraceLab) | 0.67 | ±10% | NO |" in table
 
 
+def test_spans_without_messages_take_them_from_their_details_events_in_the_same_file(tmp_path):
+    """event_only capture: each chat span (as the SDK's console exporter writes it) has its counts, and a log record
+    of its span id (ConsoleLogRecordExporter's form) its messages; the same requests as with them on the spans."""
+    _session(tmp_path / "a.json", "a")
+    lines = []
+    for i, span in enumerate(orjson.loads((tmp_path / "a.json").read_bytes())["spans"]):
+        attributes = span["attributes"]
+        content = {k: json.loads(attributes.pop(k)) for k in ("gen_ai.input.messages", "gen_ai.output.messages")}
+        span_id = f"0x{i + 1:016x}"
+        lines.append({"event_name": "gen_ai.client.inference.operation.details", "body": None, "span_id": span_id,
+                      "trace_id": f"0x{7:032x}", "attributes": {**attributes, **content}})  # fmt: skip
+        lines.append({**span, "context": {"trace_id": f"0x{7:032x}", "span_id": span_id}})
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    on_spans, from_events = read_traffic([tmp_path / "a.json"]), read_traffic([tmp_path / "a.jsonl"])
+    assert [(r.tool_calls, r.follows, r.reused) for r in from_events] == [
+        (r.tool_calls, r.follows, r.reused) for r in on_spans
+    ]  # fmt: skip
+    assert [r.follows is not None for r in from_events] == [False, True, True]
+
+
 def test_mooncake_lines_give_sessions_from_their_hash_ids(tmp_path):
     lines = [
         {"timestamp": 0, "input_length": 1200, "output_length": 10, "hash_ids": [1, 2, 3]},
