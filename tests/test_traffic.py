@@ -111,6 +111,45 @@ def test_spans_without_messages_take_them_from_their_details_events_in_the_same_
     assert [r.follows is not None for r in from_events] == [False, True, True]
 
 
+def _per_message_events(span: dict, span_id: str, *, content: bool = True) -> list[dict]:
+    """openai-v2 2.3b0's log records of a chat span (as its real run writes them): one event a prompt message, then
+    one a choice; without content capture the bodies of system, user and tool messages are empty."""
+    attributes = span["attributes"]
+    events = []
+    for m in json.loads(attributes.pop("gen_ai.input.messages")):
+        body = {k: v for k, v in m.items() if k != "role" and (content or k != "content")}
+        events.append({"event_name": f"gen_ai.{m['role']}.message", "body": body or None, "span_id": span_id})
+    for output in json.loads(attributes.pop("gen_ai.output.messages")):
+        events.append({"event_name": "gen_ai.choice", "body": {"index": 0, "message": output}, "span_id": span_id})
+    return [
+        {**e, "attributes": {"gen_ai.system": "openai"}, "observed_timestamp": "2026-12-05T08:49:26Z"} for e in events
+    ]
+
+
+@pytest.mark.parametrize("content", [True, False])
+def test_spans_without_messages_take_them_from_per_message_events(tmp_path, content):
+    """openai-v2 2.3b0 and earlier: the prompt's messages and the answer as events of the span, in a second file;
+    without content captured, refused (not read as every prompt being the same)."""
+    _session(tmp_path / "a.json", "a")
+    spans, events = [], []
+    for i, span in enumerate(orjson.loads((tmp_path / "a.json").read_bytes())["spans"]):
+        span_id = f"0x{i + 1:016x}"
+        events += _per_message_events(span, span_id, content=content)
+        spans.append({**span, "context": {"trace_id": f"0x{7:032x}", "span_id": span_id}})
+    for name, lines in (("spans.jsonl", spans), ("logs.jsonl", events)):
+        (tmp_path / name).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    files = [tmp_path / "spans.jsonl", tmp_path / "logs.jsonl"]
+    if not content:
+        with pytest.raises(TrafficError, match="has no gen_ai.input.messages"):
+            read_traffic(files)
+        return
+    on_spans, from_events = read_traffic([tmp_path / "a.json"]), read_traffic(files)
+    assert [(r.tool_calls, r.follows, r.reused) for r in from_events] == [
+        (r.tool_calls, r.follows, r.reused) for r in on_spans
+    ]  # fmt: skip
+    assert [r.follows is not None for r in from_events] == [False, True, True]
+
+
 def test_mooncake_lines_give_sessions_from_their_hash_ids(tmp_path):
     lines = [
         {"timestamp": 0, "input_length": 1200, "output_length": 10, "hash_ids": [1, 2, 3]},

@@ -241,8 +241,8 @@ def workload_parser() -> argparse.ArgumentParser:
         nargs="*",
         type=Path,
         help="stats, fit: trace folders or files (*.json spans; *.jsonl: spans one a line, the SDK's log records "
-        "whose gen_ai.client.inference.operation.details events carry the spans' messages, in the same files or "
-        "others given with them; or Mooncake lines)",
+        "whose events carry the spans' messages (gen_ai.client.inference.operation.details, or one a message), in "
+        "the same files or others given with them; or Mooncake lines)",
     )
     p.add_argument("--out", type=Path, metavar="FILE", help="fit: the workload YAML to write")
     p.add_argument(

@@ -14,8 +14,10 @@ Two sources:
   event instead (`gen_ai.client.inference.operation.details`, as opentelemetry-instrumentation-openai-v2 does with
   OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=event_only), the SDK's log records, one a line
   (ConsoleLogRecordExporter, the same formatter), may lie in the same `.jsonl` files as the spans or in others
-  read with them: an event's messages join the span of its span id. A chat span with no messages either way is
-  refused: without them no prefix or step can be followed.
+  read with them: an event's messages join the span of its span id. So do the older per-message events (openai-v2
+  2.3b0 and earlier: `gen_ai.system.message`, `gen_ai.user.message`, `gen_ai.assistant.message`,
+  `gen_ai.tool.message` in order, then `gen_ai.choice`). A chat span with no messages either way (or with message
+  events captured without their content) is refused: without them no prefix or step can be followed.
 - Mooncake-style JSON lines: `timestamp` (ms), `input_length`, `output_length`, `hash_ids` and, where present,
   `session_id`; without it, a request whose hash ids extend an earlier request's whole prompt joins its session.
 
@@ -44,6 +46,13 @@ _SESSION_KEYS = ("gen_ai.conversation.id", "session.id", "fastgen.session")
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 # what a details event adds to its span: the content a span carries too when the instrumentation puts it there
 _CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.definitions")
+_MESSAGE_EVENTS = {  # the older instrumentations' event per prompt message, and the message's role
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+_CHOICE_EVENT = "gen_ai.choice"
 
 
 class TrafficError(FastgenError):
@@ -224,13 +233,14 @@ def _spans(path: Path) -> tuple[list[_Span], dict[str, dict]]:
     if spans is None:
         raise TrafficError(f'{path}: holds no spans (expected {{"spans": [...]}}, a list, or OTLP resourceSpans)')
     file_session = str(doc.get("session_id") or path.stem) if isinstance(doc, dict) else path.stem
-    out, content = [], {}
+    out: list[_Span] = []
+    content: dict[str, dict] = {}
     for span in spans:
         attributes = _attributes(span.get("attributes"))
         if _is_log_record(span):
-            if span.get("event_name") == _DETAILS_EVENT and span.get("span_id"):
-                content[_span_id(span["span_id"])] = {k: attributes[k] for k in _CONTENT_KEYS if k in attributes}
-            continue  # the instrumentation's other events say nothing a span does not
+            if span.get("span_id"):
+                _add_event(content.setdefault(_span_id(span["span_id"]), {}), span, attributes)
+            continue
         if attributes.get("gen_ai.operation.name") not in ("chat", "text_completion"):
             continue  # an agent's or a tool's span, or one that is not GenAI's
         out.append(_Span(path, span, attributes, file_session))
@@ -242,6 +252,26 @@ def _is_log_record(line: dict) -> bool:
     return "event_name" in line or ("body" in line and "observed_timestamp" in line)
 
 
+def _add_event(joined: dict, record: dict, attributes: dict) -> None:
+    """Add what a log record says of its span's messages to what the span's earlier records said."""
+    name, body = record.get("event_name"), record.get("body")
+    body = body if isinstance(body, dict) else {}
+    if name == _DETAILS_EVENT:
+        joined.update({k: attributes[k] for k in _CONTENT_KEYS if k in attributes})
+    elif name == _CHOICE_EVENT:
+        joined.setdefault("gen_ai.output.messages", []).append(body.get("message") or {})
+    elif name in _MESSAGE_EVENTS:
+        messages = joined.setdefault("gen_ai.input.messages", [])
+        if messages is None:
+            return
+        if "content" not in body and name != "gen_ai.assistant.message":
+            # captured without content (the instrumentation's default): the prompt cannot be hashed, so the span is
+            # left without messages and refused, not read as every prompt being the same
+            joined["gen_ai.input.messages"] = None
+        else:
+            messages.append({"role": _MESSAGE_EVENTS[name], **body})
+
+
 def _span_id(raw) -> str:
     return str(raw).lower().removeprefix("0x")
 
@@ -250,7 +280,9 @@ def _joined(s: _Span, content: dict[str, dict]) -> dict:
     """The span's attributes, with the messages its details event carries where the span has none."""
     span_id = (s.span.get("context") or {}).get("span_id") or s.span.get("span_id") or s.span.get("spanId")
     event = content.get(_span_id(span_id)) if span_id else None
-    return {**event, **s.attributes} if event else s.attributes
+    if not event:
+        return s.attributes
+    return {**{k: v for k, v in event.items() if v is not None}, **s.attributes}
 
 
 def _span_list(doc) -> Optional[list[dict]]:
@@ -308,7 +340,8 @@ def _span_request(path: Path, span: dict, a: dict, file_session: str) -> _Raw:
     if a.get("gen_ai.input.messages") is None:
         raise TrafficError(
             f"{path}: span {name!r} has no gen_ai.input.messages, on it or in a {_DETAILS_EVENT} log event of its "
-            f"span id; trace with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only (docs/fidelity.md)"
+            f"span id; trace with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only (openai-v2 2.4b0; "
+            f"=true and its log records beside the spans for 2.3b0 and earlier: docs/fidelity.md)"
         )
     session = next((str(a[k]) for k in _SESSION_KEYS if a.get(k)), None)
     if session is None:
