@@ -107,7 +107,7 @@ def read_traffic(paths: Iterable[Path], *, block_size: int = 512) -> list[Reques
         raise TrafficError("no trace files found (give *.json span files or *.jsonl Mooncake lines)")
     raws: list[_Raw] = []
     spans: list[_Span] = []
-    content: dict[str, dict] = {}  # span id -> the messages its details event carries
+    content: dict[str, dict] = {}  # span id -> the messages its log events carry
     for path in files:
         if _is_mooncake(path):
             raws += _mooncake(path, block_size)
@@ -220,7 +220,7 @@ def _tokens(r: _Raw, k: int) -> int:
 
 
 def _spans(path: Path) -> tuple[list[_Span], dict[str, dict]]:
-    """The file's chat spans, and the content of its details log events by span id."""
+    """The file's chat spans, and the messages its log records carry, by span id."""
     try:
         raw = path.read_bytes()
         if path.suffix == ".jsonl":
@@ -277,7 +277,7 @@ def _span_id(raw) -> str:
 
 
 def _joined(s: _Span, content: dict[str, dict]) -> dict:
-    """The span's attributes, with the messages its details event carries where the span has none."""
+    """The span's attributes, with the messages its log events carry where the span has none."""
     span_id = (s.span.get("context") or {}).get("span_id") or s.span.get("span_id") or s.span.get("spanId")
     event = content.get(_span_id(span_id)) if span_id else None
     if not event:
