@@ -91,6 +91,65 @@ def test_spans_give_counts_gaps_calls_and_prefix_sharing(tmp_path):
     assert "| tool calls per step, mean | 1.20 (TraceLab) | 0.67 | ±10% | NO |" in table
 
 
+def test_spans_without_messages_take_them_from_their_details_events_in_the_same_file(tmp_path):
+    """event_only capture: each chat span (as the SDK's console exporter writes it) has its counts, and a log record
+    of its span id (ConsoleLogRecordExporter's form) its messages; the same requests as with them on the spans."""
+    _session(tmp_path / "a.json", "a")
+    lines = []
+    for i, span in enumerate(orjson.loads((tmp_path / "a.json").read_bytes())["spans"]):
+        attributes = span["attributes"]
+        content = {k: json.loads(attributes.pop(k)) for k in ("gen_ai.input.messages", "gen_ai.output.messages")}
+        span_id = f"0x{i + 1:016x}"
+        lines.append({"event_name": "gen_ai.client.inference.operation.details", "body": None, "span_id": span_id,
+                      "trace_id": f"0x{7:032x}", "attributes": {**attributes, **content}})  # fmt: skip
+        lines.append({**span, "context": {"trace_id": f"0x{7:032x}", "span_id": span_id}})
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    on_spans, from_events = read_traffic([tmp_path / "a.json"]), read_traffic([tmp_path / "a.jsonl"])
+    assert [(r.tool_calls, r.follows, r.reused) for r in from_events] == [
+        (r.tool_calls, r.follows, r.reused) for r in on_spans
+    ]  # fmt: skip
+    assert [r.follows is not None for r in from_events] == [False, True, True]
+
+
+def _per_message_events(span: dict, span_id: str, *, content: bool = True) -> list[dict]:
+    """openai-v2 2.3b0's log records of a chat span (as its real run writes them): one event a prompt message, then
+    one a choice; without content capture the bodies of system, user and tool messages are empty."""
+    attributes = span["attributes"]
+    events = []
+    for m in json.loads(attributes.pop("gen_ai.input.messages")):
+        body = {k: v for k, v in m.items() if k != "role" and (content or k != "content")}
+        events.append({"event_name": f"gen_ai.{m['role']}.message", "body": body or None, "span_id": span_id})
+    for output in json.loads(attributes.pop("gen_ai.output.messages")):
+        events.append({"event_name": "gen_ai.choice", "body": {"index": 0, "message": output}, "span_id": span_id})
+    return [
+        {**e, "attributes": {"gen_ai.system": "openai"}, "observed_timestamp": "2026-12-05T08:49:26Z"} for e in events
+    ]
+
+
+@pytest.mark.parametrize("content", [True, False])
+def test_spans_without_messages_take_them_from_per_message_events(tmp_path, content):
+    """openai-v2 2.3b0 and earlier: the prompt's messages and the answer as events of the span, in a second file;
+    without content captured, refused (not read as every prompt being the same)."""
+    _session(tmp_path / "a.json", "a")
+    spans, events = [], []
+    for i, span in enumerate(orjson.loads((tmp_path / "a.json").read_bytes())["spans"]):
+        span_id = f"0x{i + 1:016x}"
+        events += _per_message_events(span, span_id, content=content)
+        spans.append({**span, "context": {"trace_id": f"0x{7:032x}", "span_id": span_id}})
+    for name, lines in (("spans.jsonl", spans), ("logs.jsonl", events)):
+        (tmp_path / name).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    files = [tmp_path / "spans.jsonl", tmp_path / "logs.jsonl"]
+    if not content:
+        with pytest.raises(TrafficError, match="has no gen_ai.input.messages"):
+            read_traffic(files)
+        return
+    on_spans, from_events = read_traffic([tmp_path / "a.json"]), read_traffic(files)
+    assert [(r.tool_calls, r.follows, r.reused) for r in from_events] == [
+        (r.tool_calls, r.follows, r.reused) for r in on_spans
+    ]  # fmt: skip
+    assert [r.follows is not None for r in from_events] == [False, True, True]
+
+
 def test_mooncake_lines_give_sessions_from_their_hash_ids(tmp_path):
     lines = [
         {"timestamp": 0, "input_length": 1200, "output_length": 10, "hash_ids": [1, 2, 3]},
@@ -112,6 +171,11 @@ def test_mooncake_lines_give_sessions_from_their_hash_ids(tmp_path):
     "make, message",
     [
         (lambda p: _session(p, "a") or _strip_usage(p), "has no gen_ai.usage.input_tokens/output_tokens"),
+        (  # traced without content: no prefix or step can be followed
+            lambda p: _session(p, "a") or _strip_messages(p),
+            "has no gen_ai.input.messages, on it or in a gen_ai.client.inference.operation.details log event .*"
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only",
+        ),
         (lambda p: _session(p, "a") or _session(p.with_name("b.json"), "b", model="other"), "the traces mix models"),
     ],
 )
@@ -124,6 +188,12 @@ def test_bad_spans_are_one_line_naming_what_is_missing(tmp_path, make, message):
 def _strip_usage(path: Path) -> None:
     doc = orjson.loads(path.read_bytes())
     del doc["spans"][1]["attributes"]["gen_ai.usage.input_tokens"]
+    path.write_bytes(orjson.dumps(doc))
+
+
+def _strip_messages(path: Path) -> None:
+    doc = orjson.loads(path.read_bytes())
+    del doc["spans"][0]["attributes"]["gen_ai.input.messages"]
     path.write_bytes(orjson.dumps(doc))
 
 

@@ -208,7 +208,14 @@ def workload_parser() -> argparse.ArgumentParser:
         choices=["show", "stats", "fit"],
         help="show: print the workload; stats: measure traces; fit: a workload fitted to traces",
     )
-    p.add_argument("traces", nargs="*", type=Path, help="stats, fit: trace folders or files (*.json spans, *.jsonl)")
+    p.add_argument(
+        "traces",
+        nargs="*",
+        type=Path,
+        help="stats, fit: trace folders or files (*.json spans; *.jsonl: spans one a line, the SDK's log records "
+        "whose events carry the spans' messages (gen_ai.client.inference.operation.details, or one a message), in "
+        "the same files or others given with them; or Mooncake lines)",
+    )
     p.add_argument("--out", type=Path, metavar="FILE", help="fit: the workload YAML to write")
     p.add_argument(
         "--check-sessions",

@@ -10,7 +10,14 @@ Two sources:
   read: OTLP JSON (`resourceSpans` > `scopeSpans` > `spans`, attributes as key/value lists), and a `.jsonl` file of
   one span a line, as the OpenTelemetry SDK's ConsoleSpanExporter writes with a one-line formatter
   (`formatter=lambda span: span.to_json(indent=None) + "\n"`). Only `chat` spans are requests (an agent's own
-  span, or a tool's, groups them: its trace id is the session).
+  span, or a tool's, groups them: its trace id is the session). Where an instrumentation puts the messages in a log
+  event instead (`gen_ai.client.inference.operation.details`, as opentelemetry-instrumentation-openai-v2 does with
+  OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=event_only), the SDK's log records, one a line
+  (ConsoleLogRecordExporter, the same formatter), may lie in the same `.jsonl` files as the spans or in others
+  read with them: an event's messages join the span of its span id. So do the older per-message events (openai-v2
+  2.3b0 and earlier: `gen_ai.system.message`, `gen_ai.user.message`, `gen_ai.assistant.message`,
+  `gen_ai.tool.message` in order, then `gen_ai.choice`). A chat span with no messages either way (or with message
+  events captured without their content) is refused: without them no prefix or step can be followed.
 - Mooncake-style JSON lines: `timestamp` (ms), `input_length`, `output_length`, `hash_ids` and, where present,
   `session_id`; without it, a request whose hash ids extend an earlier request's whole prompt joins its session.
 
@@ -36,6 +43,16 @@ from ..generator.rows import DATASET_SUFFIX, dataset_file
 __all__ = ["Request", "TrafficError", "read_traffic"]
 
 _SESSION_KEYS = ("gen_ai.conversation.id", "session.id", "fastgen.session")
+_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+# what a details event adds to its span: the content a span carries too when the instrumentation puts it there
+_CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.definitions")
+_MESSAGE_EVENTS = {  # the older instrumentations' event per prompt message, and the message's role
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+_CHOICE_EVENT = "gen_ai.choice"
 
 
 class TrafficError(FastgenError):
@@ -73,14 +90,32 @@ class _Raw:
     block: int = 0  # Mooncake: tokens a chain element stands for
 
 
+@dataclass
+class _Span:
+    """A chat span as read, before the log events of other files can be joined to it."""
+
+    path: Path
+    span: dict
+    attributes: dict
+    file_session: str
+
+
 def read_traffic(paths: Iterable[Path], *, block_size: int = 512) -> list[Request]:
     """Every request of the trace files (a folder: its *.json, *.jsonl files, recursively), in start order."""
     files = _files(paths)
     if not files:
         raise TrafficError("no trace files found (give *.json span files or *.jsonl Mooncake lines)")
     raws: list[_Raw] = []
+    spans: list[_Span] = []
+    content: dict[str, dict] = {}  # span id -> the messages its log events carry
     for path in files:
-        raws += _mooncake(path, block_size) if _is_mooncake(path) else _spans(path)
+        if _is_mooncake(path):
+            raws += _mooncake(path, block_size)
+        else:
+            file_spans, file_content = _spans(path)
+            spans += file_spans
+            content.update(file_content)
+    raws += [_span_request(s.path, s.span, _joined(s, content), s.file_session) for s in spans]
     models = sorted({r.model for r in raws if r.model})
     if len(models) > 1:
         raise TrafficError(
@@ -184,7 +219,8 @@ def _tokens(r: _Raw, k: int) -> int:
 # --- OpenTelemetry spans ---------------------------------------------------------------------------------------------
 
 
-def _spans(path: Path) -> list[_Raw]:
+def _spans(path: Path) -> tuple[list[_Span], dict[str, dict]]:
+    """The file's chat spans, and the messages its log records carry, by span id."""
     try:
         raw = path.read_bytes()
         if path.suffix == ".jsonl":
@@ -197,13 +233,56 @@ def _spans(path: Path) -> list[_Raw]:
     if spans is None:
         raise TrafficError(f'{path}: holds no spans (expected {{"spans": [...]}}, a list, or OTLP resourceSpans)')
     file_session = str(doc.get("session_id") or path.stem) if isinstance(doc, dict) else path.stem
-    out = []
+    out: list[_Span] = []
+    content: dict[str, dict] = {}
     for span in spans:
         attributes = _attributes(span.get("attributes"))
+        if _is_log_record(span):
+            if span.get("span_id"):
+                _add_event(content.setdefault(_span_id(span["span_id"]), {}), span, attributes)
+            continue
         if attributes.get("gen_ai.operation.name") not in ("chat", "text_completion"):
             continue  # an agent's or a tool's span, or one that is not GenAI's
-        out.append(_span_request(path, span, attributes, file_session))
-    return out
+        out.append(_Span(path, span, attributes, file_session))
+    return out, content
+
+
+def _is_log_record(line: dict) -> bool:
+    """A log record as the SDK's ConsoleLogRecordExporter writes it (ReadableLogRecord.to_json), not a span."""
+    return "event_name" in line or ("body" in line and "observed_timestamp" in line)
+
+
+def _add_event(joined: dict, record: dict, attributes: dict) -> None:
+    """Add what a log record says of its span's messages to what the span's earlier records said."""
+    name, body = record.get("event_name"), record.get("body")
+    body = body if isinstance(body, dict) else {}
+    if name == _DETAILS_EVENT:
+        joined.update({k: attributes[k] for k in _CONTENT_KEYS if k in attributes})
+    elif name == _CHOICE_EVENT:
+        joined.setdefault("gen_ai.output.messages", []).append(body.get("message") or {})
+    elif name in _MESSAGE_EVENTS:
+        messages = joined.setdefault("gen_ai.input.messages", [])
+        if messages is None:
+            return
+        if "content" not in body and name != "gen_ai.assistant.message":
+            # captured without content (the instrumentation's default): the prompt cannot be hashed, so the span is
+            # left without messages and refused, not read as every prompt being the same
+            joined["gen_ai.input.messages"] = None
+        else:
+            messages.append({"role": _MESSAGE_EVENTS[name], **body})
+
+
+def _span_id(raw) -> str:
+    return str(raw).lower().removeprefix("0x")
+
+
+def _joined(s: _Span, content: dict[str, dict]) -> dict:
+    """The span's attributes, with the messages its log events carry where the span has none."""
+    span_id = (s.span.get("context") or {}).get("span_id") or s.span.get("span_id") or s.span.get("spanId")
+    event = content.get(_span_id(span_id)) if span_id else None
+    if not event:
+        return s.attributes
+    return {**{k: v for k, v in event.items() if v is not None}, **s.attributes}
 
 
 def _span_list(doc) -> Optional[list[dict]]:
@@ -258,6 +337,12 @@ def _span_request(path: Path, span: dict, a: dict, file_session: str) -> _Raw:
     start = _time_ms(span, "start")
     if start is None:
         raise TrafficError(f"{path}: span {name!r} has no start time (start_time or start_time_unix_nano)")
+    if a.get("gen_ai.input.messages") is None:
+        raise TrafficError(
+            f"{path}: span {name!r} has no gen_ai.input.messages, on it or in a {_DETAILS_EVENT} log event of its "
+            f"span id; trace with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only (openai-v2 2.4b0; "
+            f"=true and its log records beside the spans for 2.3b0 and earlier: docs/fidelity.md)"
+        )
     session = next((str(a[k]) for k in _SESSION_KEYS if a.get(k)), None)
     if session is None:
         trace = (span.get("context") or {}).get("trace_id") or span.get("trace_id") or span.get("traceId")
