@@ -23,7 +23,8 @@ import sys
 from ..errors import FastgenError, SpecError
 from .analysis import analyze_parser, export_parser, run_analyze, run_export
 from .datasets import run_unpack, run_validate, run_verify, unpack_parser, validate_parser, verify_parser
-from .generate import generate_parser, run_generate, run_workload, workload_parser
+from .generate import generate_parser, run_generate
+from .workload import run_workload, workload_parser
 from .options import DEFAULT_MODEL, QUIET, Interrupted, UsageError
 from .runs import bakeoff_parser, compare_parser, run_bakeoff_command, run_compare
 

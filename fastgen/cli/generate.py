@@ -23,7 +23,7 @@ from .options import (
     warn,
 )
 
-__all__ = ["generate_parser", "run_generate", "run_workload", "workload_parser"]
+__all__ = ["add_workload_options", "effective_workload", "generate_parser", "run_generate"]
 
 
 def generate_parser() -> argparse.ArgumentParser:
@@ -77,7 +77,7 @@ def generate_parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help=f"seed of every RNG stream (default: {DEFAULT_SEED})",
     )
-    _add_workload_options(p)
+    add_workload_options(p)
     p.add_argument(
         "--from-manifest",
         type=Path,
@@ -162,7 +162,7 @@ def generate_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _add_workload_options(p: argparse.ArgumentParser) -> None:
+def add_workload_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workload",
         metavar="FILE",
@@ -192,56 +192,7 @@ def _add_workload_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def workload_parser() -> argparse.ArgumentParser:
-    p = Parser(
-        prog="fastgen workload",
-        description="show: print the effective workload as YAML: the shipped default, or "
-        "--workload FILE, with --scale, --budget-scale, --max-model-len and --arrival-window applied; edit it "
-        "and generate with fastgen --workload FILE. stats TRACES: the statistics published measurements of "
-        "coding agents report (TraceLab, AgentX), measured on trace files (OpenTelemetry spans, or Mooncake "
-        "JSON lines), beside the published values or --against another traffic's. fit TRACES --out FILE: write the agent "
-        "workload whose distributions match the traces' (counts, times and prefix sharing only; no text), and print "
-        "the traces' statistics beside the fitted workload's, generated at a small scale.",
-    )
-    p.add_argument(
-        "action",
-        choices=["show", "stats", "fit"],
-        help="show: print the workload; stats: measure traces; fit: a workload fitted to traces",
-    )
-    p.add_argument(
-        "traces",
-        nargs="*",
-        type=Path,
-        help="stats, fit: trace folders or files (*.json spans; *.jsonl: spans one a line, the SDK's log records "
-        "whose events carry the spans' messages (gen_ai.client.inference.operation.details, or one a message), in "
-        "the same files or others given with them; or Mooncake lines)",
-    )
-    p.add_argument("--out", type=Path, metavar="FILE", help="fit: the workload YAML to write")
-    p.add_argument(
-        "--check-sessions",
-        type=int_in(1, 1000, "--check-sessions"),
-        default=40,
-        help="fit: sessions of the fitted workload generated (built-in tokenizer, a temporary folder) to measure it",
-    )
-    p.add_argument(
-        "--against", nargs="+", type=Path, metavar="TRACES", help="stats: compare with this traffic, not the published"
-    )
-    p.add_argument(
-        "--json",
-        type=Path,
-        help="stats, fit: also write the measured statistics to this JSON file (fit: the traces' and the fitted's)",
-    )
-    p.add_argument(
-        "--block-size",
-        type=int_in(1, 4096, "--block-size"),
-        default=512,
-        help="stats, fit: tokens per Mooncake hash id",
-    )
-    _add_workload_options(p)
-    return p
-
-
-def _effective_workload(args):
+def effective_workload(args):
     """The workload of --workload (the shipped default without it), with the command line's changes applied."""
     from ..generator.workload import default_workload, resolve_workload
 
@@ -259,89 +210,6 @@ def _effective_workload(args):
             }
         )
     return spec
-
-
-def run_workload(args) -> int:
-    if args.action == "stats":
-        return _run_stats(args)
-    if args.action == "fit":
-        return _run_fit(args)
-    if args.traces or args.against or args.json or args.out:
-        raise UsageError("TRACES, --against, --json and --out are for `fastgen workload stats` and `fit`")
-    from ..generator.workload import workload_yaml
-
-    sys.stdout.write(workload_yaml(_effective_workload(args)))
-    return 0
-
-
-def _run_stats(args) -> int:
-    """The fidelity table of the traces against the published statistics (or --against's traffic)."""
-    import json
-
-    from ..traffic import fidelity_table, read_traffic, traffic_stats
-
-    if not args.traces:
-        raise UsageError("fastgen workload stats needs trace folders or files (e.g. traces/)")
-    measured = traffic_stats(read_traffic(args.traces, block_size=args.block_size))
-    reference = traffic_stats(read_traffic(args.against, block_size=args.block_size)) if args.against else None
-    name = "published" if reference is None else " ".join(str(p) for p in args.against)
-    print(fidelity_table(measured, reference, reference_name=name))
-    if args.json is not None:
-        args.json.write_text(json.dumps(measured, indent=1) + "\n")
-    return 0
-
-
-def _run_fit(args) -> int:
-    """The agent workload fitted to the traces, written to --out only when it is whole; the traces' statistics
-    beside the fitted workload's, and one line for each the agent workload cannot express."""
-    from ..generator.spec import DEFAULT_MAX_MODEL_LEN
-    from ..generator.workload import workload_yaml
-    from ..traffic import fidelity_table, read_traffic
-    from ..traffic.fitted import fit_and_measure
-
-    if not args.traces or args.out is None:
-        raise UsageError(
-            "fastgen workload fit needs trace folders or files and --out FILE (e.g. traces/ --out my.yaml)"
-        )
-    if args.against:
-        raise UsageError("--against is for `fastgen workload stats`")
-    shaped = args.workload or (args.scale, args.budget_scale) != (1.0, 1.0) or hasattr(args, "arrival_window")
-    if shaped:
-        raise UsageError(
-            "fastgen workload fit takes its workload from the traces; drop --workload, --scale, --budget-scale and "
-            "--arrival-window (edit the written YAML, or pass it to fastgen with --scale)"
-        )
-    if not args.out.parent.is_dir():
-        raise UsageError(f"--out {args.out}: folder {args.out.parent} does not exist; create it first")
-    requests = read_traffic(args.traces, block_size=args.block_size)
-    fitted = fit_and_measure(
-        requests,
-        max_model_len=getattr(args, "max_model_len", DEFAULT_MAX_MODEL_LEN),
-        sessions=args.check_sessions,
-    )
-    print(fidelity_table(fitted.measured, fitted.reference, reference_name="traces", measured_name="fitted"))
-    print(f"(the fitted workload: {args.check_sessions} sessions generated with the built-in tokenizer)")
-    for line in fitted.unexpressed:
-        print(f"not expressed: {line}")
-    _write_whole(workload_yaml(fitted.spec), args.out)
-    if args.json is not None:
-        import json
-
-        args.json.write_text(json.dumps({"traces": fitted.reference, "fitted": fitted.measured}, indent=1) + "\n")
-    return 0
-
-
-def _write_whole(text: str, out: Path) -> None:
-    """`text` into `out` through a temporary file beside it: an interrupted write leaves no partial workload."""
-    from ..errors import OutputError
-
-    temp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        temp.write_text(text, encoding="utf-8")
-        os.replace(temp, out)
-    except OSError as exc:
-        temp.unlink(missing_ok=True)
-        raise OutputError(f"cannot write {out}: {exc.strerror or exc}; choose another --out") from None
 
 
 # --tokenizer may point at the same tokenizer elsewhere (another machine's path): its sha256 is checked
@@ -389,7 +257,7 @@ def _run_plan(args):
             arguments["tokenizer_revision"] = args.tokenizer_revision
         if args.chat_template is not None:
             arguments["chat_template"] = str(args.chat_template)
-        return _effective_workload(args), model, tokenizer, args.tokenizer_revision, seed, zstd_level, arguments, None
+        return effective_workload(args), model, tokenizer, args.tokenizer_revision, seed, zstd_level, arguments, None
     taken = [option for option in _FROM_MANIFEST_TAKES if _given(args, option)]
     if taken:
         raise UsageError(

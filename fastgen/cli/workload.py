@@ -1,0 +1,146 @@
+"""`fastgen workload show | stats | fit`: the workload a dataset comes from, the statistics of traces, and a
+workload fitted to them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .generate import add_workload_options, effective_workload
+from .options import Parser, UsageError, int_in
+
+__all__ = ["run_workload", "workload_parser"]
+
+
+def workload_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="fastgen workload",
+        description="show: print the effective workload as YAML: the shipped default, or "
+        "--workload FILE, with --scale, --budget-scale, --max-model-len and --arrival-window applied; edit it "
+        "and generate with fastgen --workload FILE. stats TRACES: the statistics published measurements of "
+        "coding agents report (TraceLab, AgentX), measured on trace files (OpenTelemetry spans, or Mooncake "
+        "JSON lines), beside the published values or --against another traffic's. fit TRACES --out FILE: write the agent "
+        "workload whose distributions match the traces' (counts, times and prefix sharing only; no text), and print "
+        "the traces' statistics beside the fitted workload's, generated at a small scale.",
+    )
+    p.add_argument(
+        "action",
+        choices=["show", "stats", "fit"],
+        help="show: print the workload; stats: measure traces; fit: a workload fitted to traces",
+    )
+    p.add_argument(
+        "traces",
+        nargs="*",
+        type=Path,
+        help="stats, fit: trace folders or files (*.json spans; *.jsonl: spans one a line, the SDK's log records "
+        "whose events carry the spans' messages (gen_ai.client.inference.operation.details, or one a message), in "
+        "the same files or others given with them; or Mooncake lines)",
+    )
+    p.add_argument("--out", type=Path, metavar="FILE", help="fit: the workload YAML to write")
+    p.add_argument(
+        "--check-sessions",
+        type=int_in(1, 1000, "--check-sessions"),
+        default=40,
+        help="fit: sessions of the fitted workload generated (built-in tokenizer, a temporary folder) to measure it",
+    )
+    p.add_argument(
+        "--against", nargs="+", type=Path, metavar="TRACES", help="stats: compare with this traffic, not the published"
+    )
+    p.add_argument(
+        "--json",
+        type=Path,
+        help="stats, fit: also write the measured statistics to this JSON file (fit: the traces' and the fitted's)",
+    )
+    p.add_argument(
+        "--block-size",
+        type=int_in(1, 4096, "--block-size"),
+        default=512,
+        help="stats, fit: tokens per Mooncake hash id",
+    )
+    add_workload_options(p)
+    return p
+
+
+def run_workload(args) -> int:
+    if args.action == "stats":
+        return _run_stats(args)
+    if args.action == "fit":
+        return _run_fit(args)
+    if args.traces or args.against or args.json or args.out:
+        raise UsageError("TRACES, --against, --json and --out are for `fastgen workload stats` and `fit`")
+    from ..generator.workload import workload_yaml
+
+    sys.stdout.write(workload_yaml(effective_workload(args)))
+    return 0
+
+
+def _run_stats(args) -> int:
+    """The fidelity table of the traces against the published statistics (or --against's traffic)."""
+    import json
+
+    from ..traffic import fidelity_table, read_traffic, traffic_stats
+
+    if not args.traces:
+        raise UsageError("fastgen workload stats needs trace folders or files (e.g. traces/)")
+    measured = traffic_stats(read_traffic(args.traces, block_size=args.block_size))
+    reference = traffic_stats(read_traffic(args.against, block_size=args.block_size)) if args.against else None
+    name = "published" if reference is None else " ".join(str(p) for p in args.against)
+    print(fidelity_table(measured, reference, reference_name=name))
+    if args.json is not None:
+        args.json.write_text(json.dumps(measured, indent=1) + "\n")
+    return 0
+
+
+def _run_fit(args) -> int:
+    """The agent workload fitted to the traces, written to --out only when it is whole; the traces' statistics
+    beside the fitted workload's, and one line for each the agent workload cannot express."""
+    from ..generator.spec import DEFAULT_MAX_MODEL_LEN
+    from ..generator.workload import workload_yaml
+    from ..traffic import fidelity_table, read_traffic
+    from ..traffic.fitted import fit_and_measure
+
+    if not args.traces or args.out is None:
+        raise UsageError(
+            "fastgen workload fit needs trace folders or files and --out FILE (e.g. traces/ --out my.yaml)"
+        )
+    if args.against:
+        raise UsageError("--against is for `fastgen workload stats`")
+    shaped = args.workload or (args.scale, args.budget_scale) != (1.0, 1.0) or hasattr(args, "arrival_window")
+    if shaped:
+        raise UsageError(
+            "fastgen workload fit takes its workload from the traces; drop --workload, --scale, --budget-scale and "
+            "--arrival-window (edit the written YAML, or pass it to fastgen with --scale)"
+        )
+    if not args.out.parent.is_dir():
+        raise UsageError(f"--out {args.out}: folder {args.out.parent} does not exist; create it first")
+    requests = read_traffic(args.traces, block_size=args.block_size)
+    fitted = fit_and_measure(
+        requests,
+        max_model_len=getattr(args, "max_model_len", DEFAULT_MAX_MODEL_LEN),
+        sessions=args.check_sessions,
+    )
+    print(fidelity_table(fitted.measured, fitted.reference, reference_name="traces", measured_name="fitted"))
+    print(f"(the fitted workload: {args.check_sessions} sessions generated with the built-in tokenizer)")
+    for line in fitted.unexpressed:
+        print(f"not expressed: {line}")
+    _write_whole(workload_yaml(fitted.spec), args.out)
+    if args.json is not None:
+        import json
+
+        args.json.write_text(json.dumps({"traces": fitted.reference, "fitted": fitted.measured}, indent=1) + "\n")
+    return 0
+
+
+def _write_whole(text: str, out: Path) -> None:
+    """`text` into `out` through a temporary file beside it: an interrupted write leaves no partial workload."""
+    from ..errors import OutputError
+
+    temp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        temp.write_text(text, encoding="utf-8")
+        os.replace(temp, out)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise OutputError(f"cannot write {out}: {exc.strerror or exc}; choose another --out") from None
