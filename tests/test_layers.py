@@ -64,6 +64,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("traffic.fit",),  # the agent workload fitted to traffic: pure
     ("traffic.fitted",),  # a fitted workload checked against the window and generated at a small scale
     ("verify", "validate"),
+    ("export.shards",),  # one config's replay split for several load generators: below the bakeoff that runs them
     # bakeoff: runs against a live server; results reads the run folders it writes
     ("bakeoff.server", "bakeoff.sampler", "bakeoff.runs", "bakeoff.plan", "bakeoff.status"),
     ("bakeoff.scheduling",),

@@ -25,6 +25,7 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
+from ..generator.rows import replay_slots  # the client's shuffle: the dataset file's module owns it
 from .cache import BlockCache
 from .engine import Served, make_engine
 from .routing import Fleet
@@ -96,13 +97,6 @@ class Jitter:
     wake_s: float = 0.01
     step_cv: float = 0.1
     serial_ingest: bool = True  # the front end tokenizes one request at a time (routing.Fleet), or all at once
-
-
-def replay_slots(file_count: int, base_seed: int, num_sessions: int) -> list[int]:
-    """File index (in sorted order) of each slot that runs: inference-perf's shuffle, then the first N."""
-    order = list(range(file_count))
-    random.Random(base_seed).shuffle(order)  # the same sequence as random.seed(base_seed); random.shuffle(order)
-    return order[: min(num_sessions, file_count)]
 
 
 def single_engine(

@@ -351,17 +351,25 @@ def _options(args, server):
 
 
 def export_parser() -> Parser:
-    p = Parser(prog="fastgen export", description="Write a replay in another tool's trace format.")
+    p = Parser(
+        prog="fastgen export",
+        description="Write a replay in another tool's trace format, or one config's replay as disjoint shards.",
+    )
     p.add_argument(
         "format",
-        choices=["mooncake", "dag_jsonl"],
+        choices=["mooncake", "dag_jsonl", "shards"],
         help="mooncake: one JSON line per request with hash_ids, for "
         "AIPerf (analyze-trace, mooncake_trace), vLLM bench serve (timed_trace), SGLang bench_serving; "
         "dag_jsonl: one JSON line per conversation with the messages, sessions as turns, forks and spawns, "
-        "for AIPerf's dag_jsonl dataset (--custom-dataset-type dag_jsonl)",
+        "for AIPerf's dag_jsonl dataset (--custom-dataset-type dag_jsonl); "
+        "shards: the config DIR's replay split into --shards N inference-perf configs, each with its own "
+        "sessions, for N load generators",
     )
-    p.add_argument("dir", type=Path, help="a dataset folder, or one trace directory")
-    p.add_argument("--out", type=Path, required=True, help="the JSON-lines file to write")
+    p.add_argument("dir", type=Path, help="a dataset folder, or one trace directory (shards: a config file)")
+    p.add_argument(
+        "--out", type=Path, required=True, help="the JSON-lines file to write (shards: the folder of shard-NN/)"
+    )
+    p.add_argument("--shards", type=int, metavar="N", help="shards: how many (1 up to the config's sessions)")
     p.add_argument(
         "--config",
         metavar="NAME",
@@ -378,6 +386,10 @@ def export_parser() -> Parser:
 
 
 def run_export(args) -> int:
+    if args.format == "shards":
+        return _export_shards(args)
+    if args.shards is not None:
+        raise UsageError("--shards is for `fastgen export shards CONFIG`; leave it out")
     from ..analysis.analyze import Corpus
     from ..export import mooncake_lines, write_mooncake
     from ..extras import require_extra
@@ -406,6 +418,17 @@ def run_export(args) -> int:
             f"wrote {len(lines)} requests of {target.name} ({len({r['session_id'] for r in lines})} sessions) to "
             f"{args.out}"
         )
+    return 0
+
+
+def _export_shards(args) -> int:
+    from ..export import write_shards
+
+    if args.shards is None:
+        raise UsageError("fastgen export shards needs --shards N (how many load generators)")
+    paths = write_shards(args.dir, args.shards, args.out)
+    if not args.quiet:
+        print(f"wrote {len(paths)} shards of {args.dir} to {args.out}: run inference-perf in each shard-NN folder")
     return 0
 
 

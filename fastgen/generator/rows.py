@@ -17,13 +17,14 @@ every attribute is byte for byte what the file holds.
 
 from __future__ import annotations
 
+import random
 from typing import Callable, Mapping
 
 import orjson
 
 from ..errors import OutputError
 
-__all__ = ["DATASET_SUFFIX", "dataset_file", "row_chunks", "trace_dir_of", "with_source_paths"]
+__all__ = ["DATASET_SUFFIX", "dataset_file", "replay_slots", "row_chunks", "trace_dir_of", "with_source_paths"]
 
 DATASET_SUFFIX = ".jsonl"
 
@@ -31,6 +32,14 @@ DATASET_SUFFIX = ".jsonl"
 def dataset_file(trace_dir: str) -> str:
     """The dataset file of a trace directory, beside it: `scenario1` -> `scenario1.jsonl`."""
     return trace_dir.rstrip("/") + DATASET_SUFFIX
+
+
+def replay_slots(file_count: int, base_seed: int, num_sessions: int) -> list[int]:
+    """File index (in sorted order, the dataset file's row) of each slot that runs: inference-perf's shuffle, then
+    the first N."""
+    order = list(range(file_count))
+    random.Random(base_seed).shuffle(order)  # the same sequence as random.seed(base_seed); random.shuffle(order)
+    return order[: min(num_sessions, file_count)]
 
 
 def trace_dir_of(replay: Mapping) -> str:
