@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastgen.bakeoff import inference_perf_command
-from fastgen.bakeoff.runner import run_inference_perf as _run
+from fastgen.bakeoff.inference_perf import run_inference_perf as _run
 
 __all__ = ["run_inference_perf"]
 

@@ -108,7 +108,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def _replay(config: Path, server, cache: Path, log_path: Path, hold: float, cap_kib: int) -> dict:
     """Start inference-perf on `config`; stop it `hold` s after the server's first request (or at the PSS cap)."""
-    from fastgen.bakeoff.runner import inference_perf_command
+    from fastgen.bakeoff import inference_perf_command
 
     env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
     env.update(HF_DATASETS_OFFLINE="1", HF_DATASETS_CACHE=str(cache))

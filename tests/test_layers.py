@@ -66,7 +66,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("verify", "validate"),
     ("export.shards",),  # one config's replay split for several load generators: below the bakeoff that runs them
     # bakeoff: runs against a live server; results reads the run folders it writes
-    ("bakeoff.server", "bakeoff.sampler", "bakeoff.runs", "bakeoff.plan", "bakeoff.status"),
+    ("bakeoff.server", "bakeoff.sampler", "bakeoff.runs", "bakeoff.plan", "bakeoff.status", "bakeoff.inference_perf"),
     ("bakeoff.scheduling",),
     ("bakeoff.identity", "bakeoff.reset", "bakeoff.preflight"),
     ("bakeoff.fleet",),  # an engine behind a router: its replicas reset, verified and sampled one by one

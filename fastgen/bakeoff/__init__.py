@@ -3,6 +3,7 @@
 The run folders it writes (runs.py) are what `fastgen.results` reads.
 """
 
-from .runner import BakeoffOptions, RunOutcome, inference_perf_command, run_bakeoff
+from .inference_perf import inference_perf_command
+from .runner import BakeoffOptions, RunOutcome, run_bakeoff
 
 __all__ = ["BakeoffOptions", "RunOutcome", "inference_perf_command", "run_bakeoff"]

@@ -16,10 +16,7 @@ through the router.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -35,6 +32,7 @@ from ..errors import FastgenError
 from ..extras import require_extra
 from ..version import __version__
 from .fleet import Fleet, open_fleet
+from .inference_perf import inference_perf_command, run_inference_perf_all
 from .identity import check_label_server, identity_change, run_identity
 from .plan import ConfigRun, replay_modes_of, run_config_text, select_configs
 from .preflight import Preflight
@@ -61,10 +59,7 @@ __all__ = [
     "DATASETS_CACHE",
     "RunOutcome",
     "datasets_cache",
-    "inference_perf_command",
     "run_bakeoff",
-    "run_inference_perf",
-    "run_inference_perf_all",
 ]
 
 # `datasets` keeps an Arrow copy of every dataset file a config reads (hf_dataset_path): in the output folder, beside
@@ -75,9 +70,6 @@ DATASETS_CACHE = ".datasets-cache"
 def datasets_cache(out_dir: Path) -> Path:
     """Where the runs into out_dir keep `datasets`' cache."""
     return Path(out_dir).resolve() / DATASETS_CACHE
-
-
-_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -124,13 +116,25 @@ class RunOutcome:
         return self.config if self.repeats == 1 else f"{self.config} repeat {self.repeat}/{self.repeats}"
 
 
-def inference_perf_command() -> list[str]:
-    """inference-perf's console script beside this interpreter (a venv's bin/), else `python -m inference_perf`."""
-    script = Path(sys.executable).with_name("inference-perf")
-    if script.exists():
-        return [str(script)]
-    require_extra("bakeoff", "fastgen bakeoff")
-    return [sys.executable, "-m", "inference_perf"]
+def _run_config_text(config: ConfigRun, server: LiveServer, partial: Path, options: BakeoffOptions) -> str:
+    """The config as this run replays it: against this server, reporting into the partial folder, in these modes."""
+    return run_config_text(
+        config.path.read_text(encoding="utf-8"),
+        config_dir=config.path.parent,
+        url=server.url,
+        engine=server.engine.name,
+        # sharded: each shard reports into its own folder below this one (shards/shard-NN)
+        report_dir=partial / SHARDS_FOLDER if options.shards > 1 else partial,
+        outputs=options.outputs,
+        tool_call_max_tokens=options.tool_call_max_tokens,
+        tool_choice=options.tool_choice,
+    )
+
+
+def _not_run(runs: list[tuple[ConfigRun, int]], repeats: int) -> list[RunOutcome]:
+    """The runs left when the server stopped answering: failed, each, without being tried."""
+    reason = "not run: the server stopped answering"
+    return [RunOutcome(config.name, "failed", reason=reason, repeat=k, repeats=repeats) for config, k in runs]
 
 
 def run_bakeoff(
@@ -196,17 +200,9 @@ def run_bakeoff(
             on_outcome(outcome)
             progress.done(outcome)
             if outcome.details.get("server_died"):
-                for later, k in runs[number:]:
-                    outcomes.append(
-                        RunOutcome(
-                            later.name,
-                            "failed",
-                            reason="not run: the server stopped answering",
-                            repeat=k,
-                            repeats=options.repeats,
-                        )
-                    )
-                    on_outcome(outcomes[-1])
+                for later in _not_run(runs[number:], options.repeats):
+                    outcomes.append(later)
+                    on_outcome(later)
                 break
     finally:
         progress.close()
@@ -250,17 +246,7 @@ def _run_one(
     server = fleet.front
     folder = repeat_folder(label_dir / config.name, repeat)
     partial = partial_folder(folder)
-    text = run_config_text(
-        config.path.read_text(encoding="utf-8"),
-        config_dir=config.path.parent,
-        url=server.url,
-        engine=server.engine.name,
-        # sharded: each shard reports into its own folder below this one (shards/shard-NN)
-        report_dir=partial / SHARDS_FOLDER if options.shards > 1 else partial,
-        outputs=options.outputs,
-        tool_call_max_tokens=options.tool_call_max_tokens,
-        tool_choice=options.tool_choice,
-    )
+    text = _run_config_text(config, server, partial, options)
     identity = run_identity(
         {**fleet.server_identity(model, options.gpus), **checked.record()},
         config_path=config.path,
@@ -469,119 +455,6 @@ def _cached_tokens_warning(partial: Path, server: LiveServer) -> Optional[str]:
             f"{server.engine.cache_report_flag} or every hit ratio reads 0"
         )
     return None
-
-
-# inference-perf's log lines that tell where a run is
-_STAGES = (
-    ("Loading tokenizer", "loading the tokenizer"),
-    ("Schema validation passed", "loading the traces"),
-    ("session-based run started", "replaying"),
-    ("sessions completed", "sessions done"),
-    ("Generating Reports", "writing reports"),
-)
-
-
-def run_inference_perf(
-    command: list[str],
-    config: Path,
-    cwd: Path,
-    log: Path,
-    timeout_s: Optional[float],
-    stage: Callable[[str], None] = lambda line: None,
-    *,
-    cache: Optional[Path] = None,
-) -> int:
-    """inference-perf's exit code, its output in `log`; 124 when it ran past timeout_s and was stopped (like
-    timeout(1)). `stage` hears where the run is, from its log, twice a second. `config` and `log` are made absolute
-    here: inference-perf runs from `cwd`. `cache`: `datasets`' cache folder (HF_DATASETS_CACHE; None: its default),
-    used offline (a dataset file is local: nothing to fetch)."""
-    return run_inference_perf_all(command, [(config, cwd, log)], timeout_s, stage, cache=cache)[0]
-
-
-def run_inference_perf_all(
-    command: list[str],
-    runs: list[tuple[Path, Path, Path]],
-    timeout_s: Optional[float],
-    stage: Callable[[str], None] = lambda line: None,
-    *,
-    cache: Optional[Path] = None,
-) -> list[int]:
-    """run_inference_perf for several (config, cwd, log) at once (the shards of one run): each one's exit code, 124
-    for those still running at timeout_s. Stopping one stops none of the others; Ctrl-C stops all."""
-    env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
-    env["HF_DATASETS_OFFLINE"] = "1"
-    if cache is not None:
-        env["HF_DATASETS_CACHE"] = str(Path(cache).resolve())
-    started = time.monotonic()
-    procs: list[subprocess.Popen] = []
-    codes: list[Optional[int]] = [None] * len(runs)
-    try:
-        watchers = []
-        for config, cwd, log in runs:
-            log = Path(log).resolve()
-            with open(log, "wb") as out:
-                # its own process group: inference-perf forks load workers, and stopping it must stop all of them
-                procs.append(
-                    subprocess.Popen(
-                        [*command, "--config_file", str(Path(config).resolve())],
-                        cwd=cwd,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        env=env,
-                        start_new_session=True,
-                    )
-                )
-            watchers.append(_LogWatcher(log))
-        while True:
-            codes = [proc.poll() for proc in procs]
-            if all(code is not None for code in codes):
-                return [int(code) for code in codes if code is not None]
-            time.sleep(_POLL_S)
-            elapsed = time.monotonic() - started
-            where = "; ".join(w.stage() for w, code in zip(watchers, codes) if code is None)
-            stage(f"{where}, {elapsed:.0f} s")
-            if timeout_s is not None and elapsed > timeout_s:
-                for proc, code in zip(procs, codes):
-                    if code is None:
-                        _kill(proc)
-                return [124 if code is None else code for code in codes]
-    except BaseException:
-        for proc in procs:
-            _kill(proc)
-        raise
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
-class _LogWatcher:
-    """The stage of a run from the new lines of its log, and how many sessions have been dispatched."""
-
-    def __init__(self, log: Path) -> None:
-        self._log, self._offset, self._stage, self._sessions = log, 0, "starting inference-perf", 0
-
-    def stage(self) -> str:
-        try:
-            with open(self._log, "rb") as f:
-                f.seek(self._offset)
-                chunk = f.read()
-        except OSError:
-            return self._stage
-        end = chunk.rfind(b"\n") + 1
-        self._offset += end
-        for line in chunk[:end].decode("utf-8", "replace").splitlines():
-            self._sessions += "Dispatching session" in line
-            for marker, name in _STAGES:
-                if marker in line:
-                    self._stage = name
-        if self._stage == "replaying" and self._sessions:
-            return f"replaying, {self._sessions} sessions started"
-        return self._stage
 
 
 class _Progress:

@@ -87,6 +87,25 @@ def bakeoff_parser() -> Parser:
         help="the server's GPU count, recorded for throughput per GPU-hour",
     )
     add_replay_modes(p, from_configs=True)
+    _add_fleet_options(p)
+    p.add_argument(
+        "--scrape-interval",
+        type=positive_float("--scrape-interval"),
+        default=5.0,
+        help="seconds between samples of the server's /metrics",
+    )
+    p.add_argument(
+        "--timeout",
+        type=positive_float("--timeout", most=10**7),
+        default=None,
+        metavar="S",
+        help="stop a config that runs longer than this many seconds (default: no limit)",
+    )
+    return p
+
+
+def _add_fleet_options(p: Parser) -> None:
+    """--replica, --router-policy, --router-metrics: an engine fleet behind a router at --url."""
     p.add_argument(
         "--replica",
         type=url_option("--replica"),
@@ -110,20 +129,6 @@ def bakeoff_parser() -> Parser:
         help="the router's own Prometheus endpoint (vllm-router's and sglang-router's --prometheus-port), which "
         "names its policy",
     )
-    p.add_argument(
-        "--scrape-interval",
-        type=positive_float("--scrape-interval"),
-        default=5.0,
-        help="seconds between samples of the server's /metrics",
-    )
-    p.add_argument(
-        "--timeout",
-        type=positive_float("--timeout", most=10**7),
-        default=None,
-        metavar="S",
-        help="stop a config that runs longer than this many seconds (default: no limit)",
-    )
-    return p
 
 
 def run_bakeoff_command(args) -> int:
