@@ -2,8 +2,8 @@
 
     .venv/bin/python scripts/docs_reference.py          # after adding or changing an option
 
-Everything above the first command's heading (the synopsis, the make targets) is kept as written; each command's
-table is rebuilt from its argparse actions, the help text expanded as --help expands it. tests/test_docs.py checks
+Everything above the first command's heading (the synopsis, the make targets) and from the first section after the
+tables (`## As a library`) on is kept as written; each command's table is rebuilt from its argparse actions, the help text expanded as --help expands it. tests/test_docs.py checks
 that the page names every option.
 """
 
@@ -16,6 +16,7 @@ from fastgen.cli import _COMMANDS
 
 REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
 FIRST = "## `fastgen [generate]`"
+AFTER = "## As a library"  # the first section after the tables, kept as written
 # (heading, command, the page that says more, its title)
 COMMANDS = [
     ("fastgen [generate]", "generate", "generate.md", "Generate a dataset"),
@@ -66,9 +67,14 @@ def tables() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def rewritten(text: str) -> str:
+    """The page with its command tables rebuilt and every other section as it was."""
+    tail = text[text.index(AFTER) :] if AFTER in text else ""
+    return text[: text.index(FIRST)] + tables() + ("\n" + tail if tail else "")
+
+
 def main() -> None:
-    text = REFERENCE.read_text()
-    REFERENCE.write_text(text[: text.index(FIRST)] + tables())
+    REFERENCE.write_text(rewritten(REFERENCE.read_text()))
 
 
 if __name__ == "__main__":

@@ -204,3 +204,21 @@ def test_the_reference_names_every_option_of_every_command():
         if option not in ("-h", "--help") and f"`{option}" not in reference and f", {option}" not in reference
     ]
     assert missing == [], "add these options to docs/reference.md: .venv/bin/python scripts/docs_reference.py"
+
+
+def test_the_reference_script_rebuilds_the_tables_and_keeps_the_other_sections():
+    """scripts/docs_reference.py rewrites only the command tables: the synopsis above them and the library section
+    after them stay as written (it once dropped "As a library")."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "scripts" / "docs_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page = (ROOT / "docs" / "reference.md").read_text()
+    rewritten = module.rewritten(page)
+    assert rewritten.startswith(page[: page.index(module.FIRST)])
+    assert rewritten.endswith(page[page.index(module.AFTER) :])
+    assert "| `--shards N` |" in rewritten and rewritten.count("## `fastgen ") == len(module.COMMANDS)
+    assert rewritten == page, (
+        "docs/reference.md is behind the commands' --help: .venv/bin/python scripts/docs_reference.py"
+    )
