@@ -354,14 +354,18 @@ def export_parser() -> Parser:
     p = Parser(prog="fastgen export", description="Write a replay in another tool's trace format.")
     p.add_argument(
         "format",
-        choices=["mooncake", "dag_jsonl"],
+        choices=["mooncake", "dag_jsonl", "kubernetes"],
         help="mooncake: one JSON line per request with hash_ids, for "
         "AIPerf (analyze-trace, mooncake_trace), vLLM bench serve (timed_trace), SGLang bench_serving; "
         "dag_jsonl: one JSON line per conversation with the messages, sessions as turns, forks and spawns, "
-        "for AIPerf's dag_jsonl dataset (--custom-dataset-type dag_jsonl)",
+        "for AIPerf's dag_jsonl dataset (--custom-dataset-type dag_jsonl); "
+        "kubernetes: one config's replay as an Indexed Job of --shards inference-perf pods, each on its own "
+        "sessions, with the ConfigMap, volume and loader it needs (a folder to kubectl apply)",
     )
-    p.add_argument("dir", type=Path, help="a dataset folder, or one trace directory")
-    p.add_argument("--out", type=Path, required=True, help="the JSON-lines file to write")
+    p.add_argument(
+        "dir", type=Path, help="a dataset folder, or one trace directory (kubernetes: an inference-perf config)"
+    )
+    p.add_argument("--out", type=Path, required=True, help="the JSON-lines file to write (kubernetes: a folder)")
     p.add_argument(
         "--config",
         metavar="NAME",
@@ -374,7 +378,26 @@ def export_parser() -> Parser:
     p.add_argument(
         "--block-size", type=int_in(1, 4096, "--block-size"), default=512, help="tokens per hash id (Mooncake's 512)"
     )
+    _kubernetes_options(p)
     return p
+
+
+def _kubernetes_options(p: Parser) -> None:
+    k = p.add_argument_group("kubernetes")
+    k.add_argument(
+        "--shards", type=int_in(1, 100_000, "--shards"), help="pods, each replaying its own share of the sessions"
+    )
+    k.add_argument("--image", help="the inference-perf image (default: inference-perf 0.7.0's release image)")
+    k.add_argument("--namespace", help="the namespace of every object (unset: kubectl's current one)")
+    k.add_argument("--storage-class", help="the volume's storage class, one with ReadWriteMany (unset: the default)")
+    k.add_argument(
+        "--volume-gib", type=int_in(1, 1 << 20, "--volume-gib"), help="the volume's size (unset: twice the data + 1)"
+    )
+    k.add_argument("--name", help="the Job's name, and the others' prefix (unset: fastgen-FOLDER-CONFIG)")
+    k.add_argument("--base-url", help="the server as the pods reach it (unset: as the config names it)")
+
+
+_KUBERNETES_ONLY = ("shards", "image", "namespace", "storage_class", "volume_gib", "name", "base_url")
 
 
 def run_export(args) -> int:
@@ -383,6 +406,11 @@ def run_export(args) -> int:
     from ..extras import require_extra
     from ..traces.blocks import load_reading
 
+    if args.format == "kubernetes":
+        return _export_kubernetes(args)
+    given = [f"--{name.replace('_', '-')}" for name in _KUBERNETES_ONLY if getattr(args, name) is not None]
+    if given:
+        raise UsageError(f"{', '.join(given)} is for fastgen export kubernetes, not {args.format}")
     require_extra("validate", "fastgen export")  # before any file is read: it reads them as inference-perf does
     targets, tokenizer = _targets(args)
     if args.config:
@@ -423,4 +451,28 @@ def _export_dag(args, target, corpus) -> int:
             print(f"  not as inference-perf replays it: {note}")
         if len(export.unexpressed) > 5:
             print(f"  ... and {len(export.unexpressed) - 5} more")
+    return 0
+
+
+def _export_kubernetes(args) -> int:
+    from ..export.kubernetes import IMAGE, KubernetesOptions, check_name, default_name, write_kubernetes
+
+    if args.shards is None:
+        raise UsageError("fastgen export kubernetes needs --shards N: how many pods share the replay")
+    options = KubernetesOptions(
+        name=check_name(args.name) if args.name else default_name(args.dir),
+        image=args.image or IMAGE,
+        namespace=args.namespace,
+        storage_class=args.storage_class,
+        volume_gib=args.volume_gib,
+        base_url=args.base_url,
+    )
+    export = write_kubernetes(args.dir, args.shards, args.out, options)
+    if not args.quiet:
+        sessions = sum(len(s.slots) for s in export.shards)
+        print(
+            f"wrote {options.name}: {len(export.shards)} pods replaying {sessions} sessions of {args.dir} "
+            f"({export.data_bytes / 1e6:.1f} MB of data for a {export.volume_gib} GiB volume) to {export.out}; "
+            f"the kubectl steps are in {export.out / 'README.md'}"
+        )
     return 0
