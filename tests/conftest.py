@@ -39,6 +39,7 @@ SLOW_TESTS = (
     "tests/test_analysis.py::test_analyze_at_capacity_agrees_with_the_fake_server_*",
     "tests/test_e2e.py::*",
     "tests/test_rows.py::test_inference_perf_sends_the_same_requests_*",  # 4 inference-perf runs
+    "tests/test_shards.py::test_sharded_bakeoff_*",  # a bakeoff of one process and one of two shards, compare
     "tests/test_prompt_tokens.py::test_replayed_on_a_second_real_vocabulary_*",
     "tests/test_native_bench.py::*",
     "tests/test_template_window.py::test_every_request_of_a_quarter_of_the_32k_workload_*",  # 1,362 prompts rendered whole, 3 times

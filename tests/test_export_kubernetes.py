@@ -285,7 +285,10 @@ def test_cli_bad_shard_count_is_one_line_and_writes_nothing(small_dataset, tmp_p
 
 def test_cli_kubernetes_options_belong_to_kubernetes(small_dataset, tmp_path, capsys):
     code = _run(["export", "mooncake", str(small_dataset / "traces"), "--shards", "2", "--out", str(tmp_path / "x")])
-    assert code == 2 and "--shards is for fastgen export kubernetes" in capsys.readouterr().err
+    assert code == 2 and "--shards is for `fastgen export shards CONFIG`" in capsys.readouterr().err
+    config, out = str(small_dataset / "configs" / CONFIG), tmp_path / "shards"
+    assert _run(["export", "shards", config, "--shards", "2", "--image", "x", "--out", str(out)]) == 2
+    assert "--image is for fastgen export kubernetes, not shards" in capsys.readouterr().err and not out.exists()
 
 
 def test_cli_writes_the_export_and_names_its_steps(small_dataset, tmp_path, capsys):

@@ -135,3 +135,173 @@ def test_write_shards_replaces_an_earlier_export_and_refuses_a_folder_of_other_f
     with pytest.raises(OutputError, match="--out"):
         write_shards(small_dataset / CONFIG, 2, mine)
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize(
+    ("shards", "changed", "code", "fix"),
+    [
+        ("0", False, 2, "give 1 or more"),
+        ("21", False, 2, "give at most 20"),
+        ("2", True, 1, "regenerate the dataset"),
+    ],
+)
+def test_export_shards_command_bad_input_is_one_line_and_writes_nothing(
+    tmp_path, small_dataset, capsys, shards, changed, code, fix
+):
+    from fastgen.cli import main
+
+    shutil.copytree(small_dataset / "traces", tmp_path / "traces")
+    shutil.copytree(small_dataset / "configs", tmp_path / "configs")
+    if changed:
+        dataset = tmp_path / "traces" / "scenario3_stable.jsonl"
+        dataset.write_bytes(dataset.read_bytes().replace(b"def ", b"deF ", 1))  # an edited row
+    out = tmp_path / "out"
+    assert main(["export", "shards", str(tmp_path / CONFIG), "--shards", shards, "--out", str(out)]) == code
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("fastgen: error: ") and fix in err
+    assert not out.exists()
+
+
+def test_export_shards_command_writes_the_shards(tmp_path, small_dataset, capsys):
+    from fastgen.cli import main
+
+    out = tmp_path / "out"
+    assert main(["export", "shards", str(small_dataset / CONFIG), "--shards", "2", "--out", str(out)]) == 0
+    assert "wrote 2 shards" in capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "shard-00", "shard-01"]
+
+
+def _request_entry(session: str, turn: int, start: float) -> dict:
+    usage = {"prompt_tokens": 100 * (turn + 1), "prompt_tokens_details": {"cached_tokens": 40 * turn}}
+    return {
+        "start_time": start,
+        "end_time": start + 1.0,
+        "error": None,
+        "info": {"labels": {"session": session, "turn": str(turn)}, "response_metrics": {"server_usage": usage}},
+        "computed_metrics": {"output_tokens": 7, "time_to_first_token": 0.1 * (turn + 1)},
+    }
+
+
+def _shard_reports(folder: Path, session: str, recorded: int, events: int = 2) -> None:
+    folder.mkdir(parents=True)
+    requests = [_request_entry(session, turn, float(turn)) for turn in range(recorded)]
+    sessions = [{"session_id": f"trace0_{session}", "success": True, "error": None, "num_events": events}]
+    for entry in sessions:
+        entry.update(start_time=0.0, end_time=float(events))
+    (folder / "per_request_lifecycle_metrics.json").write_text(json.dumps(requests))
+    (folder / "per_session_lifecycle_metrics.json").write_text(json.dumps(sessions))
+
+
+def test_a_sharded_runs_counts_are_its_shards_records_merged_and_a_loss_in_one_shard_shows(tmp_path):
+    from fastgen.bakeoff.runner import BakeoffOptions, _judge
+    from fastgen.bakeoff.status import read_counts
+    from fastgen.results.runs import read_runs
+
+    run = tmp_path / "x" / "scenario3" / "c100_noisy" / "repeat-1"
+    _shard_reports(run / "shards" / "shard-00", "a", 2)
+    _shard_reports(run / "shards" / "shard-01", "b", 1)  # one request of its session's two never recorded
+    counts = read_counts(run)
+    assert (counts.recorded, counts.expected, counts.sessions, counts.lost) == (3, 4, 2, 1)
+    for folder in ("shard-00", "shard-01"):
+        (run / "shards" / folder / "inference-perf.log").write_text("done\n")
+    options = BakeoffOptions(url="http://x", label="x", shards=2)
+    status, reason = _judge([0, 0], counts, run, options, died=False, restarted=None, who="the server")
+    assert (status, reason) == ("incomplete", "shard-01: 1 of 2 requests not recorded")
+
+    runs, problems = read_runs(tmp_path / "x")
+    assert list(runs) == ["scenario3/c100_noisy"]  # one run: the shard folders are not runs of their own
+    (repeat,) = runs["scenario3/c100_noisy"].repeats
+    assert sorted((r.session, r.turn) for r in repeat.requests) == [("a", 0), ("a", 1), ("b", 0)]
+    assert repeat.status == "incomplete" and repeat.requests_failed == 1 and repeat.requests_total == 4
+
+
+# A sharded bakeoff against the fake engine, beside the same config run by one process: the same requests reach the
+# engine, and the readers merge the shards' records into one run with the single run's figures.
+SHARDED = "scenario3/c100_noisy"  # 20 sessions
+
+
+@pytest.fixture(scope="module")
+def bakeoff_dataset(tmp_path_factory) -> Path:
+    from e2e.run import Dataset, generate
+
+    workdir = tmp_path_factory.mktemp("shards-bakeoff")
+    generate(workdir, "http://127.0.0.1:9", Dataset())
+    return workdir
+
+
+def _bakeoff(dataset: Path, out: Path, url: str, label: str, *args: str):
+    from e2e.bakeoff import fastgen_command
+
+    return fastgen_command(
+        "bakeoff",
+        "--url",
+        url,
+        "--label",
+        label,
+        "--config-dir",
+        str(dataset / "configs"),
+        "--out",
+        str(out),
+        "--scrape-interval",
+        "0.5",
+        "--outputs",
+        "recorded",
+        "--configs",
+        SHARDED,
+        *args,
+        timeout_s=600,
+    )
+
+
+def _sent(part: list[dict]) -> list[str]:
+    """What each request sent (its messages and tools), as sorted JSON: the request set, whatever the order."""
+    return sorted(
+        json.dumps({k: e["body"].get(k) for k in ("messages", "tools")}, sort_keys=True)
+        for e in part
+        if e.get("status") == 200
+    )
+
+
+def test_sharded_bakeoff_sends_the_single_runs_requests_and_compare_merges_the_shards(bakeoff_dataset, tmp_path):
+    from e2e.bakeoff import FakeEngineProcess, fastgen_command, segments
+    from fastgen.results.runs import read_runs
+
+    out = tmp_path / "reports"
+    with FakeEngineProcess(bakeoff_dataset / "traces" / "tokenizer", tmp_path / "engine.jsonl", "vllm") as engine:
+        one = _bakeoff(bakeoff_dataset, out, engine.url, "one")
+        two = _bakeoff(bakeoff_dataset, out, engine.url, "two", "--shards", "2")
+        log = engine.log()
+    assert one.returncode == 0, one.stdout + one.stderr
+    assert two.returncode == 0, two.stdout + two.stderr
+    parts = [p for p in segments(log) if p]
+    assert len(parts) == 2 and _sent(parts[0]) == _sent(parts[1]) and len(_sent(parts[0])) > 40
+
+    run = out / "two" / SHARDED / "repeat-1"
+    record = json.loads((run / "run.json").read_text())
+    assert record["status"] == "completed" and record["shards"] == 2 and record["identity"]["shards"] == 2
+    shard_dirs = sorted((run / "shards").iterdir())
+    assert [p.name for p in shard_dirs if p.is_dir()] == ["shard-00", "shard-01"]
+    sessions = [
+        {s["session_id"] for s in json.loads((d / "per_session_lifecycle_metrics.json").read_text())}
+        for d in shard_dirs
+        if d.is_dir()
+    ]
+    assert sessions[0] and sessions[1] and not sessions[0] & sessions[1]  # distinct runtime ids across shards
+    assert not list(
+        (run / "shards").rglob("*.jsonl")
+    )  # the shards' copies of the rows are dropped once the run has ended
+
+    single, sharded = (read_runs(out / label)[0][SHARDED].repeats[0] for label in ("one", "two"))
+    assert record["requests"] == json.loads((out / "one" / SHARDED / "repeat-1" / "run.json").read_text())["requests"]
+    assert len(sharded.requests) == len(single.requests)
+    for figure in ("prompt_tokens", "cached_tokens", "output_tokens"):
+        assert sum(getattr(r, figure) for r in sharded.requests) == sum(getattr(r, figure) for r in single.requests)
+    assert sorted((r.session, r.turn) for r in sharded.requests) == sorted((r.session, r.turn) for r in single.requests)
+
+    compared = fastgen_command("compare", str(out / "one"), str(out / "two"), "--out", str(tmp_path / "report"))
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    runs_table = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
+    row = dict(zip(runs_table["columns"], runs_table["rows"][0]))
+    assert row["requests A"] == row["requests B"] == len(single.requests)
+    assert row["hit % A"]["value"] == row["hit % B"]["value"] and row["hit % A"]["n"] == row["hit % B"]["n"]

@@ -50,7 +50,10 @@ SAME_RUN_KEYS = (
     ("reset",),
     ("router", "policy"),
     ("router", "replica_urls"),
+    ("shards",),
 )
+# what a key recorded by an older fastgen meant where it was not recorded yet (other keys: None, not known)
+_BEFORE: dict[tuple[str, ...], Any] = {("shards",): 1}
 # how a changed key reads in the line that says why a run is done again
 _CHANGES = {
     "url": "another server URL",
@@ -65,6 +68,7 @@ _CHANGES = {
     "reset": "the cache was reset between runs in one and not the other (--no-reset)",
     "policy": "another routing policy",
     "replica_urls": "other replicas behind the router",
+    "shards": "another number of shards (--shards)",
 }
 
 
@@ -96,11 +100,18 @@ def process_start(server: LiveServer) -> Optional[float]:
 
 
 def run_identity(
-    server: dict, *, config_path: Path, run_config: dict, reset: bool, router: Optional[dict] = None
+    server: dict,
+    *,
+    config_path: Path,
+    run_config: dict,
+    reset: bool,
+    router: Optional[dict] = None,
+    shards: int = 1,
 ) -> dict:
     """The identity of one run: `server` (server_identity), the config's bytes and its dataset (the manifest's sha256
     and the workload it names), the replay modes of `run_config` (the config as run, parsed), whether the cache
-    was reset before it, and the router in front of the engines (fleet.py; None: none)."""
+    was reset before it, the router in front of the engines (fleet.py; None: none), and how many inference-perf
+    processes replayed it (shards: N load generators, each its own sessions, is another load than one)."""
     replay = run_config["data"]["otel_trace_replay"]
     outputs, tool_calls, tool_choice = replay_modes_of(replay)
     manifest = _dataset_manifest(Path(trace_dir_of(replay)))
@@ -114,6 +125,7 @@ def run_identity(
         "tool_choice": tool_choice,
         "reset": reset,
         "router": router,
+        "shards": shards,
     }
 
 
@@ -142,6 +154,7 @@ def identity_change(previous: Optional[dict], now: dict) -> Optional[str]:
         return "it was run by an older fastgen"
     for path in SAME_RUN_KEYS:
         before, after = _get(previous, path), _get(now, path)
+        before = _BEFORE.get(path) if before is None and isinstance(previous, dict) else before
         # None is "not known" (a /metrics that failed once, a key an earlier format did not record): not a change
         if before is not None and after is not None and before != after:
             return _CHANGES[path[-1]]

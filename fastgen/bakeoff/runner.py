@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +28,9 @@ from typing import Callable, Optional
 
 import yaml
 
+from ..export.shards import plan_shards, shard_folder, write_shards
 from ..generator.configs import check_label
+from ..generator.rows import DATASET_SUFFIX
 from ..errors import FastgenError
 from ..extras import require_extra
 from ..version import __version__
@@ -40,16 +43,18 @@ from .runs import (
     LOG_FILE,
     METRICS_FILE,
     RUN_CONFIG_FILE,
+    SHARDS_FOLDER,
     discard_partial,
     partial_folder,
     place_run,
     read_run,
     repeat_folder,
+    report_folders,
     write_run,
 )
 from .sampler import MetricsSampler
 from .server import LiveServer, probe_server
-from .status import PER_REQUEST_FILE, RunCounts, judge_run, read_counts
+from .status import PER_REQUEST_FILE, RunCounts, judge_run, read_counts, read_report
 
 __all__ = [
     "BakeoffOptions",
@@ -59,6 +64,7 @@ __all__ = [
     "inference_perf_command",
     "run_bakeoff",
     "run_inference_perf",
+    "run_inference_perf_all",
 ]
 
 # `datasets` keeps an Arrow copy of every dataset file a config reads (hf_dataset_path): in the output folder, beside
@@ -98,6 +104,7 @@ class BakeoffOptions:
     replicas: tuple[str, ...] = ()
     router_policy: Optional[str] = None
     router_metrics: Optional[str] = None
+    shards: int = 1  # inference-perf processes a run, each replaying its own share of the sessions (export/shards.py)
 
 
 @dataclass
@@ -142,6 +149,9 @@ def run_bakeoff(
     label = check_label(options.label)
     label_dir = Path(options.out_dir).resolve() / label  # inference-perf runs from each config's folder
     configs = select_configs(Path(options.config_dir).resolve(), list(options.patterns))
+    if options.shards != 1:  # a count no config can be split into is bad input: before the server is looked at
+        for config in configs:
+            plan_shards(config.path, options.shards)
     command = inference_perf_command()
     model = _model_of(configs[0].path)
     server = probe_server(options.url, model, options.engine)
@@ -245,7 +255,8 @@ def _run_one(
         config_dir=config.path.parent,
         url=server.url,
         engine=server.engine.name,
-        report_dir=partial,
+        # sharded: each shard reports into its own folder below this one (shards/shard-NN)
+        report_dir=partial / SHARDS_FOLDER if options.shards > 1 else partial,
         outputs=options.outputs,
         tool_call_max_tokens=options.tool_call_max_tokens,
         tool_choice=options.tool_choice,
@@ -256,6 +267,7 @@ def _run_one(
         run_config=yaml.safe_load(text),
         reset=options.reset,
         router=fleet.router_identity(model),
+        shards=options.shards,
     )
     previous = read_run(folder)
     again = None
@@ -275,6 +287,9 @@ def _run_one(
     partial.mkdir(parents=True)
     try:
         (partial / RUN_CONFIG_FILE).write_text(text, encoding="utf-8")
+        if options.shards > 1:
+            stage("writing the shards")
+            write_shards(partial / RUN_CONFIG_FILE, options.shards, partial / SHARDS_FOLDER)
         record = {
             "config": config.name,
             "repeat": repeat,
@@ -284,6 +299,7 @@ def _run_one(
             "scrape_interval_s": options.scrape_interval_s,
             "config_dir": Path(options.config_dir).resolve().as_posix(),  # for compare's own analyze (ceilings)
             "identity": identity,
+            "shards": options.shards,
         }
         return _replay(config, folder, record, fleet, model, options, command, checked.metrics_served, stage)
     except BaseException:
@@ -321,24 +337,20 @@ def _replay(
         (partial / METRICS_FILE).write_text("", encoding="utf-8")  # no samples, and no error lines either
     started_epoch, started = time.time(), time.monotonic()
     try:
-        code = run_inference_perf(
-            command,
-            partial / RUN_CONFIG_FILE,
-            config.path.parent,
-            partial / LOG_FILE,
-            options.timeout_s,
-            stage,
-            cache=datasets_cache(options.out_dir),
+        codes = run_inference_perf_all(
+            command, _replays(config, partial, options.shards), options.timeout_s, stage, cache=_cache(partial, options)
         )
     finally:
         if metrics:
             sampler.stop()
+        if options.shards > 1:
+            _drop_shard_data(partial)
     seconds = time.monotonic() - started
     record.update(
         started=started_epoch,
         ended=time.time(),
         seconds=round(seconds, 3),
-        exit_code=code,
+        exit_code=max(codes, key=lambda code: code != 0),
         metrics_samples=sampler.samples,
         metrics_errors=sampler.errors,
     )
@@ -346,15 +358,7 @@ def _replay(
     died = dead is not None
     counts = read_counts(partial)
     restarted = None if died else fleet.restart(before, counts)
-    status, reason = judge_run(
-        exit_code=code,
-        counts=counts,
-        timeout_s=options.timeout_s,
-        log=partial / LOG_FILE,
-        died=died,
-        restarted=restarted,
-        who=dead or "the server",
-    )
+    status, reason = _judge(codes, counts, partial, options, died=died, restarted=restarted, who=dead or "the server")
     record.update(status=status, reason=reason, **(counts or RunCounts()).record())
     if fleet.routed:
         record["fleet"] = fleet.figures(sampler.first, sampler.last)
@@ -373,11 +377,79 @@ def _replay(
     )
 
 
+def _replays(config: ConfigRun, partial: Path, shards: int) -> list[tuple[Path, Path, Path]]:
+    """(config, folder to run from, log) of each inference-perf process of a run: one, or one a shard."""
+    if shards == 1:
+        return [(partial / RUN_CONFIG_FILE, config.path.parent, partial / LOG_FILE)]
+    return [(folder / RUN_CONFIG_FILE, folder, folder / LOG_FILE) for folder in report_folders(partial)]
+
+
+def _cache(partial: Path, options: BakeoffOptions) -> Path:
+    """`datasets`' cache of a run: the output folder's, shared by every run of the same dataset file; a sharded
+    run's own, since its shards' dataset files are its own (and dropped with it, _drop_shard_data)."""
+    return partial / SHARDS_FOLDER / DATASETS_CACHE if options.shards > 1 else datasets_cache(options.out_dir)
+
+
+def _drop_shard_data(partial: Path) -> None:
+    """The shards' dataset files (copies of the dataset's rows) and their Arrow cache, once the run has ended: a run
+    folder keeps what tells what ran (each shard's config, the shards' manifest with the rows' hashes) and the
+    reports, not gigabytes of rows the dataset holds already."""
+    shutil.rmtree(partial / SHARDS_FOLDER / DATASETS_CACHE, ignore_errors=True)
+    for folder in report_folders(partial):
+        for path in folder.glob(f"*{DATASET_SUFFIX}"):
+            path.unlink(missing_ok=True)
+
+
+def _judge(
+    codes: list[int],
+    counts: Optional[RunCounts],
+    partial: Path,
+    options: BakeoffOptions,
+    *,
+    died: bool,
+    restarted: Optional[str],
+    who: str,
+) -> tuple[str, Optional[str]]:
+    """How a run ended. Sharded, it is completed only when every shard is (each shard judged on its own records, so
+    that one shard's surplus can never hide another's losses); else as its worst shard, which it names."""
+    if options.shards == 1:
+        return judge_run(
+            exit_code=codes[0],
+            counts=counts,
+            timeout_s=options.timeout_s,
+            log=partial / LOG_FILE,
+            died=died,
+            restarted=restarted,
+            who=who,
+        )
+    verdicts = [
+        judge_run(
+            exit_code=code,
+            counts=read_counts(folder),
+            timeout_s=options.timeout_s,
+            log=folder / LOG_FILE,
+            died=died,
+            restarted=restarted,
+            who=who,
+        )
+        for code, folder in zip(codes, report_folders(partial))
+    ]
+    for worst in ("failed", "incomplete"):
+        bad = [(k, reason) for k, (status, reason) in enumerate(verdicts) if status == worst]
+        if bad:
+            k, reason = bad[0]
+            more = f" (and {len(bad) - 1} more shard(s))" if len(bad) > 1 else ""
+            return worst, f"{shard_folder(k)}: {reason}{more}"
+    return "completed", None
+
+
 def _cached_tokens_warning(partial: Path, server: LiveServer) -> Optional[str]:
     """A server that hit its prefix cache but reported no cached tokens in any response was started without
     cached-token reporting: every hit ratio of the report would read 0. Say so while there is time to restart it."""
     try:
-        entries = json.loads((partial / PER_REQUEST_FILE).read_text(encoding="utf-8"))
+        entries = read_report(partial, PER_REQUEST_FILE)
+        if entries is None:
+            return None
         samples = [json.loads(line).get("metrics") or {} for line in (partial / METRICS_FILE).read_text().splitlines()]
     except (OSError, ValueError):
         return None
@@ -423,37 +495,60 @@ def run_inference_perf(
     timeout(1)). `stage` hears where the run is, from its log, twice a second. `config` and `log` are made absolute
     here: inference-perf runs from `cwd`. `cache`: `datasets`' cache folder (HF_DATASETS_CACHE; None: its default),
     used offline (a dataset file is local: nothing to fetch)."""
-    config, log = Path(config).resolve(), Path(log).resolve()
+    return run_inference_perf_all(command, [(config, cwd, log)], timeout_s, stage, cache=cache)[0]
+
+
+def run_inference_perf_all(
+    command: list[str],
+    runs: list[tuple[Path, Path, Path]],
+    timeout_s: Optional[float],
+    stage: Callable[[str], None] = lambda line: None,
+    *,
+    cache: Optional[Path] = None,
+) -> list[int]:
+    """run_inference_perf for several (config, cwd, log) at once (the shards of one run): each one's exit code, 124
+    for those still running at timeout_s. Stopping one stops none of the others; Ctrl-C stops all."""
     env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
     env["HF_DATASETS_OFFLINE"] = "1"
     if cache is not None:
         env["HF_DATASETS_CACHE"] = str(Path(cache).resolve())
     started = time.monotonic()
-    with open(log, "wb") as out:
-        # its own process group: inference-perf forks load workers, and stopping it must stop all of them
-        proc = subprocess.Popen(
-            [*command, "--config_file", str(config)],
-            cwd=cwd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-        try:
-            watcher = _LogWatcher(log)
-            while True:
-                try:
-                    return proc.wait(timeout=_POLL_S)
-                except subprocess.TimeoutExpired:
-                    pass
-                elapsed = time.monotonic() - started
-                stage(f"{watcher.stage()}, {elapsed:.0f} s")
-                if timeout_s is not None and elapsed > timeout_s:
-                    _kill(proc)
-                    return 124
-        except BaseException:
+    procs: list[subprocess.Popen] = []
+    codes: list[Optional[int]] = [None] * len(runs)
+    try:
+        watchers = []
+        for config, cwd, log in runs:
+            log = Path(log).resolve()
+            with open(log, "wb") as out:
+                # its own process group: inference-perf forks load workers, and stopping it must stop all of them
+                procs.append(
+                    subprocess.Popen(
+                        [*command, "--config_file", str(Path(config).resolve())],
+                        cwd=cwd,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,
+                    )
+                )
+            watchers.append(_LogWatcher(log))
+        while True:
+            codes = [proc.poll() for proc in procs]
+            if all(code is not None for code in codes):
+                return [int(code) for code in codes if code is not None]
+            time.sleep(_POLL_S)
+            elapsed = time.monotonic() - started
+            where = "; ".join(w.stage() for w, code in zip(watchers, codes) if code is None)
+            stage(f"{where}, {elapsed:.0f} s")
+            if timeout_s is not None and elapsed > timeout_s:
+                for proc, code in zip(procs, codes):
+                    if code is None:
+                        _kill(proc)
+                return [124 if code is None else code for code in codes]
+    except BaseException:
+        for proc in procs:
             _kill(proc)
-            raise
+        raise
 
 
 def _kill(proc: subprocess.Popen) -> None:

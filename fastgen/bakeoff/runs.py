@@ -5,6 +5,9 @@
         metrics.jsonl                      the server's /metrics, sampled while it ran (METRICS_FILE)
         inference-perf.log                 inference-perf's output (LOG_FILE)
         run-config.yml                     the config as run (RUN_CONFIG_FILE)
+        shards/shard-<NN>/                 with --shards N, instead of the reports and the log above: each shard's
+                                           config, inference-perf's reports and log (SHARDS_FOLDER); readers
+                                           merge the shards' records into the run's (report_folders)
 
 A run is written into `repeat-<K>.partial/` and renamed over `repeat-<K>/` when it has ended, so an interrupted run never
 replaces a finished one and a reader never sees half a run.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Optional
@@ -26,11 +30,14 @@ __all__ = [
     "RUN_CONFIG_FILE",
     "RUN_FILE",
     "RUN_FORMAT",
+    "SHARDS_FOLDER",
     "discard_partial",
     "partial_folder",
     "place_run",
     "read_run",
     "recorded_runs",
+    "report_folders",
+    "is_shard_folder",
     "repeat_folder",
     "write_run",
 ]
@@ -40,6 +47,8 @@ METRICS_FILE = "metrics.jsonl"
 LOG_FILE = "inference-perf.log"
 RUN_CONFIG_FILE = "run-config.yml"
 RUN_FORMAT = 2  # 2: repeat-K folders, status incomplete, counts, identity, a verified reset
+SHARDS_FOLDER = "shards"
+_SHARD = re.compile(r"shard-\d+")  # export/shards.py's shard_folder
 _PARTIAL = ".partial"
 _OLD = ".old-"
 
@@ -47,6 +56,19 @@ _OLD = ".old-"
 def repeat_folder(config_folder: Path, repeat: int) -> Path:
     """The run folder of repeat `repeat` (1-based) of the config whose runs go to `config_folder`."""
     return Path(config_folder) / f"repeat-{repeat}"
+
+
+def report_folders(folder: Path) -> list[Path]:
+    """Where a run's inference-perf reports are: its shards' folders, in shard order, when it ran sharded; else the
+    run folder itself."""
+    shards = Path(folder) / SHARDS_FOLDER
+    found = sorted(p for p in shards.iterdir() if p.is_dir() and _SHARD.fullmatch(p.name)) if shards.is_dir() else []
+    return found or [Path(folder)]
+
+
+def is_shard_folder(folder: Path) -> bool:
+    """Whether `folder` is one shard's folder of a sharded run (its reports are part of the run's, not a run)."""
+    return Path(folder).parent.name == SHARDS_FOLDER and _SHARD.fullmatch(Path(folder).name) is not None
 
 
 def partial_folder(final: Path) -> Path:

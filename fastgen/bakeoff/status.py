@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from .runs import report_folders
+
 __all__ = [
     "PER_REQUEST_FILE",
     "PER_SESSION_FILE",
@@ -26,6 +28,7 @@ __all__ = [
     "judge_run",
     "last_error",
     "read_counts",
+    "read_report",
     "request_failed",
     "session_failed",
 ]
@@ -114,11 +117,24 @@ def session_failed(entry: dict) -> bool:
 
 
 def read_counts(folder: Path) -> Optional[RunCounts]:
-    """The counts of the reports in `folder`; None when there is no readable per-request report."""
-    requests = _read_list(Path(folder) / PER_REQUEST_FILE)
+    """The counts of the reports in the run folder `folder` (of all its shards together: the records merged, never
+    the counts); None when there is no readable per-request report (in some shard)."""
+    requests = read_report(folder, PER_REQUEST_FILE)
     if requests is None:
         return None
-    return count_records(requests, _read_list(Path(folder) / PER_SESSION_FILE))
+    return count_records(requests, read_report(folder, PER_SESSION_FILE))
+
+
+def read_report(folder: Path, name: str) -> Optional[list[dict]]:
+    """The entries of one of inference-perf's list reports (PER_REQUEST_FILE, PER_SESSION_FILE) of a run: every
+    shard's, one after another, when it ran sharded; None when one of them is missing or not a list."""
+    merged: list[dict] = []
+    for where in report_folders(folder):
+        entries = _read_list(where / name)
+        if entries is None:
+            return None
+        merged += entries
+    return merged
 
 
 def count_records(requests: list[dict], sessions: Optional[list[dict]]) -> RunCounts:

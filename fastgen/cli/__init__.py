@@ -8,6 +8,7 @@
     fastgen compare RUNS_A RUNS_B --out DIR
     fastgen analyze DIR [--configs CONFIG_DIR] [--kv-cache-tokens N] [--definition vllm|aiperf]
     fastgen export mooncake DIR --out FILE [--config NAME]
+    fastgen export shards CONFIG --shards N --out DIR
 
 One module per group of commands (generate, datasets, runs); this one picks the command and maps the errors.
 Only the standard library is imported at module level: numpy, tokenizers and the generator are imported inside

@@ -351,21 +351,34 @@ def _options(args, server):
 
 
 def export_parser() -> Parser:
-    p = Parser(prog="fastgen export", description="Write a replay in another tool's trace format.")
+    p = Parser(
+        prog="fastgen export",
+        description="Write a replay in another tool's trace format, or one config's replay as disjoint shards.",
+    )
     p.add_argument(
         "format",
-        choices=["mooncake", "dag_jsonl", "kubernetes"],
+        choices=["mooncake", "dag_jsonl", "shards", "kubernetes"],
         help="mooncake: one JSON line per request with hash_ids, for "
         "AIPerf (analyze-trace, mooncake_trace), vLLM bench serve (timed_trace), SGLang bench_serving; "
         "dag_jsonl: one JSON line per conversation with the messages, sessions as turns, forks and spawns, "
         "for AIPerf's dag_jsonl dataset (--custom-dataset-type dag_jsonl); "
-        "kubernetes: one config's replay as an Indexed Job of --shards inference-perf pods, each on its own "
-        "sessions, with the ConfigMap, volume and loader it needs (a folder to kubectl apply)",
+        "shards: the config DIR's replay split into --shards N inference-perf configs, each with its own "
+        "sessions, for N load generators; "
+        "kubernetes: the same shards as an Indexed Job of N inference-perf pods, with the ConfigMap, volume and "
+        "loader it needs (a folder to kubectl apply)",
     )
     p.add_argument(
-        "dir", type=Path, help="a dataset folder, or one trace directory (kubernetes: an inference-perf config)"
+        "dir", type=Path, help="a dataset folder, or one trace directory (shards, kubernetes: a config file)"
     )
-    p.add_argument("--out", type=Path, required=True, help="the JSON-lines file to write (kubernetes: a folder)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="the JSON-lines file to write (shards: the folder of shard-NN/; kubernetes: a folder to kubectl apply)",
+    )
+    p.add_argument(
+        "--shards", type=int, metavar="N", help="shards, kubernetes: how many (1 up to the config's sessions)"
+    )
     p.add_argument(
         "--config",
         metavar="NAME",
@@ -384,9 +397,6 @@ def export_parser() -> Parser:
 
 def _kubernetes_options(p: Parser) -> None:
     k = p.add_argument_group("kubernetes")
-    k.add_argument(
-        "--shards", type=int_in(1, 100_000, "--shards"), help="pods, each replaying its own share of the sessions"
-    )
     k.add_argument("--image", help="the inference-perf image (default: inference-perf 0.7.0's release image)")
     k.add_argument("--namespace", help="the namespace of every object (unset: kubectl's current one)")
     k.add_argument("--storage-class", help="the volume's storage class, one with ReadWriteMany (unset: the default)")
@@ -397,20 +407,24 @@ def _kubernetes_options(p: Parser) -> None:
     k.add_argument("--base-url", help="the server as the pods reach it (unset: as the config names it)")
 
 
-_KUBERNETES_ONLY = ("shards", "image", "namespace", "storage_class", "volume_gib", "name", "base_url")
+_KUBERNETES_ONLY = ("image", "namespace", "storage_class", "volume_gib", "name", "base_url")
 
 
 def run_export(args) -> int:
+    given = [f"--{name.replace('_', '-')}" for name in _KUBERNETES_ONLY if getattr(args, name) is not None]
+    if given and args.format != "kubernetes":
+        raise UsageError(f"{', '.join(given)} is for fastgen export kubernetes, not {args.format}")
+    if args.format == "shards":
+        return _export_shards(args)
+    if args.format == "kubernetes":
+        return _export_kubernetes(args)
+    if args.shards is not None:
+        raise UsageError("--shards is for `fastgen export shards CONFIG` and `fastgen export kubernetes CONFIG`")
     from ..analysis.analyze import Corpus
     from ..export import mooncake_lines, write_mooncake
     from ..extras import require_extra
     from ..traces.blocks import load_reading
 
-    if args.format == "kubernetes":
-        return _export_kubernetes(args)
-    given = [f"--{name.replace('_', '-')}" for name in _KUBERNETES_ONLY if getattr(args, name) is not None]
-    if given:
-        raise UsageError(f"{', '.join(given)} is for fastgen export kubernetes, not {args.format}")
     require_extra("validate", "fastgen export")  # before any file is read: it reads them as inference-perf does
     targets, tokenizer = _targets(args)
     if args.config:
@@ -434,6 +448,17 @@ def run_export(args) -> int:
             f"wrote {len(lines)} requests of {target.name} ({len({r['session_id'] for r in lines})} sessions) to "
             f"{args.out}"
         )
+    return 0
+
+
+def _export_shards(args) -> int:
+    from ..export import write_shards
+
+    if args.shards is None:
+        raise UsageError("fastgen export shards needs --shards N (how many load generators)")
+    paths = write_shards(args.dir, args.shards, args.out)
+    if not args.quiet:
+        print(f"wrote {len(paths)} shards of {args.dir} to {args.out}: run inference-perf in each shard-NN folder")
     return 0
 
 

@@ -74,6 +74,14 @@ def bakeoff_parser() -> Parser:
         help="run each config N times, one after another, the cache emptied before each",
     )
     p.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        metavar="N",
+        help="replay each config with N inference-perf processes at once, each its own share of the sessions "
+        "(fastgen export shards), as N load generators would; compare merges their records into one run",
+    )
+    p.add_argument(
         "--gpus",
         type=int_in(1, 4096, "--gpus"),
         metavar="N",
@@ -156,6 +164,7 @@ def run_bakeoff_command(args) -> int:
         timeout_s=args.timeout,
         progress=not args.quiet and sys.stderr.isatty(),
         repeats=args.repeat,
+        shards=args.shards,
         gpus=args.gpus,
         outputs=args.outputs,
         tool_call_max_tokens=args.tool_call_max_tokens,

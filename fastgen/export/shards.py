@@ -258,9 +258,7 @@ class _Rows:
                 self._data = self._mmap
         except OSError as exc:
             raise OutputError(f"cannot read {path} ({exc.strerror or exc}); generate the dataset first") from None
-        view = np.frombuffer(self._data, dtype=np.uint8) if len(self._data) else np.zeros(0, np.uint8)
-        self._ends = np.flatnonzero(view == 10) + 1  # one session a line
-        del view
+        self._ends = _line_ends(self._data)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -274,8 +272,21 @@ class _Rows:
         if self.source.trace_dir is not None:
             path = self._files[index]
             return row_chunks(f"{self.source.trace_dir.name}/{path.name}", read_trace_bytes(path))
-        start = int(self._ends[index - 1]) if index else 0
-        return [self._data[start : int(self._ends[index])]]
+        start, end = int(self._ends[index - 1]) if index else 0, int(self._ends[index])
+        row = self._data[start:end]
+        return [row] if row.endswith(b"\n") else [row, b"\n"]
+
+
+def _line_ends(data: bytes | mmap.mmap) -> np.ndarray:
+    """The offset just past each line (one session a line), scanned in pieces: a dataset file is gigabytes."""
+    size, piece = len(data), 1 << 26
+    ends = [
+        np.flatnonzero(np.frombuffer(data, np.uint8, count=min(piece, size - at), offset=at) == 10) + (at + 1)
+        for at in range(0, size, piece)
+    ]
+    if size and data[size - 1] != 10:  # a last row without its newline is a row too
+        ends.append(np.array([size]))
+    return np.concatenate(ends).astype(np.int64) if ends else np.zeros(0, np.int64)
 
 
 def check_dataset(config_path: Path) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Optional
 import yaml
 
 from ..bakeoff.identity import identity_change
-from ..bakeoff.runs import METRICS_FILE, RUN_CONFIG_FILE, RUN_FILE, read_run
+from ..bakeoff.runs import METRICS_FILE, RUN_CONFIG_FILE, RUN_FILE, is_shard_folder, read_run, report_folders
 from ..bakeoff.status import RunCounts, count_records, request_failed, session_failed
 from ..generator.rows import trace_dir_of
 
@@ -204,7 +204,9 @@ def read_runs(root: Path) -> tuple[dict[str, ConfigRun], list[str]]:
     if not root.is_dir():
         return {}, [f"{root} is not a folder of runs; give the folder fastgen bakeoff wrote (OUT/LABEL)"]
     found: dict[str, dict[int, Path]] = {}
-    folders = sorted({p.parent for p in root.rglob(PER_REQUEST)} | {p.parent for p in root.rglob(RUN_FILE)})
+    found_in = {p.parent for p in root.rglob(PER_REQUEST)} | {p.parent for p in root.rglob(RUN_FILE)}
+    # a shard's reports are its run's (shards/shard-NN/ below the run folder: read with it), not a run of their own
+    folders = sorted({f.parent.parent if is_shard_folder(f) else f for f in found_in})
     for folder in folders:
         if folder == root or any(
             part.endswith(".partial") or ".old-" in part for part in folder.relative_to(root).parts
@@ -272,7 +274,7 @@ def _read_folder(folder: Path, index: int, problems: list[str], name: str = "") 
         repeat.fleet = record["fleet"] if isinstance(record.get("fleet"), dict) else {}
         config_dir = record.get("config_dir")
         repeat.config_dir = config_dir if isinstance(config_dir, str) else None
-    requests = _load_json(folder / PER_REQUEST, problems, list)
+    requests = _load_reports(folder, PER_REQUEST, problems)
     if requests is None and repeat.status != "failed":
         return None if record is None else repeat
     entries = [e for e in requests or [] if isinstance(e, dict)]
@@ -282,7 +284,7 @@ def _read_folder(folder: Path, index: int, problems: list[str], name: str = "") 
         except (KeyError, TypeError, ValueError) as exc:
             problems.append(f"{folder / PER_REQUEST}: an entry without {exc}; skipped")
             break
-    session_list = _load_json(folder / PER_SESSION, problems, list)
+    session_list = _load_reports(folder, PER_SESSION, problems)
     sessions = [e for e in session_list or [] if isinstance(e, dict)]
     for entry in sessions:
         try:
@@ -326,6 +328,18 @@ def _counts(repeat: Repeat, record: dict, seen: RunCounts) -> None:
             f"{repeat.sessions_failed} of {repeat.sessions_total} sessions failed "
             f"(read from the records)"
         )
+
+
+def _load_reports(folder: Path, name: str, problems: list[str]) -> Optional[list]:
+    """One of inference-perf's list reports of a run: a sharded run's is every shard's entries, one after another
+    (merged records: its percentiles are the records', never an average of the shards'); None when one is missing."""
+    merged: list = []
+    for where in report_folders(folder):
+        entries = _load_json(where / name, problems, list)
+        if entries is None:
+            return None
+        merged += entries
+    return merged
 
 
 def _load_json(path: Path, problems: list[str], kind: type):
