@@ -17,7 +17,7 @@ from inference_perf.config import read_config
 from kubernetes_validate.utils import all_versions
 
 from fastgen.cli import main
-from fastgen.errors import SpecError
+from fastgen.errors import OutputError, SpecError
 from fastgen.export.kubernetes import (
     IMAGE,
     KubernetesOptions,
@@ -262,6 +262,16 @@ def test_more_configs_than_a_configmap_holds_is_refused():
     big = _config(padding="x" * 400_000)
     with pytest.raises(SpecError, match="ConfigMap"):
         replay_manifests([_shard(big, k) for k in range(3)], KubernetesOptions(name="x"))
+
+
+def test_write_kubernetes_leaves_a_folder_with_a_users_files_as_it_was(small_dataset, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    with pytest.raises(OutputError, match="--out"):
+        write_kubernetes(small_dataset / "configs" / CONFIG, 2, mine, KubernetesOptions(name="x"))
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # no staging folder left beside it
 
 
 def _run(args: list[str]) -> int:

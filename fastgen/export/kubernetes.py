@@ -55,10 +55,13 @@ __all__ = [
     "IMAGE",
     "KubernetesExport",
     "KubernetesOptions",
+    "check_name",
+    "config_key",
     "container_config",
     "default_name",
     "replay_manifests",
     "steps",
+    "volume_gib",
     "volume_manifests",
     "write_kubernetes",
 ]
