@@ -65,6 +65,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("traffic.fitted",),  # a fitted workload checked against the window and generated at a small scale
     ("verify", "validate"),
     ("export.shards",),  # one config's replay split for several load generators: below the bakeoff that runs them
+    ("export.kubernetes",),  # a config's shards as an Indexed Job: above the shards it runs
     # bakeoff: runs against a live server; results reads the run folders it writes
     ("bakeoff.server", "bakeoff.sampler", "bakeoff.runs", "bakeoff.plan", "bakeoff.status", "bakeoff.inference_perf"),
     ("bakeoff.scheduling",),

@@ -1,0 +1,318 @@
+"""`fastgen export kubernetes`: one config's replay as an Indexed Job of shard pods, checked offline against
+Kubernetes' own schemas (kubernetes-validate's bundled OpenAPI schemas, strict: an unknown field fails), and each pod
+followed as Kubernetes would start it: its index, the ConfigMap key it reads, inference-perf 0.7.0's own config
+loader, and the files its paths name on the volume."""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+from pathlib import Path, PurePosixPath
+
+import kubernetes_validate
+import pytest
+import yaml
+from inference_perf.config import read_config
+from kubernetes_validate.utils import all_versions
+
+from fastgen.cli import main
+from fastgen.errors import OutputError, SpecError
+from fastgen.export.kubernetes import (
+    IMAGE,
+    KubernetesOptions,
+    container_config,
+    default_name,
+    replay_manifests,
+    write_kubernetes,
+)
+from fastgen.export.shards import Shard, plan_shards
+
+CONFIG = "scenario3/c100_stable.yml"  # 20 sessions in the small set
+SHARDS = 3
+# the oldest and the newest Kubernetes whose schemas kubernetes-validate bundles (Indexed Jobs are GA since 1.24)
+VERSIONS = (all_versions()[0], all_versions()[-1])
+
+
+@pytest.fixture(scope="module")
+def exported(small_dataset, tmp_path_factory):
+    out = tmp_path_factory.mktemp("k8s") / "replay"
+    config = small_dataset / "configs" / CONFIG
+    options = KubernetesOptions(name=default_name(config), namespace="bench", storage_class="nfs")
+    export = write_kubernetes(config, SHARDS, out, options)
+    docs = {name: list(yaml.safe_load_all((out / name).read_text())) for name in ("replay.yaml", "volume.yaml")}
+    return config, export, docs
+
+
+def _kinds(docs: dict) -> dict[str, dict]:
+    every = [d for name in ("volume.yaml", "replay.yaml") for d in docs[name]]
+    return {f"{d['kind']}/{d['metadata']['name']}": d for d in every}
+
+
+def test_default_name_is_a_dns_label_from_the_config_path():
+    assert default_name(Path("configs/scenario3/c100_stable.yml")) == "fastgen-scenario3-c100-stable"
+
+
+def test_write_kubernetes_writes_the_volume_the_loader_the_configmap_and_the_indexed_job(exported):
+    _, export, docs = exported
+    assert sorted(_kinds(docs)) == [
+        "ConfigMap/fastgen-scenario3-c100-stable-configs",
+        "Job/fastgen-scenario3-c100-stable",
+        "Job/fastgen-scenario3-c100-stable-loader",
+        "PersistentVolumeClaim/fastgen-scenario3-c100-stable-data",
+    ]
+    job = _kinds(docs)["Job/fastgen-scenario3-c100-stable"]
+    assert job["spec"]["completionMode"] == "Indexed"
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == SHARDS
+    assert (
+        job["spec"]["template"]["spec"]["containers"][0]["image"]
+        == IMAGE
+        == ("quay.io/inference-perf/inference-perf:v0.7.0")
+    )
+    claim = _kinds(docs)["PersistentVolumeClaim/fastgen-scenario3-c100-stable-data"]
+    assert claim["spec"]["storageClassName"] == "nfs" and claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert all(d["metadata"]["namespace"] == "bench" for d in _kinds(docs).values())
+    # the manifest lists every file, so that a second export into the same folder replaces this one
+    listed = set(json.loads((export.out / "manifest.json").read_text())["files"])
+    assert listed == {p.relative_to(export.out).as_posix() for p in export.out.rglob("*") if p.is_file()} - {
+        "manifest.json"
+    }
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_manifest_validates_against_the_kubernetes_schemas(exported, version):
+    _, _, docs = exported
+    for doc in _kinds(docs).values():
+        kubernetes_validate.validate(doc, version, strict=True)  # raises on a wrong field or type
+
+
+@pytest.mark.parametrize(
+    "break_it",
+    [
+        lambda job: job["spec"].update(completionsMode="Indexed"),  # a misspelt field
+        lambda job: job["spec"].update(completions=str(job["spec"]["completions"])),  # a count as a string
+        lambda job: job["spec"]["template"]["spec"]["containers"][0].update(configFile="/cfg/x.yml"),
+        lambda job: job["spec"]["template"]["spec"]["volumes"][1].update(pvc={"claimName": "x"}),
+    ],
+    ids=["misspelt", "string-count", "unknown-container-field", "unknown-volume-source"],
+)
+def test_the_schema_check_refuses_a_broken_job(exported, break_it):
+    """The validation above can fail: the same Job with one wrong field does."""
+    _, _, docs = exported
+    job = copy.deepcopy(_kinds(docs)["Job/fastgen-scenario3-c100-stable"])
+    break_it(job)
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(job, VERSIONS[-1], strict=True)
+
+
+def test_the_schema_check_needs_no_network(exported, monkeypatch):
+    """kubernetes-validate reads the schemas it bundles: with every connection refused it validates the same."""
+
+    def refuse(*args, **kwargs):
+        raise OSError("no network in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    _, _, docs = exported
+    for doc in _kinds(docs).values():
+        kubernetes_validate.validate(doc, VERSIONS[-1], strict=True)
+
+
+def _pod(job: dict, index: int) -> dict:
+    """The container of pod `index` as Kubernetes starts it: the annotation the Job controller sets, the env it
+    defines from it, and $(VAR) in args expanded from that env."""
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    annotations = {"batch.kubernetes.io/job-completion-index": str(index)}
+    env = {}
+    for var in container["env"]:
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        else:
+            path = var["valueFrom"]["fieldRef"]["fieldPath"]
+            key = path.removeprefix("metadata.annotations['").removesuffix("']")
+            env[var["name"]] = annotations[key]
+    args = list(container["args"])
+    for name, value in env.items():
+        args = [a.replace(f"$({name})", value) for a in args]
+    return {"args": args, "env": env, "mounts": container["volumeMounts"]}
+
+
+def _mount_of(mounts: list[dict], path: str) -> tuple[dict, str]:
+    """The mount a container path is under, and the path inside it."""
+    mount = max(
+        (m for m in mounts if path.startswith(m["mountPath"].rstrip("/") + "/")), key=lambda m: len(m["mountPath"])
+    )
+    return mount, path[len(mount["mountPath"]) :].lstrip("/")
+
+
+def test_each_pod_index_runs_its_own_shard_config_and_inference_perf_loads_it(exported, tmp_path):
+    config, export, docs = exported
+    kinds = _kinds(docs)
+    job = kinds["Job/fastgen-scenario3-c100-stable"]
+    configmap = kinds["ConfigMap/fastgen-scenario3-c100-stable-configs"]
+    volumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
+    seen = {}
+    for index in range(job["spec"]["completions"]):
+        pod = _pod(job, index)
+        assert pod["env"]["JOB_COMPLETION_INDEX"] == str(index)
+        config_file = pod["args"][pod["args"].index("--config_file") + 1]
+        mount, key = _mount_of(pod["mounts"], config_file)
+        assert volumes[mount["name"]]["configMap"]["name"] == configmap["metadata"]["name"]
+        text = configmap["data"][key]
+        local = tmp_path / f"pod-{index}.yml"
+        local.write_text(text)
+        loaded = read_config(str(local))  # inference-perf 0.7.0's own config model
+        seen[key] = (pod, loaded, yaml.safe_load(text))
+    assert len(seen) == SHARDS  # N pods, N distinct configs
+    sources = [parsed["data"]["otel_trace_replay"]["hf_dataset_path"]["data_files"] for _, _, parsed in seen.values()]
+    assert len(set(sources)) == SHARDS
+    reports = [parsed["storage"]["local_storage"]["path"] for _, _, parsed in seen.values()]
+    assert len(set(reports)) == SHARDS
+    assert [loaded.load.base_seed for _, loaded, _ in seen.values()] == [
+        s.config["load"]["base_seed"] for s in export.shards
+    ]
+
+
+def _on_volume(export, pod: dict, path: str) -> Path:
+    """The file a pod's path names, in the export's data/ folder (what the loader copies onto the volume)."""
+    mount, inside = _mount_of(pod["mounts"], path)
+    assert mount["name"] == "dataset", f"{path} is not on the volume"
+    return export.out / "data" / mount.get("subPath", "") / inside
+
+
+def _session_ids(path: Path) -> list[str]:
+    return [json.loads(line)["session_id"] for line in path.read_text().splitlines()]
+
+
+def test_the_pods_replay_disjoint_sessions_that_together_are_the_configs(exported):
+    config, export, docs = exported
+    job = _kinds(docs)["Job/fastgen-scenario3-c100-stable"]
+    configmap = _kinds(docs)["ConfigMap/fastgen-scenario3-c100-stable-configs"]
+    per_pod = []
+    for index in range(SHARDS):
+        pod = _pod(job, index)
+        text = configmap["data"][f"shard-{index}.yml"]
+        parsed = yaml.safe_load(text)
+        dataset = _on_volume(export, pod, parsed["data"]["otel_trace_replay"]["hf_dataset_path"]["data_files"])
+        assert dataset.is_file()
+        ids = _session_ids(dataset)
+        assert len(ids) == parsed["load"]["stages"][0]["num_sessions"]
+        per_pod.append(set(ids))
+    assert sum(len(ids) for ids in per_pod) == len(set().union(*per_pod))  # disjoint
+    slots = [set(s.slots) for s in export.shards]
+    assert sum(len(s) for s in slots) == len(set().union(*slots))
+    plan = plan_shards(config, 1)[0]
+    assert set().union(*slots) == set(plan.slots)  # together: the config's own sessions
+
+
+def test_every_path_in_a_pod_config_is_absolute_and_on_a_mount(exported):
+    _, export, docs = exported
+    job = _kinds(docs)["Job/fastgen-scenario3-c100-stable"]
+    configmap = _kinds(docs)["ConfigMap/fastgen-scenario3-c100-stable-configs"]
+    for index in range(SHARDS):
+        pod = _pod(job, index)
+        parsed = yaml.safe_load(configmap["data"][f"shard-{index}.yml"])
+        tokenizer = parsed["tokenizer"]["pretrained_model_name_or_path"]
+        assert (_on_volume(export, pod, tokenizer) / "tokenizer.json").is_file()
+        assert pod["env"]["HF_HUB_OFFLINE"] == "1"  # the tokenizer is on the volume: nothing from the hub
+        report = parsed["storage"]["local_storage"]["path"]
+        mount, inside = _mount_of(pod["mounts"], report)
+        assert not mount.get("readOnly") and mount["subPath"] == "reports" and inside == f"shard-{index:02d}"
+        dataset_mount, _ = _mount_of(
+            pod["mounts"], parsed["data"]["otel_trace_replay"]["hf_dataset_path"]["data_files"]
+        )
+        assert dataset_mount["readOnly"] is True
+
+
+def _shard(config: dict, index: int = 0) -> Shard:
+    return Shard(index, 2, (index,), config)
+
+
+def _config(**overrides) -> dict:
+    config = {
+        "server": {"base_url": "http://localhost:8000"},
+        "data": {"otel_trace_replay": {"hf_dataset_path": {"path": "json", "data_files": "scenario1.jsonl"}}},
+        "load": {"base_seed": 42000, "stages": [{"num_sessions": 1}]},
+        "tokenizer": {"pretrained_model_name_or_path": "Qwen/Qwen3-32B"},
+        "storage": {
+            "local_storage": {"path": "/home/me/reports/c10/shard-01"},
+            "google_cloud_storage": {"bucket_name": "b", "path": "runs/c10/shard-01"},
+        },
+    }
+    config.update(overrides)
+    return config
+
+
+def test_container_config_keeps_a_hub_tokenizer_and_a_bucket_path_and_sets_the_base_url():
+    got = container_config(_shard(_config(), 1), base_url="http://vllm.serving.svc:8000")
+    assert got["tokenizer"]["pretrained_model_name_or_path"] == "Qwen/Qwen3-32B"
+    assert got["storage"]["google_cloud_storage"]["path"] == "runs/c10/shard-01"
+    assert got["storage"]["local_storage"]["path"] == "/reports/shard-01"
+    assert got["data"]["otel_trace_replay"]["hf_dataset_path"]["data_files"] == "/data/shard-01/scenario1.jsonl"
+    assert got["server"]["base_url"] == "http://vllm.serving.svc:8000"
+
+
+def test_a_hub_tokenizer_leaves_the_pods_online():
+    job = replay_manifests([_shard(_config())], KubernetesOptions(name="x"))[1]
+    env = {v["name"] for v in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert "HF_HUB_OFFLINE" not in env
+
+
+def test_more_configs_than_a_configmap_holds_is_refused():
+    big = _config(padding="x" * 400_000)
+    with pytest.raises(SpecError, match="ConfigMap"):
+        replay_manifests([_shard(big, k) for k in range(3)], KubernetesOptions(name="x"))
+
+
+def test_write_kubernetes_leaves_a_folder_with_a_users_files_as_it_was(small_dataset, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    with pytest.raises(OutputError, match="--out"):
+        write_kubernetes(small_dataset / "configs" / CONFIG, 2, mine, KubernetesOptions(name="x"))
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # no staging folder left beside it
+
+
+def _run(args: list[str]) -> int:
+    """fastgen's exit code: argparse's errors end in SystemExit, fastgen's own in main's return."""
+    try:
+        return main(args)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+@pytest.mark.parametrize("shards", ["0", "21"])
+def test_cli_bad_shard_count_is_one_line_and_writes_nothing(small_dataset, tmp_path, capsys, shards):
+    out = tmp_path / "out"
+    code = _run(
+        ["export", "kubernetes", str(small_dataset / "configs" / CONFIG), "--shards", shards, "--out", str(out)]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--shards" in err, err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_cli_kubernetes_options_belong_to_kubernetes(small_dataset, tmp_path, capsys):
+    code = _run(["export", "mooncake", str(small_dataset / "traces"), "--shards", "2", "--out", str(tmp_path / "x")])
+    assert code == 2 and "--shards is for `fastgen export shards CONFIG`" in capsys.readouterr().err
+    config, out = str(small_dataset / "configs" / CONFIG), tmp_path / "shards"
+    assert _run(["export", "shards", config, "--shards", "2", "--image", "x", "--out", str(out)]) == 2
+    assert "--image is for fastgen export kubernetes, not shards" in capsys.readouterr().err and not out.exists()
+
+
+def test_cli_writes_the_export_and_names_its_steps(small_dataset, tmp_path, capsys):
+    out = tmp_path / "k8s"
+    config = small_dataset / "configs" / CONFIG
+    args = ["export", "kubernetes", str(config), "--shards", "2", "--out", str(out), "--name", "c100", "--base-url"]
+    assert main([*args, "http://vllm:8000"]) == 0
+    assert "README.md" in capsys.readouterr().out
+    readme = (out / "README.md").read_text()
+    assert "kubectl apply -f volume.yaml" in readme and "job/c100-loader" in readme
+    job = list(yaml.safe_load_all((out / "replay.yaml").read_text()))[1]
+    assert job["metadata"]["name"] == "c100" and job["spec"]["completions"] == 2
+    configs = list(yaml.safe_load_all((out / "replay.yaml").read_text()))[0]["data"]
+    assert {yaml.safe_load(t)["server"]["base_url"] for t in configs.values()} == {"http://vllm:8000"}
+    assert PurePosixPath(
+        yaml.safe_load(configs["shard-1.yml"])["tokenizer"]["pretrained_model_name_or_path"]
+    ).is_absolute()
