@@ -107,6 +107,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("export.mooncake", "export.dag", "export"),
     ("predicted",),  # compare's own analyze: the results read side calling the analysis at what the runs recorded
     ("cli.options", "cli.generate", "cli.workload", "cli.datasets", "cli.runs", "cli.analysis"),
+    ("cli.export",),
     ("cli", "__main__", ""),  # "" is the package door, fastgen/__init__.py
 ]
 LAYER = {name: depth for depth, names in enumerate(LAYERS) for name in names}

@@ -22,7 +22,8 @@ import signal
 import sys
 
 from ..errors import FastgenError, SpecError
-from .analysis import analyze_parser, export_parser, run_analyze, run_export
+from .analysis import analyze_parser, run_analyze
+from .export import export_parser, run_export
 from .datasets import run_unpack, run_validate, run_verify, unpack_parser, validate_parser, verify_parser
 from .generate import generate_parser, run_generate
 from .workload import run_workload, workload_parser

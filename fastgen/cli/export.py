@@ -1,0 +1,164 @@
+"""`fastgen export`: a replay in another tool's trace format (Mooncake, AIPerf's dag_jsonl), or one config's replay
+as disjoint shards for several load generators, plain or as a Kubernetes Indexed Job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .analysis import targets_of
+from .options import Parser, UsageError, int_in
+
+__all__ = ["export_parser", "run_export"]
+
+
+def export_parser() -> Parser:
+    p = Parser(
+        prog="fastgen export",
+        description="Write a replay in another tool's trace format, or one config's replay as disjoint shards.",
+    )
+    p.add_argument(
+        "format",
+        choices=["mooncake", "dag_jsonl", "shards", "kubernetes"],
+        help="mooncake: one JSON line per request with hash_ids, for "
+        "AIPerf (analyze-trace, mooncake_trace), vLLM bench serve (timed_trace), SGLang bench_serving; "
+        "dag_jsonl: one JSON line per conversation with the messages, sessions as turns, forks and spawns, "
+        "for AIPerf's dag_jsonl dataset (--custom-dataset-type dag_jsonl); "
+        "shards: the config DIR's replay split into --shards N inference-perf configs, each with its own "
+        "sessions, for N load generators; "
+        "kubernetes: the same shards as an Indexed Job of N inference-perf pods, with the ConfigMap, volume and "
+        "loader it needs (a folder to kubectl apply)",
+    )
+    p.add_argument(
+        "dir", type=Path, help="a dataset folder, or one trace directory (shards, kubernetes: a config file)"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="the JSON-lines file to write (shards: the folder of shard-NN/; kubernetes: a folder to kubectl apply)",
+    )
+    p.add_argument(
+        "--shards", type=int, metavar="N", help="shards, kubernetes: how many (1 up to the config's sessions)"
+    )
+    p.add_argument(
+        "--config",
+        metavar="NAME",
+        help="the config whose replay to export (e.g. scenario1/c10; "
+        "required when DIR has configs beside it and more than one of them)",
+    )
+    p.add_argument("--configs", type=Path, metavar="CONFIG_DIR", help="the configs (default: DIR/../configs)")
+    p.add_argument("--tokenizer", type=Path, help="the tokenizer folder (default: DIR/tokenizer)")
+    p.add_argument("--reading", choices=["auto", "template", "content"], default="auto")
+    p.add_argument(
+        "--block-size", type=int_in(1, 4096, "--block-size"), default=512, help="tokens per hash id (Mooncake's 512)"
+    )
+    _kubernetes_options(p)
+    return p
+
+
+def _kubernetes_options(p: Parser) -> None:
+    k = p.add_argument_group("kubernetes")
+    k.add_argument("--image", help="the inference-perf image (default: inference-perf 0.7.0's release image)")
+    k.add_argument("--namespace", help="the namespace of every object (unset: kubectl's current one)")
+    k.add_argument("--storage-class", help="the volume's storage class, one with ReadWriteMany (unset: the default)")
+    k.add_argument(
+        "--volume-gib", type=int_in(1, 1 << 20, "--volume-gib"), help="the volume's size (unset: twice the data + 1)"
+    )
+    k.add_argument("--name", help="the Job's name, and the others' prefix (unset: fastgen-FOLDER-CONFIG)")
+    k.add_argument("--base-url", help="the server as the pods reach it (unset: as the config names it)")
+
+
+_KUBERNETES_ONLY = ("image", "namespace", "storage_class", "volume_gib", "name", "base_url")
+
+
+def run_export(args) -> int:
+    given = [f"--{name.replace('_', '-')}" for name in _KUBERNETES_ONLY if getattr(args, name) is not None]
+    if given and args.format != "kubernetes":
+        raise UsageError(f"{', '.join(given)} is for fastgen export kubernetes, not {args.format}")
+    if args.format == "shards":
+        return _export_shards(args)
+    if args.format == "kubernetes":
+        return _export_kubernetes(args)
+    if args.shards is not None:
+        raise UsageError("--shards is for `fastgen export shards CONFIG` and `fastgen export kubernetes CONFIG`")
+    from ..analysis.analyze import Corpus
+    from ..export import mooncake_lines, write_mooncake
+    from ..extras import require_extra
+    from ..traces.blocks import load_reading
+
+    require_extra("validate", "fastgen export")  # before any file is read: it reads them as inference-perf does
+    targets, tokenizer = targets_of(args)
+    if args.config:
+        targets = [t for t in targets if t.name == args.config.removesuffix(".yml")]
+        if not targets:
+            raise UsageError(f"no config {args.config!r} replays a trace directory of {args.dir}")
+    elif len(targets) > 1:
+        raise UsageError(
+            f"{args.dir} has {len(targets)} configs or trace directories "
+            f"({', '.join(t.name for t in targets[:4])}, ...); pick one with --config NAME, or give one "
+            f"trace directory"
+        )
+    (target,) = targets
+    corpus = Corpus(target.trace_dir, load_reading(tokenizer, args.reading), args.block_size)
+    if args.format == "dag_jsonl":
+        return _export_dag(args, target, corpus)
+    lines = mooncake_lines(target, corpus)
+    write_mooncake(lines, args.out)
+    if not args.quiet:
+        print(
+            f"wrote {len(lines)} requests of {target.name} ({len({r['session_id'] for r in lines})} sessions) to "
+            f"{args.out}"
+        )
+    return 0
+
+
+def _export_shards(args) -> int:
+    from ..export import write_shards
+
+    if args.shards is None:
+        raise UsageError("fastgen export shards needs --shards N (how many load generators)")
+    paths = write_shards(args.dir, args.shards, args.out)
+    if not args.quiet:
+        print(f"wrote {len(paths)} shards of {args.dir} to {args.out}: run inference-perf in each shard-NN folder")
+    return 0
+
+
+def _export_dag(args, target, corpus) -> int:
+    from ..export import dag_export, write_dag
+
+    export = dag_export(target, corpus)
+    write_dag(export.conversations, args.out)
+    if not args.quiet:
+        print(
+            f"wrote {export.sessions} sessions of {target.name} ({export.requests} requests in "
+            f"{len(export.conversations)} conversations, {export.forks} forked, {export.spawns} spawned) to {args.out}"
+        )
+        for note in export.unexpressed[:5]:
+            print(f"  not as inference-perf replays it: {note}")
+        if len(export.unexpressed) > 5:
+            print(f"  ... and {len(export.unexpressed) - 5} more")
+    return 0
+
+
+def _export_kubernetes(args) -> int:
+    from ..export.kubernetes import IMAGE, KubernetesOptions, check_name, default_name, write_kubernetes
+
+    if args.shards is None:
+        raise UsageError("fastgen export kubernetes needs --shards N: how many pods share the replay")
+    options = KubernetesOptions(
+        name=check_name(args.name) if args.name else default_name(args.dir),
+        image=args.image or IMAGE,
+        namespace=args.namespace,
+        storage_class=args.storage_class,
+        volume_gib=args.volume_gib,
+        base_url=args.base_url,
+    )
+    export = write_kubernetes(args.dir, args.shards, args.out, options)
+    if not args.quiet:
+        sessions = sum(len(s.slots) for s in export.shards)
+        print(
+            f"wrote {options.name}: {len(export.shards)} pods replaying {sessions} sessions of {args.dir} "
+            f"({export.data_bytes / 1e6:.1f} MB of data for a {export.volume_gib} GiB volume) to {export.out}; "
+            f"the kubectl steps are in {export.out / 'README.md'}"
+        )
+    return 0
