@@ -23,7 +23,7 @@ env-all: $(BIN)/python
 traces: env
 	$(BIN)/fastgen --tokenizer builtin --workers $(WORKERS) --output-dir traces --config-dir configs $(FASTGEN_ARGS)
 
-# The fast tests on two processes; the slow ones (tests/conftest.py SLOW_TESTS: inference-perf replays against fake
+# The fast tests on two processes; the slow ones (marked @pytest.mark.slow on the test: inference-perf replays against fake
 # engines, the native benchmark) one at a time, as their own step, where the load on the machine is only theirs.
 test: env-all
 	$(BIN)/python -m pytest -q -n 2 -m "not slow"

@@ -27,33 +27,9 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 SMALL = ["--scale", "0.04", "--budget-scale", "0.05", "--tokenizer", "builtin", "--quiet"]
 
 
-# The tests that replay configs through the real inference-perf against fake engines, or run the native benchmark:
-# 10-120 s each, about 12 minutes of the suite. `make test` leaves them out (-m "not slow"), `make test-slow` runs them
-# alone; CI runs both. A test that starts inference-perf or a benchmark belongs here.
-SLOW_TESTS = (
-    "tests/test_bakeoff.py::test_bakeoff_*",  # fastgen bakeoff (inference-perf) against fake engines
-    "tests/test_bakeoff_fleet.py::test_bakeoff_*",  # the same, with replicas
-    "tests/test_e2e_router.py::test_bakeoff_*",  # the same, through a real router (when one is installed)
-    "tests/test_analysis.py::test_analyze_predicts_the_fake_servers_*",  # the `replayed` fixture: inference-perf
-    "tests/test_analysis.py::test_the_server_counts_every_recorded_prompt_*",
-    "tests/test_analysis.py::test_analyze_at_capacity_agrees_with_the_fake_server_*",
-    "tests/test_e2e.py::*",
-    "tests/test_rows.py::test_inference_perf_sends_the_same_requests_*",  # 4 inference-perf runs
-    "tests/test_shards.py::test_sharded_bakeoff_*",  # a bakeoff of one process and one of two shards, compare
-    "tests/test_prompt_tokens.py::test_replayed_on_a_second_real_vocabulary_*",
-    "tests/test_native_bench.py::*",
-    "tests/test_template_window.py::test_every_request_of_a_quarter_of_the_32k_workload_*",  # 1,362 prompts rendered whole, 3 times
-    "tests/test_aa_simulation.py::test_the_rule_keeps_its_false_positive_rate_*",  # 70 whole reports
-    "tests/test_traffic_fit.py::test_cli_fit_reads_a_mooncake_export",  # the export's replay, then fit: 11 s
-)
-
-
-def pytest_collection_modifyitems(config, items):
-    from fnmatch import fnmatchcase
-
-    for item in items:
-        if any(fnmatchcase(item.nodeid, pattern) for pattern in SLOW_TESTS):
-            item.add_marker(pytest.mark.slow)
+# Slow tests (10-120 s each: replays through the real inference-perf against fake engines, the benchmarks) are marked
+# on the test, `@pytest.mark.slow` (or a module's `pytestmark`). `make test` leaves them out (-m "not slow"),
+# `make test-slow` runs them alone; CI runs both. A test that starts inference-perf or a benchmark gets the mark.
 
 
 def write_sessions(tokenizer, spec, root: Path, *, seed: int = 7) -> list[tuple[Path, list[dict]]]:

@@ -3,6 +3,8 @@ the false-positive rate over many seeds is the slow test (tests/conftest.py) and
 
 from __future__ import annotations
 
+import pytest
+
 from e2e.aa_simulation import claims, synthetic_pair
 
 
@@ -20,6 +22,7 @@ def test_an_a_b_report_with_a_known_ttft_gap_claims_it_b_higher_with_two_runs_no
     assert not any("TTFT" in line for line in with_one)  # one run a side: a time is too few to tell
 
 
+@pytest.mark.slow  # 70 whole reports
 def test_the_rule_keeps_its_false_positive_rate_over_many_a_a_seeds():
     """60 A/A reports (20 seeds at 1, 2 and 3 runs a side), each some 13-50 tests: at most ALPHA of them may claim
     anything; at three runs a side a TTFT x 1.5 is found in every one of 10 seeds."""

@@ -411,6 +411,7 @@ def _measured_and_predicted(workdir: Path, runs: dict, name: str, capacity, jitt
     return measured, predicted
 
 
+@pytest.mark.slow  # the `replayed` fixture: inference-perf
 @pytest.mark.parametrize("name", MEASURED)
 def test_analyze_predicts_the_fake_servers_prompt_tokens_and_pooled_hits_exactly(replayed, name):
     measured, predicted = _measured_and_predicted(*replayed, name, None)
@@ -423,6 +424,7 @@ def test_analyze_predicts_the_fake_servers_prompt_tokens_and_pooled_hits_exactly
         assert measured == predicted
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MEASURED)
 def test_the_server_counts_every_recorded_prompt_as_the_span_records_it(replayed, name):
     # recorded answers: every request inference-perf sends is the recorded prompt, and the fake server tokenizes it
@@ -442,6 +444,7 @@ def test_the_server_counts_every_recorded_prompt_as_the_span_records_it(replayed
     assert pairs and all(server == recorded for server, recorded in pairs), [p for p in pairs if p[0] != p[1]][:5]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MEASURED_AT_CAPACITY)
 def test_analyze_at_capacity_agrees_with_the_fake_server_within_the_measured_tolerance(replayed, name):
     from fastgen.analysis.schedule import Jitter

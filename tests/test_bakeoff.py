@@ -100,6 +100,7 @@ def run_record(tmp_path: Path, name: str, repeat: int = 1) -> dict:
     return json.loads((tmp_path / "reports" / "x" / name / f"repeat-{repeat}" / "run.json").read_text())
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_on_two_engines_then_compare_shows_what_the_engines_logged(tmp_path):
     failures = run_fake_bakeoff(tmp_path, ["scenario1/c10", "scenario3/c100_noisy"])
     assert failures == []
@@ -107,6 +108,7 @@ def test_bakeoff_on_two_engines_then_compare_shows_what_the_engines_logged(tmp_p
     assert "## Scenario 1" in report and "## Scenario 3" in report and "| scenario3/c100_noisy |" in report
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_skips_a_completed_config_unless_rerun(dataset, tmp_path):
     with engine(dataset, tmp_path) as server:
         assert bakeoff(dataset, tmp_path, server.url, "--configs", QUICK).returncode == 0
@@ -131,6 +133,7 @@ def test_bakeoff_skips_a_completed_config_unless_rerun(dataset, tmp_path):
     assert scheduler["block_size"] == first["identity"]["server"]["block_size"]
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 @pytest.mark.parametrize("flavour", ["vllm", "sglang"])
 def test_bakeoff_server_that_dies_mid_config_fails_it_and_stops(dataset, tmp_path, flavour):
     # three requests check the server, three verify the reset, then three of the replay's are answered
@@ -145,6 +148,7 @@ def test_bakeoff_server_that_dies_mid_config_fails_it_and_stops(dataset, tmp_pat
     assert not (tmp_path / "reports" / "x" / "scenario2").exists()
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_against_another_model_names_both(dataset, tmp_path):
     with engine(dataset, tmp_path, "vllm", "--model", "Qwen/Qwen3-32B") as server:
         result = bakeoff(dataset, tmp_path, server.url)
@@ -157,6 +161,7 @@ def test_bakeoff_against_another_model_names_both(dataset, tmp_path):
     assert not (tmp_path / "reports").exists()
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_without_a_reset_endpoint_says_how_to_get_one_or_go_on(dataset, tmp_path):
     with engine(dataset, tmp_path, "vllm", "--no-reset-endpoint") as server:
         refused = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
@@ -176,6 +181,7 @@ def test_bakeoff_without_a_reset_endpoint_says_how_to_get_one_or_go_on(dataset, 
     }
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_warns_when_the_server_hits_its_cache_but_reports_no_cached_tokens(dataset, tmp_path):
     with engine(dataset, tmp_path, "vllm", "--no-cache-report") as server:
         result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
@@ -190,6 +196,7 @@ def test_bakeoff_warns_when_the_server_hits_its_cache_but_reports_no_cached_toke
     assert record["reset"]["verified"] is None and "--enable-prompt-tokens-details" in record["reset"]["how"]
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_says_once_before_the_first_config_that_sglang_reports_no_cached_tokens(dataset, tmp_path):
     with engine(dataset, tmp_path, "sglang", "--no-cache-report") as server:
         result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK, "--repeat", "2")
@@ -206,6 +213,7 @@ def test_bakeoff_says_once_before_the_first_config_that_sglang_reports_no_cached
         assert run_record(tmp_path, QUICK, repeat)["identity"]["server"]["cached_tokens_reported"] is False
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_stops_before_the_first_config_when_a_named_tool_choice_is_not_held(dataset, tmp_path):
     # SGLang 0.5.23 with the hermes parser: the forced tool's name is not held (another tool's comes back)
     with engine(dataset, tmp_path, "sglang", "--ignore-tool-choice") as server:
@@ -226,6 +234,7 @@ def test_bakeoff_stops_before_the_first_config_when_a_named_tool_choice_is_not_h
     assert run_record(tmp_path, QUICK)["identity"]["server"]["tool_choice_held"] is None
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_with_tool_choice_as_recorded_sends_none_and_needs_no_tool_check(dataset, tmp_path):
     # the server that ignores a named tool_choice is no obstacle when none is sent: both engines then render every tool
     with engine(dataset, tmp_path, "sglang", "--ignore-tool-choice") as server:
@@ -280,6 +289,7 @@ def test_tool_check_names_vllms_flags_when_a_named_tool_choice_is_refused():
     )
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_against_sglang_without_metrics_runs_on_and_says_what_is_missing(dataset, tmp_path):
     with engine(dataset, tmp_path, "sglang", "--no-metrics") as server:
         result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
@@ -303,6 +313,7 @@ def test_bakeoff_against_sglang_without_metrics_runs_on_and_says_what_is_missing
     assert all(e["timeout"] > 0 for e in log if e.get("event") == "reset")
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_waits_until_sglang_has_answered_its_own_warmup_request(dataset, tmp_path):
     # SGLang answers /v1/models before its startup warmup request is answered and counts that request's tokens: a
     # bakeoff sent at once could have them land in its first run's counters
@@ -330,6 +341,7 @@ def test_wait_started_gives_up_with_one_line_naming_the_endpoint(dataset):
     assert not LiveServer("http://127.0.0.1:9", VLLM, (MODEL,)).starting()
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_unreachable_url_is_one_line(dataset, tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
     result = bakeoff(dataset, tmp_path, url)
@@ -340,6 +352,7 @@ def test_bakeoff_unreachable_url_is_one_line(dataset, tmp_path):
     )
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_ctrl_c_keeps_finished_runs_and_leaves_no_partial_run(dataset, tmp_path):
     with engine(dataset, tmp_path) as server:
         command = [
@@ -524,6 +537,7 @@ def test_segments_leave_out_the_reset_probes_and_join_the_resets_of_one_verifica
     assert segments(log) == [[], [{"t": 1}], [{"t": 2}]]
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_readme_command_from_the_dataset_folder_completes(readme_dataset, tmp_path):
     # the bug: --out reports (relative) handed to inference-perf, which runs from the config's folder
     folder = shutil.copytree(readme_dataset, tmp_path / "data")
@@ -556,6 +570,7 @@ def test_bakeoff_readme_command_from_the_dataset_folder_completes(readme_dataset
     assert any(cache.rglob("*.arrow")) and f"datasets' cache: {cache.resolve()}" in result.stderr
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_resume_runs_again_when_the_dataset_changed(readme_dataset, tmp_path):
     folder = shutil.copytree(readme_dataset, tmp_path / "data")
     with engine(readme_dataset, tmp_path) as server:
@@ -616,6 +631,7 @@ def test_identity_change_names_what_makes_a_run_not_the_same(dataset, tmp_path):
     assert base["workload"] == "default" and base["reset"] is True
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_counts_failed_requests_as_incomplete(dataset, tmp_path):
     with engine(dataset, tmp_path, "vllm", "--fail-every", "3") as server:
         result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
@@ -629,6 +645,7 @@ def test_bakeoff_counts_failed_requests_as_incomplete(dataset, tmp_path):
     assert "0 completed, 1 incomplete" in result.stdout
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_server_restarted_mid_config_fails_the_run(dataset, tmp_path):
     # three requests check the server, three verify the reset, then the replay's: it restarts after the third of those
     with engine(dataset, tmp_path, "vllm", "--restart-after", "9") as server:
@@ -639,6 +656,7 @@ def test_bakeoff_server_restarted_mid_config_fails_the_run(dataset, tmp_path):
     assert f"  {QUICK}: failed: the server restarted during the run" in result.stdout
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_reset_that_keeps_the_cache_stops_with_one_line(dataset, tmp_path):
     with engine(dataset, tmp_path, "vllm", "--reset-keeps-cache") as server:
         result = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)
@@ -655,6 +673,7 @@ def test_bakeoff_reset_that_keeps_the_cache_stops_with_one_line(dataset, tmp_pat
     assert not (tmp_path / "reports" / "x" / "scenario2" / "c10_sync" / "repeat-1").exists()
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_refuses_a_label_whose_runs_came_from_another_server_unless_rerun(dataset, tmp_path):
     other = "http://127.0.0.1:9"
     old = tmp_path / "reports" / "x" / "scenario1" / "c1" / "repeat-1"
@@ -678,6 +697,7 @@ def test_bakeoff_refuses_a_label_whose_runs_came_from_another_server_unless_reru
     assert went_on.returncode == 0 and run_record(tmp_path, QUICK)["identity"]["server"]["url"] == server.url
 
 
+@pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
 def test_bakeoff_repeats_each_config_after_a_verified_reset_with_the_asked_modes(dataset, tmp_path):
     with engine(dataset, tmp_path, "sglang") as server:
         result = bakeoff(

@@ -213,6 +213,7 @@ def fastgen_post(url: str, body: dict) -> None:
     assert fetch(url + "/v1/chat/completions", method="POST", json_body=body).status == 200
 
 
+@pytest.mark.slow  # the same, with replicas
 def test_bakeoff_with_replicas_records_each_replicas_figures_and_the_policy(dataset, tmp_path):
     # no router here: --url is one replica, so the other serves nothing; the real router: test_e2e_router.py
     with engine(dataset, tmp_path, "a") as a, engine(dataset, tmp_path, "b") as b:
@@ -240,6 +241,7 @@ def test_bakeoff_with_replicas_records_each_replicas_figures_and_the_policy(data
     assert lines and all(sorted(line["replicas"]) == sorted([a.url, b.url]) for line in lines)
 
 
+@pytest.mark.slow  # the same, with replicas
 def test_bakeoff_with_replicas_fails_the_run_when_a_replica_restarts(dataset, tmp_path):
     # --url's replica answers two probes and the tool check, then three probes verify its reset: a restart after its
     # ninth answered request falls inside the replay, which goes to it alone
@@ -255,6 +257,7 @@ def test_bakeoff_with_replicas_fails_the_run_when_a_replica_restarts(dataset, tm
     )
 
 
+@pytest.mark.slow  # the same, with replicas
 def test_bakeoff_with_replicas_fails_the_run_and_stops_when_a_replica_stops_answering(dataset, tmp_path):
     with engine(dataset, tmp_path, "a") as a, engine(dataset, tmp_path, "b") as b:
         command = [
@@ -298,6 +301,7 @@ def _logs(tmp_path: Path) -> str:
     return "".join(p.read_text(errors="replace") for p in (tmp_path / "reports").rglob("inference-perf.log"))
 
 
+@pytest.mark.slow  # the same, with replicas
 def test_bakeoff_with_a_hidden_router_stops_before_the_first_config(dataset, tmp_path):
     with engine(dataset, tmp_path, "a") as a:
         result = bakeoff(dataset, tmp_path, a.url, "--configs", QUICK, "--router-policy", "cache_aware")

@@ -19,6 +19,9 @@ from e2e.reports import read_reports
 from e2e.run import run_e2e
 from fastgen.generator.rows import trace_dir_of
 
+pytestmark = pytest.mark.slow
+
+
 SLICE = ["scenario1/c10", "scenario2/c10_stagger", "scenario3/c100_noisy"]
 
 

@@ -50,6 +50,7 @@ def test_the_router_lists_its_workers_counts_what_it_sends_and_hands_metrics_to_
     assert "vllm:prefix_cache_queries_total" in metrics and "vllm_router" not in metrics
 
 
+@pytest.mark.slow  # the same, through a real router (when one is installed)
 def test_bakeoff_through_the_router_counts_what_each_replica_served(tmp_path):
     assert run_router_bakeoff(tmp_path, "fake", Path(VENV), None) == []
     report = (tmp_path / "report" / "report.md").read_text()

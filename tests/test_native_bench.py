@@ -5,10 +5,15 @@ Timing is reported by the bench, never asserted here: it moves with the machine.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+pytestmark = pytest.mark.slow
+
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -191,6 +191,7 @@ def test_a_content_splits_at_its_edge_pre_tokens_under_real_vocabularies(name, t
         assert _edges(tokenizer, "e\u0301\n" * 3) is None  # NFC would compose it: no certain boundary
 
 
+@pytest.mark.slow
 def test_replayed_on_a_second_real_vocabulary_the_server_counts_every_prompt_as_recorded(tmp_path):
     # Qwen3's tokenizer and template end to end: fastgen generates with it, inference-perf replays two configs
     # against the fake server answering the recorded outputs (so every request is a recorded prompt), and the fake

@@ -108,6 +108,7 @@ def _traces_config(path: Path) -> Path:
     return target
 
 
+@pytest.mark.slow  # 4 inference-perf runs
 def test_inference_perf_sends_the_same_requests_from_the_dataset_file_as_from_the_trace_directory(tmp_path):
     from e2e.replay import run_inference_perf
     from e2e.reports import read_reports

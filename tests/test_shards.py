@@ -262,6 +262,7 @@ def _sent(part: list[dict]) -> list[str]:
     )
 
 
+@pytest.mark.slow  # a bakeoff of one process and one of two shards, compare
 def test_sharded_bakeoff_sends_the_single_runs_requests_and_compare_merges_the_shards(bakeoff_dataset, tmp_path):
     from e2e.bakeoff import FakeEngineProcess, fastgen_command, segments
     from fastgen.results.runs import read_runs

@@ -66,6 +66,7 @@ def test_scenario3_of_the_32k_workload_fits_under_every_shipped_template(tmp_pat
         assert largest <= WINDOW, (name, largest, where)
 
 
+@pytest.mark.slow  # 1,362 prompts rendered whole, 3 times
 @needs_qwen
 def test_every_request_of_a_quarter_of_the_32k_workload_fits_under_every_shipped_template(tmp_path):
     traces = _generate(tmp_path, "--scale", "0.25")

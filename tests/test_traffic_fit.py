@@ -117,6 +117,7 @@ def test_cli_fit_writes_a_workload_that_loads_and_prints_the_table(agent_traces,
     assert again.returncode == 0, again.stderr
 
 
+@pytest.mark.slow  # the export's replay, then fit: 11 s
 def test_cli_fit_reads_a_mooncake_export(agent_traces, tmp_path):
     lines = tmp_path / "agent.jsonl"
     export = run_fastgen("export", "mooncake", str(agent_traces / "agent_loop"), "--out", str(lines))
