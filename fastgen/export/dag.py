@@ -54,7 +54,7 @@ from ..errors import MissingExtraError, OutputError
 from ..analysis.analyze import ConfigTarget, Corpus, target_slots
 from ..traces.requests import ReplayRequest, SessionRequests, read_session
 
-__all__ = ["DagExport", "dag_export", "session_conversations", "write_dag"]
+__all__ = ["DagExport", "dag_export", "read_export_session", "session_conversations", "write_dag"]
 
 
 @dataclass
@@ -81,7 +81,7 @@ def dag_export(target: ConfigTarget, corpus: Corpus) -> DagExport:
     names: set[str] = set()
     for index in dict.fromkeys(target_slots(target, corpus)):
         path = corpus.files[index]
-        session = _read(path)
+        session = read_export_session(path)
         name = session.session_id if session.session_id not in names else f"{session.session_id}-{index}"
         lines, notes = session_conversations(session, target.load.max_wait_ms, name)
         for line in lines:
@@ -105,7 +105,8 @@ def dag_export(target: ConfigTarget, corpus: Corpus) -> DagExport:
     return export
 
 
-def _read(path: Path) -> SessionRequests:
+def read_export_session(path: Path) -> SessionRequests:
+    """One trace file's requests as inference-perf replays them, or an OutputError naming the file."""
     try:
         return read_session(path)
     except (OutputError, MissingExtraError):
