@@ -1,6 +1,8 @@
 """`fastgen analyze --definition aiperf` against AIPerf's own `aiperf analyze-trace` on fastgen's Mooncake export,
 to 6 decimal places: a hand-made trace with known answers, and every config of a scaled-down default set. And
-`fastgen export dag_jsonl` read by AIPerf's own dag_jsonl loader: what it builds is what fastgen wrote.
+`fastgen export dag_jsonl` read by AIPerf's own dag_jsonl loader: what it builds is what fastgen wrote. And
+`fastgen export mooncake_sessions` replayed by `aiperf profile --fixed-schedule` against a local server: sessions
+start as a Poisson process at the rate.
 
 Skipped unless FASTGEN_AIPERF_VENV names a venv where e2e.aiperf.install() finished (`make e2e-aiperf` installs
 one into .e2e-aiperf/venv and runs this file).
@@ -244,7 +246,7 @@ def test_aiperf_loads_the_hand_made_graphs(tmp_path):
 # request then and each later one its `delay` after the answer before it. 400 scenario-3 sessions (c500_stable of the
 # smoke workload at --scale 20) at 10 a second, against the e2e's local server, which records when each request
 # arrived and when its answer was out. 400: the gaps' coefficient of variation has a sampling spread of about 0.05
-# there, so 0.8-1.2 holds four of them (a draw outside it: about 1 in 30,000); the mean gap, given the count over the
+# there, so 0.8-1.2 holds four of them (a seed whose draw falls outside it: about 1 in 30,000); the mean gap, given the count over the
 # window, is within 1/(count+1) of 1/rate.
 POISSON_SESSIONS = 400
 POISSON_RATE = 10.0
