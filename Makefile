@@ -110,8 +110,9 @@ e2e-router: env-all
 e2e-capacity: env-all
 	$(BIN)/python -m e2e.capacity
 
-# fastgen analyze --definition aiperf against AIPerf 0.13.0's own analyze-trace on fastgen's Mooncake export
-# (tests/test_e2e_aiperf.py). Installs aiperf into .e2e-aiperf/venv on first use: about 100 s, 1.2 GB.
+# fastgen analyze --definition aiperf against AIPerf 0.13.0's own analyze-trace on fastgen's Mooncake export, the
+# dag_jsonl export through AIPerf's loader, the mooncake_sessions export replayed by AIPerf (Poisson session starts,
+# about 65 s) (tests/test_e2e_aiperf.py). Installs aiperf into .e2e-aiperf/venv on first use: about 100 s, 1.2 GB.
 e2e-aiperf: env-all
 	$(BIN)/python -m e2e.aiperf --venv .e2e-aiperf/venv
 	FASTGEN_AIPERF_VENV=.e2e-aiperf/venv $(BIN)/python -m pytest -q tests/test_e2e_aiperf.py

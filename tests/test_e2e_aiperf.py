@@ -1,6 +1,8 @@
 """`fastgen analyze --definition aiperf` against AIPerf's own `aiperf analyze-trace` on fastgen's Mooncake export,
 to 6 decimal places: a hand-made trace with known answers, and every config of a scaled-down default set. And
-`fastgen export dag_jsonl` read by AIPerf's own dag_jsonl loader: what it builds is what fastgen wrote.
+`fastgen export dag_jsonl` read by AIPerf's own dag_jsonl loader: what it builds is what fastgen wrote. And
+`fastgen export mooncake_sessions` replayed by `aiperf profile --fixed-schedule` against a local server: sessions
+start as a Poisson process at the rate.
 
 Skipped unless FASTGEN_AIPERF_VENV names a venv where e2e.aiperf.install() finished (`make e2e-aiperf` installs
 one into .e2e-aiperf/venv and runs this file).
@@ -237,3 +239,89 @@ def test_aiperf_loads_the_hand_made_graphs(tmp_path):
     assert sorted(c for c, v in loaded.items() if v["root"]) == sorted(
         n.replace(" ", "-") for n in hand_made_sessions()
     )
+
+
+# Sessions that arrive as a Poisson process: `fastgen export mooncake_sessions` draws each session's start at the
+# config's rate (here --session-rate) into the lines' `timestamp`, and AIPerf's fixed schedule sends each first
+# request then and each later one its `delay` after the answer before it. 400 scenario-3 sessions (c500_stable of the
+# smoke workload at --scale 20) at 10 a second, against the e2e's local server, which records when each request
+# arrived and when its answer was out. 400: the gaps' coefficient of variation has a sampling spread of about 0.05
+# there, so 0.8-1.2 holds four of them (a seed whose draw falls outside it: about 1 in 30,000); the mean gap, given the count over the
+# window, is within 1/(count+1) of 1/rate.
+POISSON_SESSIONS = 400
+POISSON_RATE = 10.0
+
+
+def aiperf_profile_command(venv: Path, dataset: Path, *, url: str, model: str, tokenizer: Path, out: Path) -> list:
+    """The command the docs give (docs/analyze.md), with this run's paths."""
+    return [
+        str(Path(venv).resolve() / "bin" / "aiperf"), "profile",
+        "--model", model, "--url", url, "--endpoint-type", "chat", "--streaming",
+        "--input-file", str(dataset), "--custom-dataset-type", "mooncake_trace", "--fixed-schedule",
+        "--tokenizer", str(tokenizer), "--artifact-dir", str(out), "--ui-type", "none",
+    ]  # fmt: skip
+
+
+def session_start_gaps(records: list[dict], lines: list[dict]) -> tuple[list[float], dict]:
+    """(the gaps between session starts as the server saw them, each session's requests as (position, arrived,
+    answered)); a request is known by its messages, which AIPerf sends as the line wrote them."""
+    where = {json.dumps(line["messages"]): (line["session_id"], i) for i, line in enumerate(lines)}
+    first = {}
+    for i, line in enumerate(lines):
+        first.setdefault(line["session_id"], i)
+    by_session = defaultdict(list)
+    for record in records:
+        session, index = where[json.dumps(record["body"]["messages"])]
+        by_session[session].append((index - first[session], record["t"], record["t_done"]))
+    starts = sorted(min(t for _, t, _ in requests) for requests in by_session.values())
+    return [b - a for a, b in zip(starts, starts[1:])], by_session
+
+
+def test_aiperf_fixed_schedule_starts_sessions_as_a_poisson_process_at_the_rate(tmp_path):
+    from e2e.server import ServerThread
+
+    traces, configs = tmp_path / "traces", tmp_path / "configs"
+    made = subprocess.run(
+        [sys.executable, "-m", "fastgen", "--workload", "smoke", "--scale", "20", "--tokenizer", "builtin", "--quiet",
+         "--output-dir", str(traces), "--config-dir", str(configs), "--max-wait-ms", "500"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    dataset = tmp_path / "sessions.jsonl"
+    exported = subprocess.run(
+        [sys.executable, "-m", "fastgen", "export", "mooncake_sessions", str(traces), "--configs", str(configs),
+         "--config", "scenario3/c500_stable", "--out", str(dataset), "--session-rate", str(POISSON_RATE)],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    lines = [json.loads(line) for line in dataset.read_text().splitlines()]
+    assert len({line["session_id"] for line in lines}) == POISSON_SESSIONS
+    with ServerThread(traces / "tokenizer", model_name="meta-llama/Llama-3.3-70B-Instruct") as server:
+        run = subprocess.run(
+            aiperf_profile_command(
+                Path(VENV), dataset, url=server.base_url, model=server.model_name, tokenizer=traces / "tokenizer",
+                out=tmp_path / "aiperf",
+            ),
+            capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        )  # fmt: skip
+        records = list(server.records)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert len(records) == len(lines)  # every request once, as written
+    gaps, by_session = session_start_gaps(records, lines)
+    assert len(by_session) == POISSON_SESSIONS
+    mean = sum(gaps) / len(gaps)
+    cv = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5 / mean
+    print(
+        f"session starts: {POISSON_SESSIONS} sessions, mean gap {mean:.4f} s (1/rate {1 / POISSON_RATE}), CV {cv:.3f}"
+    )
+    assert 0.8 <= cv <= 1.2, cv
+    assert abs(mean - 1 / POISSON_RATE) <= 0.1 / POISSON_RATE, mean
+    # each later request waits its recorded delay after the answer before it (10 ms of clock slack)
+    delays = defaultdict(list)
+    for line in lines:
+        delays[line["session_id"]].append(line.get("delay", 0))
+    for session, requests in by_session.items():
+        turns = sorted(requests)
+        assert [position for position, _, _ in turns] == list(range(len(delays[session])))
+        for (_, _, done), (_, sent, _), delay in zip(turns, turns[1:], delays[session][1:]):
+            assert sent - done >= delay / 1000 - 0.01, (session, sent - done, delay)

@@ -103,8 +103,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("analysis.corpus", "analysis.side_by_side", "analysis.serving"),
     ("analysis.analyze",),
     ("analysis.calibrate", "analysis.summary", "analysis.report", "analysis.plots", "analysis"),
-    ("export.jsonl",),
-    ("export.mooncake", "export.dag", "export"),
+    ("export.jsonl", "export.arrivals"),
+    ("export.mooncake", "export.dag", "export.mooncake_sessions", "export"),
     ("predicted",),  # compare's own analyze: the results read side calling the analysis at what the runs recorded
     ("cli.options", "cli.generate", "cli.workload", "cli.datasets", "cli.runs", "cli.analysis"),
     ("cli.export",),

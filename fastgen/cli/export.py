@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .analysis import targets_of
-from .options import Parser, UsageError, int_in
+from .options import Parser, UsageError, int_in, positive_float
 
 __all__ = ["export_parser", "run_export"]
 
@@ -18,11 +18,14 @@ def export_parser() -> Parser:
     )
     p.add_argument(
         "format",
-        choices=["mooncake", "dag_jsonl", "shards", "kubernetes"],
+        choices=["mooncake", "dag_jsonl", "mooncake_sessions", "shards", "kubernetes"],
         help="mooncake: one JSON line per request with hash_ids, for "
         "AIPerf (analyze-trace, mooncake_trace), vLLM bench serve (timed_trace), SGLang bench_serving; "
         "dag_jsonl: one JSON line per conversation with the messages, sessions as turns, forks and spawns, "
         "for AIPerf's dag_jsonl dataset (--custom-dataset-type dag_jsonl); "
+        "mooncake_sessions: one JSON line per request with its whole prompt, each session's first at a start drawn "
+        "from a Poisson process at the config's session_rate and the rest after their recorded waits, for AIPerf's "
+        "mooncake_trace dataset with --fixed-schedule (sessions that arrive as a Poisson process); "
         "shards: the config DIR's replay split into --shards N inference-perf configs, each with its own "
         "sessions, for N load generators; "
         "kubernetes: the same shards as an Indexed Job of N inference-perf pods, with the ConfigMap, volume and "
@@ -51,6 +54,11 @@ def export_parser() -> Parser:
     p.add_argument("--reading", choices=["auto", "template", "content"], default="auto")
     p.add_argument(
         "--block-size", type=int_in(1, 4096, "--block-size"), default=512, help="tokens per hash id (Mooncake's 512)"
+    )
+    p.add_argument(
+        "--session-rate",
+        type=positive_float("--session-rate", most=1e6),
+        help="mooncake_sessions: sessions a second of the Poisson process (default: the config's session_rate)",
     )
     _kubernetes_options(p)
     return p
@@ -100,8 +108,12 @@ def run_export(args) -> int:
         )
     (target,) = targets
     corpus = Corpus(target.trace_dir, load_reading(tokenizer, args.reading), args.block_size)
+    if args.session_rate is not None and args.format != "mooncake_sessions":
+        raise UsageError("--session-rate is the rate of mooncake_sessions' arrivals; drop it, or export that format")
     if args.format == "dag_jsonl":
         return _export_dag(args, target, corpus)
+    if args.format == "mooncake_sessions":
+        return _export_sessions(args, target, corpus)
     lines = mooncake_lines(target, corpus)
     write_mooncake(lines, args.out)
     if not args.quiet:
@@ -120,6 +132,26 @@ def _export_shards(args) -> int:
     paths = write_shards(args.dir, args.shards, args.out)
     if not args.quiet:
         print(f"wrote {len(paths)} shards of {args.dir} to {args.out}: run inference-perf in each shard-NN folder")
+    return 0
+
+
+def _export_sessions(args, target, corpus) -> int:
+    from ..export import mooncake_sessions, write_mooncake
+
+    rate = args.session_rate or target.load.session_rate
+    if not rate:
+        raise UsageError(
+            f"{target.name} has no session_rate (its sessions start as slots free up); give --session-rate R"
+        )
+    export = mooncake_sessions(target, corpus, rate)
+    write_mooncake(export.lines, args.out)
+    if not args.quiet:
+        print(
+            f"wrote {export.sessions} sessions of {target.name} ({len(export.lines)} requests) to {args.out}, "
+            f"starting as a Poisson process of {rate:.6g} sessions a second over {export.window_s:.6g} s; replay "
+            f"with: aiperf profile --input-file {args.out} --custom-dataset-type mooncake_trace --fixed-schedule "
+            f"(with --model, --url, --endpoint-type chat, --tokenizer)"
+        )
     return 0
 
 
