@@ -13,9 +13,16 @@ ROOT = Path(fastgen.__file__).parent
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "version", "interrupts", "processes", "engines"),
     ("extras",),  # optional dependencies, named as such when missing
-    ("generator.spec", "generator.streams", "generator.pre_token_count"),
+    # the formats: the contracts on disk, below both the generator that writes them and the read side
+    ("formats.pre_token_count", "formats.chat_template"),
+    ("formats.tokenizer",),
+    ("formats.rows", "formats.compression"),  # rows: a trace directory's session-per-row dataset file
+    ("formats.manifest",),
+    ("formats.writer",),
+    ("formats",),
+    ("generator.spec", "generator.streams"),
     ("generator.timeline",),  # each phase's end on one clock: any step of a run marks it
-    ("generator.tokenizer", "generator.chat_template", "generator.model_match"),
+    ("generator.model_match",),
     (
         "generator.content",
         "generator.content.english",
@@ -49,10 +56,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("generator.workload",),
     ("generator.spans", "generator.native"),
     ("generator.dataset",),
-    ("generator.rows",),  # a trace directory's session-per-row dataset file
-    ("generator.compression", "generator.manifest"),
     ("generator.configs",),
-    ("generator.writer",),
     ("generator.workers", "generator.outdir"),
     ("generator.output", "generator"),  # the whole run, and the generator's folder
     # the read side: trace files as inference-perf reads them (validate uses it too)

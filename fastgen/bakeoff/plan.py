@@ -18,8 +18,8 @@ import yaml
 
 from ..errors import OutputError, SpecError
 from ..generator.configs import check_outputs_mode, replay_modes, report_section
-from ..generator.manifest import read_manifest
-from ..generator.rows import trace_dir_of, with_source_paths
+from ..formats.manifest import read_manifest
+from ..formats.rows import trace_dir_of, with_source_paths
 from ..generator.spans import REPORT_LABELS
 from ..generator.workload import spec_from_document
 

@@ -15,8 +15,8 @@ from typing import Optional
 import yaml
 
 from ..errors import OutputError, SpecError
-from .compression import ZSTD_SUFFIX
-from .rows import dataset_file
+from ..formats.compression import ZSTD_SUFFIX
+from ..formats.rows import dataset_file
 from .scenarios import ConfigEntry, in_spec
 from .spans import REPORT_LABELS
 from .spec import Spec

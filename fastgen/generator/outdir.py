@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import OutputError
 from ..interrupts import signals_held
-from .manifest import MANIFEST_NAME, listed_record, read_manifest, record
+from ..formats.manifest import MANIFEST_NAME, listed_record, read_manifest, record
 
 __all__ = ["Staging", "open_staging", "discard", "place_all", "STAGING_MARK"]
 
