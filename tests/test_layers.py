@@ -16,7 +16,7 @@ LAYERS: list[tuple[str, ...]] = [
     # the formats: the contracts on disk, below both the generator that writes them and the read side
     ("formats.pre_token_count", "formats.chat_template"),
     ("formats.tokenizer",),
-    ("formats.rows", "formats.compression"),  # rows: a trace directory's session-per-row dataset file
+    ("formats.rows", "formats.compression", "formats.config_dialect"),  # rows: a trace directory's session-per-row file
     ("formats.manifest",),
     ("formats.writer",),
     ("formats",),

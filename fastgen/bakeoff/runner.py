@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 import yaml
 
-from ..generator.configs import check_label
+from ..formats.config_dialect import check_label
 from ..errors import FastgenError
 from ..extras import require_extra
 from ..version import __version__

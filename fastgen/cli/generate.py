@@ -26,7 +26,7 @@ __all__ = ["generate_parser", "run_generate", "run_workload", "workload_parser"]
 
 
 def generate_parser() -> argparse.ArgumentParser:
-    from ..generator.configs import (
+    from ..formats.config_dialect import (
         METRICS_TYPES,
         OUTPUTS_MODES,
         SERVER_TYPES,

@@ -11,7 +11,7 @@ __all__ = ["bakeoff_parser", "compare_parser", "run_bakeoff_command", "run_compa
 
 
 def bakeoff_parser() -> Parser:
-    from ..generator.configs import OUTPUTS_MODES, TOOL_CALL_MAX_TOKENS_MODES, TOOL_CHOICE_MODES
+    from ..formats.config_dialect import OUTPUTS_MODES, TOOL_CALL_MAX_TOKENS_MODES, TOOL_CHOICE_MODES
     from ..engines import ENGINES
 
     p = Parser(
