@@ -14,7 +14,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "version", "interrupts", "processes", "engines"),
     ("extras",),  # optional dependencies, named as such when missing
     # the formats: the contracts on disk, below both the generator that writes them and the read side
-    ("formats.pre_token_count", "formats.chat_template"),
+    ("formats.atomic", "formats.pre_token_count", "formats.chat_template"),
     ("formats.tokenizer",),
     ("formats.rows", "formats.compression", "formats.config_dialect"),  # rows: a trace directory's session-per-row file
     ("formats.manifest",),

@@ -15,6 +15,7 @@ from typing import Optional
 import yaml
 
 from ..errors import OutputError, SpecError
+from ..formats.atomic import write_atomically
 from ..formats.compression import ZSTD_SUFFIX
 from ..formats.config_dialect import (
     METRICS_TYPES,
@@ -256,21 +257,8 @@ def write_configs(config_root: Path, rendered: dict[str, str]) -> list[Path]:
         target = root.joinpath(*parts)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomically(target, text)
+            write_atomically(target, text)
         except OSError as exc:
             raise OutputError(f"cannot write {target}: {exc.strerror or exc}; check the folder's permissions") from exc
         written.append(target)
     return written
-
-
-def _write_atomically(target: Path, text: str) -> None:
-    # os.open with 0o666 honours the umask (mkstemp would leave the config readable by its owner only).
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
