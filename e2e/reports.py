@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from fastgen.generator.rows import trace_dir_of
+from fastgen.formats.rows import trace_dir_of
 
 __all__ = ["SessionReports", "clear_reports", "report_glob", "read_reports"]
 
@@ -43,7 +43,7 @@ def report_glob(config: dict, config_dir: Path) -> str:
 def read_reports(config: dict, config_dir: Path) -> SessionReports:
     """The newest run's reports; raises FileNotFoundError naming what is missing. Each session's file_path is made
     a path to its trace file: from a dataset file (hf_dataset_path) it is the row's source_id, relative to the
-    folder that holds the dataset file and the trace directories (generator/rows.py)."""
+    folder that holds the dataset file and the trace directories (formats/rows.py)."""
     folders = sorted(glob.glob(report_glob(config, config_dir)))
     if not folders:
         raise FileNotFoundError(f"no report folder matches {report_glob(config, config_dir)}")

@@ -28,7 +28,7 @@ from typing import Callable, Optional
 import yaml
 
 from fastgen.bakeoff.plan import select_configs
-from fastgen.generator.rows import trace_dir_of
+from fastgen.formats.rows import trace_dir_of
 
 from .checks import Outcome, check_run
 from .replay import run_inference_perf

@@ -50,7 +50,7 @@ def _build_graph(doc: dict, path: Path) -> tuple[dict, list[str]]:
 def expected_shapes(manifest_folder: Path | None = None) -> dict:
     """Trace directory -> the Shape its sessions must have: for the spec a dataset's manifest records, else for the
     benchmark's default spec. (The registry is imported here: importing this module stays light.)"""
-    from .generator.manifest import read_manifest
+    from .formats.manifest import read_manifest
     from .generator.scenarios import default_spec, in_spec
     from .generator.workload import spec_from_document
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
-from .generator.compression import ZSTD_SUFFIX, CorruptTrace, declared_size, decompress
+from .formats.compression import ZSTD_SUFFIX, CorruptTrace, declared_size, decompress
 from .errors import OutputError
 from .interrupts import signals_held
-from .generator.manifest import (
+from .formats.manifest import (
     MANIFEST_NAME,
     FileRecord,
     human_size,
@@ -30,8 +30,8 @@ from .generator.manifest import (
     record,
     rewrite_files,
 )
-from .generator.rows import DATASET_SUFFIX
-from .generator.writer import SessionWriter, part_path
+from .formats.rows import DATASET_SUFFIX
+from .formats.writer import SessionWriter, part_path
 
 __all__ = ["VerifyReport", "verify_tree", "unpack_tree"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from fastgen.generator.compression import ZSTD_SUFFIX
+from fastgen.formats.compression import ZSTD_SUFFIX
 
 from .hashes import compare, hash_files, manifest_sessions, session_paths, zstd_content_sizes, zstd_sample
 from .launch import clean_slate, run_variant, scratch_root

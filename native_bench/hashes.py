@@ -12,9 +12,9 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from fastgen.generator.compression import ZSTD_SUFFIX, read_trace_bytes
+from fastgen.formats.compression import ZSTD_SUFFIX, read_trace_bytes
 from fastgen.generator.scenarios import layouts
-from fastgen.generator.manifest import HASH_NAME, read_manifest, record
+from fastgen.formats.manifest import HASH_NAME, read_manifest, record
 
 __all__ = ["session_paths", "hash_files", "manifest_sessions", "compare", "zstd_sample", "zstd_content_sizes"]
 

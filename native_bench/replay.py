@@ -75,7 +75,7 @@ def _largest(configs: Path, layout: str) -> Path:
 
 def _trial_config(config: Path, variant: str, base_url: str, sessions: int, rate: float, reports: Path) -> Path:
     """The config with a short stage, the fake engine's URL and (for `traces`) the trace directory as its source."""
-    from fastgen.generator.rows import trace_dir_of
+    from fastgen.formats.rows import trace_dir_of
 
     document = yaml.safe_load(config.read_text())
     document["server"]["base_url"] = base_url

@@ -30,7 +30,7 @@ def _native(p: dict) -> dict:
     from fastgen.generator.dataset import DatasetBuilder, file_name, tasks
     from fastgen.generator.native import native_session_bytes
     from fastgen.generator.scenarios import default_spec
-    from fastgen.generator.tokenizer import load_tokenizer
+    from fastgen.formats.tokenizer import load_tokenizer
 
     out = Path(p["out"])
     spec = default_spec().scaled(sessions=p["scale"], budgets=p["budget_scale"])
@@ -84,7 +84,7 @@ def _floor(p: dict) -> dict:
     os.sync()
     time.sleep(p["settle_s"])  # the same settle time the other variants start after (launch.py)
     prepare_s = time.perf_counter() - t
-    from fastgen.generator.writer import RWF_DONTCACHE  # Linux 6.14+, the flag fastgen's writer uses
+    from fastgen.formats.writer import RWF_DONTCACHE  # Linux 6.14+, the flag fastgen's writer uses
 
     dontcache = p.get("dontcache", False) and _supports(out, RWF_DONTCACHE)
     cpu = _cpu(resource.getrusage(resource.RUSAGE_SELF))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fastgen.generator.tokenizer import load_tokenizer
+from fastgen.formats.tokenizer import load_tokenizer
 
 # No test reaches beyond loopback: a hub id that is not cached is looked for at a closed local port (refused at once).
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
@@ -147,7 +147,7 @@ def fixed_date(text: str) -> str:
     same seed gives the same bytes every day: put that day in."""
     from datetime import datetime
 
-    from fastgen.generator.chat_template import FIXED_DATE
+    from fastgen.formats.chat_template import FIXED_DATE
 
     today, fixed = datetime.now(), datetime(*FIXED_DATE)
     for fmt in ("%d %b %Y", "%Y-%m-%d"):
@@ -159,6 +159,6 @@ def fixed_date(text: str) -> str:
 def rendered_prompt():
     pytest.importorskip("transformers")
     pytest.importorskip("inference_perf")
-    from fastgen.generator.tokenizer import BUILTIN_DIR
+    from fastgen.formats.tokenizer import BUILTIN_DIR
 
     return RenderedPrompt(BUILTIN_DIR)

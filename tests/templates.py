@@ -9,7 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
-from fastgen.generator.tokenizer import BUILTIN_DIR
+from fastgen.formats.tokenizer import BUILTIN_DIR
 
 LLAMA3_STYLE = """{{- bos_token }}
 {%- if messages[0].role == 'system' %}{%- set system = messages[0].content | trim %}{%- set messages = messages[1:] %}

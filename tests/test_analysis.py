@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fastgen.analysis.aiperf import aiperf_cache_hit_rate
-from fastgen.generator.rows import trace_dir_of
+from fastgen.formats.rows import trace_dir_of
 from fastgen.analysis.cache import BlockCache, BlockIds
 from fastgen.analysis.schedule import Load, PlannedRequest, ServiceModel, replay_slots, simulate, single_engine
 from fastgen.analysis.sharing import SharedBlocks

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fastgen.generator.chat_template import ChatTemplate, server_messages, template_source
-from fastgen.generator.tokenizer import BUILTIN_DIR, load_tokenizer
+from fastgen.formats.chat_template import ChatTemplate, server_messages, template_source
+from fastgen.formats.tokenizer import BUILTIN_DIR, load_tokenizer
 from conftest import fixed_date
 from native_bench.vocab import qwen3_tokenizer
 from templates import LLAMA3_STYLE, MISTRAL_STYLE, builtin_template, with_template, without_template
@@ -125,7 +125,7 @@ def test_strftime_now_is_a_fixed_day_so_the_bytes_do_not_depend_on_the_date(tmp_
     ],
 )
 def test_read_template_file_bad_file_is_one_line_naming_it_and_the_fix(tmp_path, name, content, says):
-    from fastgen.generator.chat_template import read_template_file
+    from fastgen.formats.chat_template import read_template_file
     from fastgen.errors import TokenizerError
 
     path = tmp_path / name

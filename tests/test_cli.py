@@ -15,7 +15,7 @@ import pytest
 
 from conftest import SMALL, run_fastgen, trace_files
 from fastgen import __version__
-from fastgen.generator.tokenizer import BUILTIN_DIR
+from fastgen.formats.tokenizer import BUILTIN_DIR
 
 
 def _fastgen_env(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:

@@ -143,7 +143,7 @@ def test_numbered_lines_count_whole_where_a_number_merges_with_its_tab(builtin, 
     """The built-in tokenizer counts a numbered line as its number's tokens plus its line's; one that merges "1\t"
     into a token is probed as such and counts each numbered line whole, so the budget is still exact."""
     from fastgen.generator.content.budget import numbered_code
-    from fastgen.generator.tokenizer import load_tokenizer
+    from fastgen.formats.tokenizer import load_tokenizer
 
     assert builtin.numbers_split_at_tab
     merging = load_tokenizer(str(_merging_tokenizer(tmp_path / "tokenizer.json")))

@@ -12,7 +12,7 @@ from inference_perf.config import read_config
 from fastgen.generator.configs import config_layout, render_configs, write_configs
 from fastgen.errors import OutputError, SpecError
 from fastgen.generator.scenarios import default_spec
-from fastgen.generator.spans import REPORT_LABELS
+from fastgen.formats.config_dialect import REPORT_LABELS
 from fastgen.generator.spec import Spec
 
 DEFAULT = default_spec()

@@ -17,7 +17,7 @@ import yaml
 from e2e.checks import Outcome, check_run, join_problems
 from e2e.reports import read_reports
 from e2e.run import run_e2e
-from fastgen.generator.rows import trace_dir_of
+from fastgen.formats.rows import trace_dir_of
 
 pytestmark = pytest.mark.slow
 

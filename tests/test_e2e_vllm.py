@@ -91,9 +91,9 @@ def test_a_repeated_prompt_hits_whole_32_token_blocks_until_the_cache_is_reset(s
 
 def test_vllm_counts_a_tool_call_history_as_fastgens_chat_template_renders_it(server):
     # arguments (a JSON string on the wire) reach vLLM's template as objects, an assistant tool-call message has no
-    # content: fastgen.generator.chat_template renders what vLLM renders, so the counts agree token for token
-    from fastgen.generator.chat_template import ChatTemplate
-    from fastgen.generator.tokenizer import load_tokenizer
+    # content: fastgen.formats.chat_template renders what vLLM renders, so the counts agree token for token
+    from fastgen.formats.chat_template import ChatTemplate
+    from fastgen.formats.tokenizer import load_tokenizer
 
     call = {
         "id": "call_1",

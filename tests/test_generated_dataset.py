@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fastgen.generator.rows import trace_dir_of
+from fastgen.formats.rows import trace_dir_of
 from fastgen.validate import validate_tree
 
 

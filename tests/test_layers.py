@@ -13,9 +13,16 @@ ROOT = Path(fastgen.__file__).parent
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "version", "interrupts", "processes", "engines"),
     ("extras",),  # optional dependencies, named as such when missing
-    ("generator.spec", "generator.streams", "generator.pre_token_count"),
+    # the formats: the contracts on disk, below both the generator that writes them and the read side
+    ("formats.atomic", "formats.pre_token_count", "formats.chat_template"),
+    ("formats.tokenizer",),
+    ("formats.rows", "formats.compression", "formats.config_dialect"),  # rows: a trace directory's session-per-row file
+    ("formats.manifest",),
+    ("formats.writer", "formats.outdir"),  # outdir: output folders staged and placed whole
+    ("formats",),
+    ("generator.spec", "generator.streams"),
     ("generator.timeline",),  # each phase's end on one clock: any step of a run marks it
-    ("generator.tokenizer", "generator.chat_template", "generator.model_match"),
+    ("generator.model_match",),
     (
         "generator.content",
         "generator.content.english",
@@ -49,11 +56,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("generator.workload",),
     ("generator.spans", "generator.native"),
     ("generator.dataset",),
-    ("generator.rows",),  # a trace directory's session-per-row dataset file
-    ("generator.compression", "generator.manifest"),
     ("generator.configs",),
-    ("generator.writer",),
-    ("generator.workers", "generator.outdir"),
+    ("generator.workers",),
     ("generator.output", "generator"),  # the whole run, and the generator's folder
     # the read side: trace files as inference-perf reads them (validate uses it too)
     ("traces.graph",),
@@ -168,6 +172,80 @@ def test_the_layer_check_sees_relative_and_function_level_imports():
     assert {"generator.spec", "generator.streams", "generator.scenarios.base"} <= _imports(
         ROOT / "generator" / "scenarios" / "scenario1.py"
     )
+
+
+# The wings: the formats (the contracts on disk) sit below both sides; the read side reads what the generator wrote
+# through them and never imports the generator (DESIGN.md: the read side works on any OTel corpus inference-perf
+# reads). traffic.fit and traffic.fitted are not the read side: they fit a workload and generate it.
+FORMATS = ("formats",)
+GENERATOR = ("generator",)
+READ_SIDE = (
+    "traces",
+    "traffic.read",
+    "traffic.stats",
+    "verify",
+    "validate",
+    "bakeoff",
+    "results",
+    "analysis",
+    "export",
+    "predicted",
+)
+# What the read side still takes from the generator, openly: the workload's spec model and the scenario registry are
+# not formats yet (validate's expected graph shapes, the bakeoff's check that a dataset's workload allows recorded
+# outputs, both read from the manifest's workload through them). A new reach fails; one removed must leave this list.
+READ_SIDE_REACHES_KNOWN = {
+    ("bakeoff.plan", "generator.workload"),
+    ("validate", "generator.scenarios"),
+    ("validate", "generator.workload"),
+}
+
+
+def _within(name: str, wings: tuple[str, ...]) -> bool:
+    return any(name == wing or name.startswith(f"{wing}.") for wing in wings)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    return {_module_name(p): _imports(p) for p in _modules()}
+
+
+def _reaches(graph: dict[str, set[str]], *, sources: tuple[str, ...], targets: tuple[str, ...]) -> set[tuple[str, str]]:
+    """(module, imported) for each import from a module of `sources` into a module of `targets`."""
+    return {
+        (name, target)
+        for name, imported in graph.items()
+        if _within(name, sources)
+        for target in imported
+        if _within(target, targets)
+    }
+
+
+def test_read_side_imports_no_generator_beyond_the_known_reaches():
+    assert _reaches(_import_graph(), sources=READ_SIDE, targets=GENERATOR) == READ_SIDE_REACHES_KNOWN
+
+
+def test_formats_import_neither_the_generator_nor_the_read_side():
+    assert _reaches(_import_graph(), sources=FORMATS, targets=GENERATOR + READ_SIDE) == set()
+
+
+def test_the_wing_rule_fails_on_a_read_side_module_importing_the_generator():
+    # the rule on a crafted graph: a read-side module reaching a generator module (the package door included) is
+    # named; formats, the generator reaching formats, and a read-side name that only starts alike are not
+    graph = {
+        "analysis.corpus": {"formats.rows", "generator.spec"},
+        "results.runs": {"generator"},
+        "generator.output": {"formats.writer"},
+        "formats.manifest": {"formats.compression"},
+        "tracesx": {"generator.spec"},
+        "traffic.fit": {"generator.workload"},
+    }
+    assert _reaches(graph, sources=READ_SIDE, targets=GENERATOR) == {
+        ("analysis.corpus", "generator.spec"),
+        ("results.runs", "generator"),
+    }
+    assert _reaches({"formats.rows": {"analysis.cache"}}, sources=FORMATS, targets=GENERATOR + READ_SIDE) == {
+        ("formats.rows", "analysis.cache")
+    }
 
 
 def _import_cycles() -> list[list[str]]:

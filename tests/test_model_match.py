@@ -9,7 +9,7 @@ import pytest
 
 from fastgen.engines import ENGINES
 from fastgen.generator.model_match import family_of, is_builtin, missing_tokens, model_mismatch
-from fastgen.generator.tokenizer import BUILTIN_DIR, load_tokenizer
+from fastgen.formats.tokenizer import BUILTIN_DIR, load_tokenizer
 from native_bench.vocab import qwen3_tokenizer
 from templates import LLAMA3_STYLE, builtin_template, without_template
 

@@ -12,8 +12,8 @@ import pytest
 
 from conftest import SMALL, run_fastgen, trace_files
 from fastgen.errors import OutputError
-from fastgen.generator.manifest import manifest_bytes, record
-from fastgen.generator.outdir import discard, open_staging, place_all
+from fastgen.formats.manifest import manifest_bytes, record
+from fastgen.formats.outdir import discard, open_staging, place_all
 
 
 @contextlib.contextmanager

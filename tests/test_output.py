@@ -20,7 +20,7 @@ import xxhash
 
 from conftest import SMALL, load_spans, run_fastgen, trace_files
 from fastgen.generator.scenarios import default_spec
-from fastgen.generator.tokenizer import BUILTIN_DIR
+from fastgen.formats.tokenizer import BUILTIN_DIR
 
 ONE_WORKER = [*SMALL, "--workers", "1"]
 

@@ -10,10 +10,10 @@ import pytest
 from fastgen.generator.content.compose import Composer
 from fastgen.generator.content.kinds import KINDS
 from fastgen.generator.dataset import DatasetBuilder, Task
-from fastgen.generator.pre_token_count import CHECK_ENV, PreTokenCount
+from fastgen.formats.pre_token_count import CHECK_ENV, PreTokenCount
 from fastgen.generator.scenarios import default_spec
 from fastgen.generator.spans import session_chunks
-from fastgen.generator.tokenizer import BUILTIN_DIR, load_tokenizer
+from fastgen.formats.tokenizer import BUILTIN_DIR, load_tokenizer
 from native_bench.vocab import qwen3_tokenizer
 
 _ALPHABET = "abcXYZ019 _-./()[]{}:;,'\"!?#@\n\t\r<>|=+*&^%$~`├──│└"
@@ -85,7 +85,7 @@ def test_pipelines_it_does_not_copy_get_no_counter(tmp_path):
 
 
 def test_a_translation_that_splits_otherwise_fails_the_probe(monkeypatch):
-    import fastgen.generator.pre_token_count as module
+    import fastgen.formats.pre_token_count as module
 
     hf = load_tokenizer("builtin")._hf
     # digits in runs of any length instead of three at most: a small difference the probe text has to show

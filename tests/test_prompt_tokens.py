@@ -11,9 +11,9 @@ import pytest
 from conftest import RenderedPrompt, run_fastgen
 from fastgen.generator.dataset import DatasetBuilder, Task
 from fastgen.generator.prompt_tokens import ContentCount, TemplateCount, prompt_count
-from fastgen.generator.rows import trace_dir_of
+from fastgen.formats.rows import trace_dir_of
 from fastgen.generator.scenarios import default_spec
-from fastgen.generator.tokenizer import BUILTIN_DIR, load_tokenizer
+from fastgen.formats.tokenizer import BUILTIN_DIR, load_tokenizer
 from native_bench.vocab import qwen3_tokenizer
 from templates import LLAMA3_STYLE, MISTRAL_STYLE, with_template
 
@@ -159,7 +159,7 @@ def test_with_template_counts_the_window_check_uses_the_measured_margin(builtin)
                 excess = builder.count.input_tokens(plan, turn) - plan.input_tokens(turn)
                 assert excess <= margin.base + margin.per_message * len(turn.messages)
     # counted by content, the margin is what the shipped templates render (every one: model "m" names no family)
-    from fastgen.generator.chat_template import SHIPPED_TEMPLATES
+    from fastgen.formats.chat_template import SHIPPED_TEMPLATES
     from fastgen.generator.dataset import _shipped_count
 
     content = DatasetBuilder(builtin, SPEC, seed=11, model="m", count="content").prepare()

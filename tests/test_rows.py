@@ -1,4 +1,4 @@
-"""The session-per-row dataset file of each trace directory (generator/rows.py): its rows are the trace files, in
+"""The session-per-row dataset file of each trace directory (formats/rows.py): its rows are the trace files, in
 the order inference-perf reads the directory, and the real inference-perf sends the same requests from either."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import yaml
 
 from conftest import run_fastgen
 from fastgen.errors import OutputError
-from fastgen.generator.compression import read_trace_bytes
-from fastgen.generator.rows import dataset_file, row_chunks, trace_dir_of, with_source_paths
+from fastgen.formats.compression import read_trace_bytes
+from fastgen.formats.rows import dataset_file, row_chunks, trace_dir_of, with_source_paths
 
 
 def _row(source_id: str, trace: bytes) -> bytes:

@@ -12,7 +12,7 @@ import yaml
 
 from fastgen.errors import OutputError, SpecError
 from fastgen.export.shards import plan_shards, write_shards
-from fastgen.generator.rows import replay_slots
+from fastgen.formats.rows import replay_slots
 
 CONFIG = "configs/scenario3/c100_stable.yml"  # 20 sessions at the small scale
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run_fastgen
-from fastgen.generator.chat_template import SHIPPED_DIR, SHIPPED_TEMPLATES, ChatTemplate, resolve_template_file
-from fastgen.generator.tokenizer import Tokenizer, load_tokenizer
+from fastgen.formats.chat_template import SHIPPED_DIR, SHIPPED_TEMPLATES, ChatTemplate, resolve_template_file
+from fastgen.formats.tokenizer import Tokenizer, load_tokenizer
 from fastgen.traces.requests import read_session
 from native_bench.vocab import qwen3_tokenizer
 

@@ -8,7 +8,7 @@ import pytest
 
 from fastgen.generator.content.compose import Composer
 from fastgen.errors import TokenizerError
-from fastgen.generator.tokenizer import BUILTIN_DIR, load_tokenizer
+from fastgen.formats.tokenizer import BUILTIN_DIR, load_tokenizer
 
 
 def test_load_tokenizer_builtin_is_a_32k_byte_level_bpe(builtin):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fastgen.generator.tokenizer import BUILTIN_DIR
+from fastgen.formats.tokenizer import BUILTIN_DIR
 
 ROOT = Path(__file__).parents[1]
 

@@ -12,7 +12,7 @@ import pytest
 
 from fastgen.generator.content.compose import Composer
 from fastgen.generator.content.variation import Variation
-from fastgen.generator.tokenizer import load_tokenizer
+from fastgen.formats.tokenizer import load_tokenizer
 from native_bench.vocab import qwen3_tokenizer
 
 _DISAGREEING = re.compile(r"\b[Aa] [aeioAEIO][a-z]+|\b[Aa]n [b-df-hj-np-tv-zB-DF-HJ-NP-TV-Z][a-z]+")

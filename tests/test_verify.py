@@ -16,10 +16,10 @@ import zstandard
 
 from conftest import SMALL, run_fastgen
 from fastgen import verify
-from fastgen.generator import writer
-from fastgen.generator.compression import read_trace_bytes
+from fastgen.formats import writer
+from fastgen.formats.compression import read_trace_bytes
 from fastgen.errors import OutputError
-from fastgen.generator.manifest import HASH_NAME, listed_record, record
+from fastgen.formats.manifest import HASH_NAME, listed_record, record
 from fastgen.validate import check_file
 
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from fastgen.generator import writer
-from fastgen.generator.manifest import record
+from fastgen.formats import writer
+from fastgen.formats.manifest import record
 
 
 def _chunks() -> list[bytes]:

@@ -27,7 +27,7 @@ import numpy as np
 import yaml
 
 from ..errors import OutputError, SpecError
-from ..generator.rows import trace_dir_of
+from ..formats.rows import trace_dir_of
 from ..processes import file_progress
 from ..traces.blocks import load_reading
 from ..traces.graph import trace_files

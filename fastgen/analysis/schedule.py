@@ -25,7 +25,7 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
-from ..generator.rows import replay_slots  # the client's shuffle: the dataset file's module owns it
+from ..formats.rows import replay_slots  # the client's shuffle: the dataset file's module owns it
 from .cache import BlockCache
 from .engine import Served, make_engine
 from .routing import Fleet

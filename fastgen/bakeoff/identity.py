@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from ..errors import OutputError, ServerError
 from ..extras import import_extra
-from ..generator.rows import trace_dir_of
+from ..formats.rows import trace_dir_of
 from .plan import replay_modes_of
 from .runs import recorded_runs
 from .scheduling import scheduler_settings

@@ -17,10 +17,9 @@ from typing import Optional
 import yaml
 
 from ..errors import OutputError, SpecError
-from ..generator.configs import check_outputs_mode, replay_modes, report_section
-from ..generator.manifest import read_manifest
-from ..generator.rows import trace_dir_of, with_source_paths
-from ..generator.spans import REPORT_LABELS
+from ..formats.config_dialect import REPORT_LABELS, check_outputs_mode, replay_modes, report_section
+from ..formats.manifest import read_manifest
+from ..formats.rows import trace_dir_of, with_source_paths
 from ..generator.workload import spec_from_document
 
 __all__ = ["ConfigRun", "replay_modes_of", "select_configs", "run_config_text"]

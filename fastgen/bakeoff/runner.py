@@ -26,8 +26,8 @@ from typing import Callable, Optional
 import yaml
 
 from ..export.shards import plan_shards, shard_folder, write_shards
-from ..generator.configs import check_label
-from ..generator.rows import DATASET_SUFFIX
+from ..formats.config_dialect import check_label
+from ..formats.rows import DATASET_SUFFIX
 from ..errors import FastgenError
 from ..extras import require_extra
 from ..version import __version__

@@ -27,7 +27,7 @@ __all__ = ["add_workload_options", "effective_workload", "generate_parser", "run
 
 
 def generate_parser() -> argparse.ArgumentParser:
-    from ..generator.configs import METRICS_TYPES, SERVER_TYPES, SOURCES
+    from ..formats.config_dialect import METRICS_TYPES, SERVER_TYPES, SOURCES
 
     p = Parser(
         prog="fastgen",
@@ -263,7 +263,7 @@ def _run_plan(args):
         raise UsageError(
             f"--from-manifest takes the workload, seed, model and compression from the manifest; drop {taken[0]}"
         )
-    from ..generator.manifest import read_manifest_file
+    from ..formats.manifest import read_manifest_file
     from ..generator.workload import spec_from_document
 
     doc = read_manifest_file(args.from_manifest)
@@ -308,7 +308,7 @@ def _use_chat_template(tokenizer, args, arguments: dict, recorded: dict | None) 
     tokenizer folder) needs no file."""
     import hashlib
 
-    from ..generator.chat_template import TEMPLATE_FILE, read_template_file, resolve_template_file
+    from ..formats.chat_template import TEMPLATE_FILE, read_template_file, resolve_template_file
 
     path = args.chat_template or arguments.get("chat_template")
     want = (recorded or {}).get("chat_template")
@@ -331,7 +331,7 @@ def _use_chat_template(tokenizer, args, arguments: dict, recorded: dict | None) 
 def _counting(tokenizer, count: str, model: str) -> str:
     """How input_tokens are counted, for the start-up line: as a template renders the prompts, or content only
     (with the templates the window check measures instead)."""
-    from ..generator.chat_template import template_origin
+    from ..formats.chat_template import template_origin
 
     ident = tokenizer.identity
     if count != "content" and tokenizer.has_chat_template:
@@ -353,7 +353,7 @@ def _counting(tokenizer, count: str, model: str) -> str:
 
 def _assumed(model: str) -> str:
     """The shipped templates the window check measures a tokenizer without one by, in words."""
-    from ..generator.chat_template import SHIPPED_TEMPLATES
+    from ..formats.chat_template import SHIPPED_TEMPLATES
     from ..generator.model_match import family_of
 
     family = family_of(model)
@@ -367,7 +367,7 @@ def _warn_of_tokenizer(tokenizer, *, model: str, model_given: bool, tokenizer_na
     family's, one that lacks special tokens its template or the server's tool-call parser need."""
     from ..engines import engine_named
     from ..generator.model_match import missing_tokens, model_mismatch
-    from ..generator.tokenizer import BUILTIN_NAME
+    from ..formats.tokenizer import BUILTIN_NAME
 
     if model == DEFAULT_MODEL and tokenizer_name not in (DEFAULT_MODEL, BUILTIN_NAME):
         warn(
@@ -389,7 +389,7 @@ def _warn_of_tokenizer(tokenizer, *, model: str, model_given: bool, tokenizer_na
 
 
 def _shipped_list() -> str:
-    from ..generator.chat_template import SHIPPED_TEMPLATES
+    from ..formats.chat_template import SHIPPED_TEMPLATES
 
     return "; ".join(f"{name}: {what}" for name, what in SHIPPED_TEMPLATES.items())
 
@@ -403,7 +403,7 @@ def run_generate(args) -> int:
         raise UsageError(f"--timings {args.timings}: folder {args.timings.parent} does not exist; create it first")
     spec, model, tokenizer_name, revision, seed, zstd_level, arguments, recorded = _run_plan(args)
     from ..generator.output import TOKENIZER_FOLDER, RunOptions, generate
-    from ..generator.tokenizer import load_tokenizer
+    from ..formats.tokenizer import load_tokenizer
 
     timeline.mark("workload")
     tokenizer = load_tokenizer(tokenizer_name, revision)

@@ -119,7 +119,7 @@ class UsageError(Exception):
 def add_replay_modes(p: argparse.ArgumentParser, *, from_configs: bool) -> None:
     """--outputs, --tool-call-max-tokens and --tool-choice: how the configs replay. generate writes them into the
     configs (with defaults); with `from_configs` (bakeoff) they are unset unless given and override the configs."""
-    from ..generator.configs import OUTPUTS_MODES, TOOL_CALL_MAX_TOKENS_MODES, TOOL_CHOICE_MODES
+    from ..formats.config_dialect import OUTPUTS_MODES, TOOL_CALL_MAX_TOKENS_MODES, TOOL_CHOICE_MODES
 
     tail = "; default: as the configs say" if from_configs else ""
     p.add_argument(

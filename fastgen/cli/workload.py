@@ -4,7 +4,6 @@ workload fitted to them."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -136,11 +135,9 @@ def _run_fit(args) -> int:
 def _write_whole(text: str, out: Path) -> None:
     """`text` into `out` through a temporary file beside it: an interrupted write leaves no partial workload."""
     from ..errors import OutputError
+    from ..formats.atomic import write_atomically
 
-    temp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        temp.write_text(text, encoding="utf-8")
-        os.replace(temp, out)
+        write_atomically(out, text)
     except OSError as exc:
-        temp.unlink(missing_ok=True)
         raise OutputError(f"cannot write {out}: {exc.strerror or exc}; choose another --out") from None

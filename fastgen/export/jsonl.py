@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Iterable
 
 from ..errors import OutputError
+from ..formats.atomic import atomic_open
 
 __all__ = ["write_jsonl"]
 
@@ -16,15 +16,9 @@ def write_jsonl(lines: Iterable[dict], out: Path) -> None:
     """The lines into `out` through a temporary file beside it: a failed or interrupted write leaves no partial file
     and the old `out`, if any, as it was."""
     out = Path(out)
-    temp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        with open(temp, "w", encoding="utf-8") as f:
+        with atomic_open(out) as f:
             for line in lines:
-                f.write(json.dumps(line, separators=(",", ":")) + "\n")
-        os.replace(temp, out)
+                f.write((json.dumps(line, separators=(",", ":")) + "\n").encode("utf-8"))
     except OSError as exc:
-        temp.unlink(missing_ok=True)
         raise OutputError(f"cannot write {out}: {exc.strerror or exc}; choose another --out") from None
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise

@@ -47,8 +47,8 @@ from typing import Optional, Sequence
 import yaml
 
 from ..errors import OutputError, SpecError
-from ..generator.manifest import MANIFEST_NAME, FileRecord, listed_record, record, rewrite_files
-from ..generator.outdir import discard, open_staging, place_all
+from ..formats.manifest import MANIFEST_NAME, FileRecord, listed_record, record, rewrite_files
+from ..formats.outdir import discard, open_staging, place_all
 from .shards import Shard, plan_shards, shard_folder, write_shards
 
 __all__ = [

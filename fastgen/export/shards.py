@@ -39,9 +39,9 @@ import xxhash
 import yaml
 
 from ..errors import OutputError, SpecError
-from ..generator.compression import ZSTD_SUFFIX, decompress, read_trace_bytes
-from ..generator.configs import write_configs
-from ..generator.manifest import (
+from ..formats.compression import ZSTD_SUFFIX, decompress, read_trace_bytes
+from ..formats.atomic import write_atomically
+from ..formats.manifest import (
     GENERATOR,
     MANIFEST_NAME,
     FileRecord,
@@ -50,9 +50,9 @@ from ..generator.manifest import (
     record,
     rewrite_files,
 )
-from ..generator.outdir import discard, open_staging, place_all
-from ..generator.rows import dataset_file, replay_slots, row_chunks
-from ..generator.writer import SessionWriter
+from ..formats.outdir import discard, open_staging, place_all
+from ..formats.rows import dataset_file, replay_slots, row_chunks
+from ..formats.writer import SessionWriter
 
 __all__ = ["SHARD_SEED_FACTOR", "Shard", "check_dataset", "plan_shards", "shard_folder", "write_shards"]
 
@@ -357,7 +357,12 @@ def _stage_shards(shards: list[Shard], source: _Source, folder: Path, config_pat
             order = _file_order(shard)
             records.append(writer.stream(f"{shard.name}/{source.row_file}", _chunks(rows, order)))
             text = _config_text(shard, config_path)
-            write_configs(folder, {f"{shard.name}/{config_path.name}": text})
+            target = folder / shard.name / config_path.name
+            try:
+                write_atomically(target, text)
+            except OSError as exc:
+                why = exc.strerror or exc
+                raise OutputError(f"cannot write {target}: {why}; free space or choose another --out") from None
             records.append(record(f"{shard.name}/{config_path.name}", text.encode()))
     return records
 

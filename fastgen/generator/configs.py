@@ -15,54 +15,35 @@ from typing import Optional
 import yaml
 
 from ..errors import OutputError, SpecError
-from .compression import ZSTD_SUFFIX
-from .rows import dataset_file
+from ..formats.atomic import write_atomically
+from ..formats.compression import ZSTD_SUFFIX
+from ..formats.config_dialect import (
+    METRICS_TYPES,
+    REPORT_LABELS,
+    SERVER_TYPES,
+    SOURCES,
+    check_label,
+    check_outputs_mode,
+    replay_modes,
+    replay_source,
+    report_section,
+)
+from ..formats.rows import dataset_file
 from .scenarios import ConfigEntry, in_spec
-from .spans import REPORT_LABELS
 from .spec import Spec
 
 __all__ = [
     "ConfigEntry",
     "ConfigOptions",
-    "METRICS_TYPES",
-    "OUTPUTS_MODES",
-    "SERVER_TYPES",
-    "SOURCES",
-    "TOOL_CALL_MAX_TOKENS_MODES",
-    "TOOL_CHOICE_MODES",
-    "check_label",
     "config_layout",
-    "check_outputs_mode",
     "render_configs",
-    "replay_modes",
-    "replay_source",
-    "report_section",
     "write_configs",
     "reports_root",
 ]
 
-SERVER_TYPES = ("vllm", "sglang")
 # A fixed worker count keeps the committed configs machine-independent (inference-perf defaults to cpu_count()).
 NUM_WORKERS = 4
 SCRAPE_INTERVAL_S = 15
-METRICS_TYPES = ("prometheus", "default")
-# What a later turn's prompt holds where an earlier turn's answer was: the engine's own answer (live, inference-perf's
-# default: the agent loop as it runs, but from turn 2 on each engine replays different prompts) or the recorded one
-# (every engine replays the same prompts, byte for byte: what a side-by-side verdict rests on).
-OUTPUTS_MODES = ("live", "recorded")
-# max_tokens of a forced tool-call turn: inference-perf's floor, max(4 x recorded, 4096), or the recorded length
-# (a model that never closes the call then stops at the recorded length instead of decoding up to 4096 tokens).
-TOOL_CALL_MAX_TOKENS_MODES = ("floor", "recorded")
-# tool_choice: forced (inference-perf's force_recorded: the recorded tool named on a single-call turn, "required" on
-# others, "none" on text turns) or as_recorded (none sent: the engine chooses). SGLang 0.5.23 renders no tools into the
-# prompt of a "none" turn and only the named tool into a forced one, vLLM all of them; with as_recorded both engines
-# render every tool, so they are sent the same prompts.
-TOOL_CHOICE_MODES = ("forced", "as_recorded")
-_TOOL_CHOICE_KEYS = {"forced": "force_recorded", "as_recorded": "as_recorded"}  # inference-perf's names
-# Where a config reads its sessions: the trace directory's session-per-row file through `datasets` (rows.py: read a
-# row at a time from a memory-mapped Arrow cache; scenario3 at c500 ran in 35 s instead of 183 s), or the trace
-# directory itself (inference-perf json-parses every file in its parent first).
-SOURCES = ("dataset", "traces")
 
 
 @dataclass(frozen=True)
@@ -190,66 +171,6 @@ def _document(
     }
 
 
-def report_section() -> dict:
-    """What inference-perf reports. Per-request records are what `fastgen compare` reads: info (labels, the server's
-    usage with cached tokens) and computed metrics, without the raw bodies (hundreds of KB per request here) or the
-    stream chunks; per-session records give each session's outcome and file."""
-    return {
-        "request_lifecycle": {
-            "summary": True,
-            "per_stage": True,
-            "per_request": True,
-            "per_request_fields": {
-                "request": False,
-                "response": False,
-                "info": True,
-                "response_chunks": False,
-                "computed_metrics": True,
-            },
-        },
-        "session_lifecycle": {"summary": True, "per_stage": True, "per_session": True},
-    }
-
-
-def check_outputs_mode(spec: Spec, outputs: str) -> None:
-    """Refuse recorded outputs for a workload with sub-agents: inference-perf would send a join's spawning message as
-    recorded, with the reports it keeps there for the graph builder only (agent_loop)."""
-    if outputs == "recorded" and any(sc.spawns_subagents for sc in spec.scenarios.values()):
-        raise SpecError(
-            "--outputs recorded sends the recorded assistant messages as they are, and a sub-agent join's spawning "
-            "message keeps the reports there for inference-perf's graph builder only (they would go out twice); "
-            "use --outputs live, or subagents {lo: 0, hi: 0}"
-        )
-
-
-def replay_modes(outputs: str, tool_call_max_tokens: str, tool_choice: str = "forced") -> dict[str, object]:
-    """The otel_trace_replay keys of an outputs mode, a tool-call max_tokens mode and a tool_choice mode
-    (OUTPUTS_MODES, TOOL_CALL_MAX_TOKENS_MODES, TOOL_CHOICE_MODES)."""
-    if outputs not in OUTPUTS_MODES:
-        raise SpecError(f"outputs mode {outputs!r} is not known; use one of: {', '.join(OUTPUTS_MODES)}")
-    if tool_call_max_tokens not in TOOL_CALL_MAX_TOKENS_MODES:
-        raise SpecError(
-            f"tool-call max_tokens mode {tool_call_max_tokens!r} is not known; use one of: "
-            f"{', '.join(TOOL_CALL_MAX_TOKENS_MODES)}"
-        )
-    if tool_choice not in TOOL_CHOICE_MODES:
-        raise SpecError(f"tool_choice mode {tool_choice!r} is not known; use one of: {', '.join(TOOL_CHOICE_MODES)}")
-    return {
-        "disable_output_substitution": outputs == "recorded",
-        "override_tool_call_max_tokens": tool_call_max_tokens == "floor",
-        "tool_choice_mode": _TOOL_CHOICE_KEYS[tool_choice],
-    }
-
-
-def replay_source(source: str, paths: dict[str, str]) -> dict:
-    """The otel_trace_replay keys that name where the sessions are: `paths` has the trace directory ("traces") and
-    its dataset file ("dataset"), as the config writes them."""
-    if source == "traces":
-        return {"trace_directory": paths["traces"]}
-    # inference-perf: datasets.load_dataset(path, split=split or "train", **rest): the json loader over one file
-    return {"hf_dataset_path": {"path": "json", "data_files": paths["dataset"]}}
-
-
 def _replay_section(source: dict, max_wait_ms: Optional[int], replay: dict[str, object]) -> dict:
     # max_wait_ms caps each recorded think/tool gap the replay sleeps through (inference-perf's default, 15000, when
     # unset). Only quick functional runs (the e2e) lower it; it changes the load's timing, not what is sent.
@@ -283,13 +204,6 @@ def _load_section(entry: ConfigEntry, base_seed: int) -> dict:
         "worker_max_concurrency": entry.concurrent_sessions * entry.events_per_session,
         "stages": [stage],
     }
-
-
-def check_label(label: str) -> str:
-    """A run label is one folder name: letters, digits, dot, dash, underscore."""
-    if not label or not all(c.isalnum() or c in "._-" for c in label) or label.startswith("."):
-        raise SpecError(f"label {label!r} is not a folder name; use letters, digits, '.', '-' or '_' (e.g. vllm-a100)")
-    return label
 
 
 def _config_path(target: Path, config_dir: Path, absolute: bool) -> str:
@@ -343,21 +257,8 @@ def write_configs(config_root: Path, rendered: dict[str, str]) -> list[Path]:
         target = root.joinpath(*parts)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomically(target, text)
+            write_atomically(target, text)
         except OSError as exc:
             raise OutputError(f"cannot write {target}: {exc.strerror or exc}; check the folder's permissions") from exc
         written.append(target)
     return written
-
-
-def _write_atomically(target: Path, text: str) -> None:
-    # os.open with 0o666 honours the umask (mkstemp would leave the config readable by its owner only).
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import xxhash
 
 from .blocks import CatalogStage, ScenarioBlocks, build_blocks, catalog_stage
-from .chat_template import SHIPPED_DIR, SHIPPED_TEMPLATES, ChatTemplate
+from ..formats.chat_template import SHIPPED_DIR, SHIPPED_TEMPLATES, ChatTemplate
 from .content.compose import Composer
 from .content.kinds import KINDS
 from .model_match import family_of
@@ -24,7 +24,7 @@ from .scenarios import in_spec, layouts, scenario_by_id
 from .prompt_tokens import PromptCount, TemplateCount, measured_margin, prompt_count
 from .spans import session_chunks
 from .spec import Spec, TemplateMargin
-from .tokenizer import Tokenizer
+from ..formats.tokenizer import Tokenizer
 
 
 __all__ = [

@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .chat_template import template_markers, template_source
+from ..formats.chat_template import template_markers, template_source
 from ..engines import Engine
-from .tokenizer import BUILTIN_DIR, BUILTIN_NAME, Tokenizer
+from ..formats.tokenizer import BUILTIN_DIR, BUILTIN_NAME, Tokenizer
 
 __all__ = ["FAMILIES", "Family", "family_of", "is_builtin", "missing_tokens", "model_mismatch"]
 

@@ -18,20 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from .compression import ZSTD_SUFFIX, compress_chunks, make_compressor, read_trace_bytes
+from ..formats.compression import ZSTD_SUFFIX, compress_chunks, make_compressor, read_trace_bytes
 from .configs import ConfigOptions, render_configs, write_configs
 from .dataset import DatasetBuilder, Task, check_fits, directories, file_name, files_per_task, tasks
 from ..errors import OutputError
-from .manifest import MANIFEST_NAME, FileRecord, human_size, manifest_bytes, record
-from .outdir import Staging, discard, open_staging, place_all
+from ..formats.manifest import MANIFEST_NAME, FileRecord, human_size, manifest_bytes, record
+from ..formats.outdir import Staging, discard, open_staging, place_all
 from .pool_cache import PoolCache, cache_folder
-from .rows import dataset_file, row_chunks
+from ..formats.rows import dataset_file, row_chunks
 from .scenarios import scenario_by_id
 from .spec import Spec
 from .timeline import Timeline
-from .tokenizer import Tokenizer
+from ..formats.tokenizer import Tokenizer
 from .workers import build_pieces, run_tasks
-from .writer import SessionWriter
+from ..formats.writer import SessionWriter
 
 __all__ = ["RunOptions", "generate", "TOKENIZER_FOLDER"]
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import platform
-import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -31,6 +30,7 @@ import orjson
 import tokenizers
 import xxhash
 
+from ..formats.atomic import write_atomically
 from .content.compose import Pool
 from ..version import __version__
 
@@ -153,22 +153,13 @@ class PoolCache:
         return doc
 
     def _store(self, kind: str, doc: dict) -> None:
-        temp = None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd, name = tempfile.mkstemp(dir=self.folder, prefix=f".{kind}-", suffix=_PART)
-            temp = Path(name)
-            with os.fdopen(fd, "wb") as f:
-                f.write(_entry_bytes(kind, doc))
-            os.replace(temp, self.path(kind))
-        except BaseException as exc:
-            if temp is not None:
-                try:
-                    temp.unlink(missing_ok=True)
-                except OSError:
-                    pass
-            if not isinstance(exc, Exception):
-                raise
+            # a name trim() knows: a temporary file a killed run left is swept when it is stale
+            temp = self.folder / f".{kind}-{os.getpid()}{_PART}"
+            write_atomically(self.path(kind), _entry_bytes(kind, doc), temp=temp)
+        except Exception:
+            pass  # a cache that cannot be written only saves no time
 
     def trim(self) -> None:
         """Delete the least recently used entries beyond _KEEP, and temporary files a killed run left (only files

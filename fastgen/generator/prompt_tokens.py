@@ -22,10 +22,10 @@ from typing import Optional, Protocol, Sequence
 
 import xxhash
 
-from .chat_template import ChatTemplate, FrozenJSON, server_message
+from ..formats.chat_template import ChatTemplate, FrozenJSON, server_message
 from .messages import Message, SessionPlan, Turn
 from .spec import TemplateMargin
-from .tokenizer import Tokenizer
+from ..formats.tokenizer import Tokenizer
 from .tools import ToolCatalog
 
 __all__ = ["PromptCount", "ContentCount", "TemplateCount", "prompt_count", "measured_margin", "COUNTS"]

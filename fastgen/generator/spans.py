@@ -21,7 +21,6 @@ from .prompt_tokens import ContentCount, PromptCount
 
 __all__ = [
     "EPOCH",
-    "REPORT_LABELS",
     "CONTENT_COUNT",
     "iso_time",
     "after_attribute",
@@ -34,15 +33,6 @@ __all__ = [
 ]
 
 EPOCH = datetime(2026, 6, 15, 10, 0, 0, tzinfo=timezone.utc)
-
-# Span attribute -> the label inference-perf copies onto each per-request record (attribute_to_label_map): what
-# `fastgen compare` groups requests by.
-REPORT_LABELS = {
-    "gen_ai.conversation.id": "session",
-    "fastgen.scenario": "trace_dir",
-    "fastgen.turn": "turn",
-    "fastgen.turn_kind": "turn_kind",
-}
 
 
 def iso_time(ms: int) -> str:

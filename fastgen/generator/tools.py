@@ -15,7 +15,7 @@ import orjson
 
 from .content.english import fix_articles, plural
 from .content.vocab import Vocab
-from .tokenizer import Tokenizer
+from ..formats.tokenizer import Tokenizer
 
 __all__ = ["ToolCatalog", "build_catalog", "CORE_TOOLS", "DELEGATE"]
 

@@ -19,9 +19,9 @@ from typing import Callable
 
 from .dataset import DatasetBuilder, Piece, Task
 from ..errors import OutputError
-from .manifest import FileRecord
+from ..formats.manifest import FileRecord
 from ..processes import context
-from .writer import SessionWriter
+from ..formats.writer import SessionWriter
 
 __all__ = ["run_tasks", "build_pieces", "describe_task"]
 

@@ -8,12 +8,12 @@ compared. Writing is atomic per file and never over a file compare did not write
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import OutputError
+from ..formats.atomic import write_atomically
 from .ceilings import Ceilings, read_ceilings
 from .plots import matplotlib_missing, write_plots
 from .render import report_document, report_markdown
@@ -161,10 +161,4 @@ def compare_runs(
 
 
 def _write(path: Path, text: str) -> None:
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temp.write_text(text, encoding="utf-8")
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    write_atomically(path, text)

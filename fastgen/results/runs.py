@@ -23,7 +23,7 @@ import yaml
 from ..bakeoff.identity import identity_change
 from ..bakeoff.runs import METRICS_FILE, RUN_CONFIG_FILE, RUN_FILE, is_shard_folder, read_run, report_folders
 from ..bakeoff.status import RunCounts, count_records, request_failed, session_failed
-from ..generator.rows import trace_dir_of
+from ..formats.rows import trace_dir_of
 
 __all__ = ["ConfigRun", "Repeat", "RequestRecord", "SessionRecord", "read_runs"]
 

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from ..errors import OutputError
+from ..formats.atomic import write_atomically
 
 __all__ = ["RECORD", "WrittenFiles"]
 
@@ -58,8 +59,6 @@ class WrittenFiles:
     def wrote(self, name: str) -> None:
         """Remember a file just written (its bytes as they are now)."""
         self.files[name] = _sha256(self.folder / name)
-        temp = self.folder / f".{RECORD}.{os.getpid()}.tmp"
-        temp.write_text(
-            json.dumps({"format": 1, "files": dict(sorted(self.files.items()))}, indent=1) + "\n", encoding="utf-8"
+        write_atomically(
+            self.folder / RECORD, json.dumps({"format": 1, "files": dict(sorted(self.files.items()))}, indent=1) + "\n"
         )
-        os.replace(temp, self.folder / RECORD)

@@ -2,7 +2,7 @@
 
 Two readings of "the prompt":
 - `template`: the tokenizer's chat template over the wire messages and tools with the generation prompt, as vLLM
-  and SGLang render it (fastgen.generator.chat_template, from the tokenizer folder the dataset ships), tokenized as a
+  and SGLang render it (fastgen.formats.chat_template, from the tokenizer folder the dataset ships), tokenized as a
   server does, piece by piece between special tokens so that each distinct piece is tokenized once;
 - `content`: the tools' JSON, then each message's text (tool calls: name and arguments), no role markers; for a
   tokenizer without a template. Each distinct message is tokenized once.
@@ -167,7 +167,7 @@ class ContentReading:
 
 
 class TemplateReading:
-    """The chat template's rendering as the server renders it (fastgen.generator.chat_template), tokenized piece by piece: a
+    """The chat template's rendering as the server renders it (fastgen.formats.chat_template), tokenized piece by piece: a
     tokenizer splits its input at added (special) tokens before anything else, so the text between two of them
     tokenizes the same wherever it stands, and each distinct piece (a message, the tools preamble) is tokenized once.
     The first requests are checked against the whole rendering tokenized at once; a template or tokenizer for which
@@ -180,7 +180,7 @@ class TemplateReading:
     def __init__(self, tokenizer) -> None:  # a fastgen Tokenizer with a chat template
         import re
 
-        from ..generator.chat_template import ChatTemplate
+        from ..formats.chat_template import ChatTemplate
 
         self._template = ChatTemplate(tokenizer.folder_files)
         self._encode = tokenizer.encode
@@ -224,7 +224,7 @@ class TemplateReading:
 def load_reading(folder: Path, reading: str = "auto") -> PromptReading:
     """The prompt reading for a tokenizer folder: `template` when its tokenizer_config.json has a chat template
     (auto), else `content`."""
-    from ..generator.tokenizer import load_tokenizer
+    from ..formats.tokenizer import load_tokenizer
 
     folder = Path(folder)
     tokenizer = load_tokenizer(str(folder))

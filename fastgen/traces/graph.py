@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from ..generator.compression import read_trace_bytes
+from ..formats.compression import read_trace_bytes
 from ..extras import import_extra, require_extra
 
 __all__ = [

@@ -15,7 +15,7 @@ from ..errors import SpecError
 from ..generator.dataset import DatasetBuilder, Task
 from ..generator.scenarios import in_spec
 from ..generator.spec import Spec
-from ..generator.tokenizer import load_tokenizer
+from ..formats.tokenizer import load_tokenizer
 from ..generator.workload import spec_from_document
 from .fit import fit_workload, refined
 from .read import Request, read_traffic

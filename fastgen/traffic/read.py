@@ -38,7 +38,7 @@ import orjson
 import xxhash
 
 from ..errors import FastgenError
-from ..generator.rows import DATASET_SUFFIX, dataset_file
+from ..formats.rows import DATASET_SUFFIX, dataset_file
 
 __all__ = ["Request", "TrafficError", "read_traffic"]
 

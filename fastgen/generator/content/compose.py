@@ -17,7 +17,7 @@ from typing import Callable, TypeVar
 import numpy as np
 
 from ..streams import pool_rng
-from ..tokenizer import Tokenizer
+from ...formats.tokenizer import Tokenizer
 from .kinds import FILLER_MAKERS, KINDS, UNIT_MAKERS
 from .variation import Variation
 from .vocab import Vocab

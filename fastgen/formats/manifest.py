@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 import xxhash
 
 from ..version import __version__
+from .atomic import write_atomically
 from .compression import ZSTD_SUFFIX
 from ..errors import OutputError
 
@@ -129,9 +130,10 @@ def manifest_bytes(*, files: list[FileRecord], tokenizer: dict, workload: dict, 
 
 def rewrite_files(folder: Path, doc: dict, files: list[FileRecord]) -> None:
     """Replace the file list of a manifest (atomically), keeping everything else it records."""
-    temp = folder / (MANIFEST_NAME + ".part")
-    temp.write_bytes(_dump({**doc, "files": _files(files)}))
-    temp.replace(folder / MANIFEST_NAME)
+    # under the name unpack clears when a kill left one behind
+    write_atomically(
+        folder / MANIFEST_NAME, _dump({**doc, "files": _files(files)}), temp=folder / (MANIFEST_NAME + ".part")
+    )
 
 
 def _document(path: Path) -> dict:

@@ -1,0 +1,8 @@
+"""The contracts on disk, one wing below both sides: what the generator writes and the read side reads.
+
+Trace bytes and their compression (compression), the manifest of content hashes (manifest), a session file written
+atomically (writer), the session-per-row dataset file and its config source dialect (rows), the inference-perf
+config dialect fastgen writes and the bakeoff reads back (config_dialect), the tokenizer and its identity (tokenizer,
+pre_token_count) and the chat template a server renders (chat_template). Each module is the door
+to its own format; this package imports neither the generator nor the read side.
+"""
