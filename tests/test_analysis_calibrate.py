@@ -120,6 +120,27 @@ def test_calibrate_from_several_runs_pools_them_and_keeps_each_ones_speeds_for_t
     assert alone[0] < calibration.service.prefill_tokens_per_s < alone[1]
 
 
+def test_a_sharded_run_calibrates_from_its_shards_records_merged(small, tmp_path):
+    """A run of `bakeoff --shards 2` keeps each shard's reports in shards/shard-NN: calibration reads them as one
+    run, the same as the run whose records they split, alone or found below a label folder."""
+    reading = load_reading(small / "traces" / "tokenizer")
+    whole = write_run(tmp_path / "whole" / "scenario3" / "c100_noisy" / "repeat-1", small)
+    sharded = write_run(tmp_path / "sharded" / "scenario3" / "c100_noisy" / "repeat-1", small)
+    records = sharded / "per_request_lifecycle_metrics.json"
+    entries = json.loads(records.read_text())
+    for k in range(2):
+        shard = sharded / "shards" / f"shard-{k:02d}"
+        shard.mkdir(parents=True)
+        (shard / records.name).write_text(json.dumps(entries[k::2]))
+    records.unlink()
+    expected = calibrate(whole, _targets(small), reading, _options())
+    for given in (sharded, tmp_path / "sharded"):
+        calibration = calibrate(given, _targets(small), reading, _options())
+        assert len(calibration.runs) == 1 and calibration.requests == expected.requests == len(entries)
+        assert calibration.service == expected.service
+        assert calibration.hits_matched == expected.hits_matched == (len(entries), len(entries))
+
+
 def test_calibrated_options_take_the_fitted_speeds_and_a_given_speed_in_place_of_its_fitted_one():
     fitted, alone = ServiceModel(4000.0, 30.0), (ServiceModel(3000.0, 20.0), ServiceModel(5000.0, 40.0))
     calibration = Calibration(fitted, Path("runs"), 336, runs=alone, jitter_s=0.004)

@@ -25,15 +25,14 @@ not time tool-call turns) count in latency only.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from ..bakeoff.runs import RUN_FILE, read_run
-from ..bakeoff.status import PER_REQUEST_FILE
+from ..bakeoff.runs import RUN_FILE, read_run, report_folders
+from ..bakeoff.status import PER_REQUEST_FILE, read_report
 from ..errors import SpecError
 from ..traces.blocks import PromptReading
 from .analyze import AnalysisOptions, ConfigTarget, Corpus
@@ -411,7 +410,7 @@ def _read_run(folder: Path, targets: dict[str, ConfigTarget]) -> _Run:
             f"--calibrate: {folder} ran {config or 'a config it does not name'}, which is not a config of the "
             f"dataset analyzed; calibrate from a run of this dataset's configs"
         )
-    entries = _entries(folder / PER_REQUEST_FILE)
+    entries = _entries(folder)
     failed = [e for e in entries if not isinstance(e, dict) or e.get("error") is not None]
     requests = record.get("requests") or {}
     lost = (requests.get("failed") or 0) if isinstance(requests, dict) else 0
@@ -421,7 +420,8 @@ def _read_run(folder: Path, targets: dict[str, ConfigTarget]) -> _Run:
             f"the one a complete run has; calibrate from runs that completed"
         )
     sent = [_sent(entry) for entry in entries]
-    known = [s for s in sent if s is not None]
+    # in the order they were sent: a sharded run's records come shard after shard
+    known = sorted((s for s in sent if s is not None), key=lambda s: (s.start, s.event_id))
     if not known:
         raise SpecError(
             f"--calibrate {folder}: none of its {len(entries)} requests has the prompt, cached and output tokens and "
@@ -504,25 +504,31 @@ def _figures(entry: dict) -> Optional[tuple[int, int, int, Optional[float], floa
 
 
 def _run_folders(run_dir: Path) -> list[Path]:
-    """run_dir when it is a run, else every finished run below it (not .partial or replaced .old- folders)."""
-    if (run_dir / PER_REQUEST_FILE).is_file():
+    """run_dir when it is a run, else every finished run below it (not .partial or replaced .old- folders). A run
+    is a folder with a run record and a per-request report, in itself or, when it ran sharded, in its shards."""
+    if _is_run(run_dir):
         return [run_dir]
     return [
         p.parent
-        for p in sorted(run_dir.rglob(PER_REQUEST_FILE))
+        for p in sorted(run_dir.rglob(RUN_FILE))
         if not any(part.endswith(".partial") or ".old-" in part for part in p.parent.relative_to(run_dir).parts)
-        and (p.parent / RUN_FILE).is_file()
+        and _is_run(p.parent)
     ]
 
 
-def _entries(path: Path) -> list:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise SpecError(f"--calibrate: {path} is not readable JSON ({str(exc)[:80]}); {_FIX}") from None
-    if not isinstance(document, list):
-        raise SpecError(f"--calibrate: {path} is not inference-perf's list of requests; {_FIX}")
-    return document
+def _is_run(folder: Path) -> bool:
+    return (folder / RUN_FILE).is_file() and any((f / PER_REQUEST_FILE).is_file() for f in report_folders(folder))
+
+
+def _entries(folder: Path) -> list:
+    """Every request the run recorded: its shards' merged when it ran sharded."""
+    entries = read_report(folder, PER_REQUEST_FILE)
+    if entries is None:
+        raise SpecError(
+            f"--calibrate: {folder} has a {PER_REQUEST_FILE} that is missing or not inference-perf's list of "
+            f"requests (in one of its shards, when sharded); {_FIX}"
+        )
+    return entries
 
 
 def _server_name(run: _Run) -> str:
