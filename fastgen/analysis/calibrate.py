@@ -504,30 +504,21 @@ def _figures(entry: dict) -> Optional[tuple[int, int, int, Optional[float], floa
 
 
 def _run_folders(run_dir: Path) -> list[Path]:
-    """run_dir when it is a run, else every finished run below it (not .partial or replaced .old- folders). A run
-    is a folder with a run record and a per-request report, in itself or, when it ran sharded, in its shards."""
-    if _is_run(run_dir):
-        return [run_dir]
+    """run_dir when it is a run, else every finished run below it (not .partial or replaced .old- folders): a folder
+    with a run record and per-request reports, its own or, when it ran sharded, its shards'."""
+    found = [run_dir] if (run_dir / RUN_FILE).is_file() else sorted(p.parent for p in run_dir.rglob(RUN_FILE))
     return [
-        p.parent
-        for p in sorted(run_dir.rglob(RUN_FILE))
-        if not any(part.endswith(".partial") or ".old-" in part for part in p.parent.relative_to(run_dir).parts)
-        and _is_run(p.parent)
+        f
+        for f in found
+        if not any(part.endswith(".partial") or ".old-" in part for part in f.relative_to(run_dir).parts)
+        and any((where / PER_REQUEST_FILE).is_file() for where in report_folders(f))
     ]
 
 
-def _is_run(folder: Path) -> bool:
-    return (folder / RUN_FILE).is_file() and any((f / PER_REQUEST_FILE).is_file() for f in report_folders(folder))
-
-
 def _entries(folder: Path) -> list:
-    """Every request the run recorded: its shards' merged when it ran sharded."""
-    entries = read_report(folder, PER_REQUEST_FILE)
-    if entries is None:
-        raise SpecError(
-            f"--calibrate: {folder} has a {PER_REQUEST_FILE} that is missing or not inference-perf's list of "
-            f"requests (in one of its shards, when sharded); {_FIX}"
-        )
+    """Every request the run recorded (its shards' merged, when it ran sharded)."""
+    if (entries := read_report(folder, PER_REQUEST_FILE)) is None:
+        raise SpecError(f"--calibrate: {folder} has a {PER_REQUEST_FILE} that is not a list of requests; {_FIX}")
     return entries
 
 
