@@ -256,7 +256,7 @@ def _run_one(
     previous = read_run(folder)
     again = None
     if previous and previous.status == "completed" and not options.rerun:
-        again = identity_change(previous.identity, identity)
+        again = identity_change(previous.identity or None, identity)  # None: an older run that recorded none
         if again is None:
             return RunOutcome(
                 config.name,
