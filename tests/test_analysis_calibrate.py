@@ -40,7 +40,8 @@ def _options() -> AnalysisOptions:
 def write_run(folder: Path, small: Path, *, service: ServiceModel = TRUTH, fail: int = 0, config: str = CONFIG) -> Path:
     """A run folder as fastgen bakeoff writes one, of the model's own replay of CONFIG at `service`'s speeds: what
     a server that schedules as the model does would have recorded (start, TTFT, latency, usage, token times)."""
-    from fastgen.bakeoff.runs import write_run as write_record
+    from fastgen.formats.run_record import RunRecord
+    from fastgen.formats.run_record import write_run as write_record
 
     target = next(t for t in _targets(small) if t.name == CONFIG)
     corpus = Corpus(target.trace_dir, load_reading(small / "traces" / "tokenizer"), 16)
@@ -78,13 +79,13 @@ def write_run(folder: Path, small: Path, *, service: ServiceModel = TRUTH, fail:
     server = {"engine": "vllm", "version": "0.32.0", "kv_capacity_tokens": None, "block_size": 16}
     write_record(
         folder,
-        {
-            "config": config,
-            "repeat": 1,
-            "status": "completed",
-            "requests": {"expected": len(entries), "recorded": len(entries), "failed": fail},
-            "identity": {"server": {**server, "scheduler": SCHEDULER}},
-        },
+        RunRecord(
+            config=config,
+            repeat=1,
+            status="completed",
+            requests={"expected": len(entries), "recorded": len(entries), "failed": fail},
+            identity={"server": {**server, "scheduler": SCHEDULER}},
+        ),
     )
     return folder
 

@@ -51,10 +51,10 @@ def test_each_engines_recorded_settings_become_the_models():
 
 
 def write_record(folder: Path, server: dict) -> Path:
-    from fastgen.bakeoff.runs import write_run
+    from fastgen.formats.run_record import RunRecord, write_run
 
     folder.mkdir(parents=True)
-    write_run(folder, {"config": "scenario1/c10", "repeat": 1, "status": "completed", "identity": {"server": server}})
+    write_run(folder, RunRecord(config="scenario1/c10", repeat=1, status="completed", identity={"server": server}))
     return folder
 
 

@@ -29,7 +29,7 @@ from e2e.server import ServerThread
 from fastgen.bakeoff.identity import identity_change, run_identity, server_identity
 from fastgen.bakeoff.plan import run_config_text, select_configs
 from fastgen.bakeoff.reset import wait_idle
-from fastgen.bakeoff.runs import write_run
+from fastgen.formats.run_record import RunRecord, write_run
 from fastgen.bakeoff.sampler import parse_metrics
 from fastgen.bakeoff.server import LiveServer, fetch, probe_server
 from fastgen.bakeoff.status import count_records, judge_run, last_error, read_counts
@@ -680,11 +680,11 @@ def test_bakeoff_refuses_a_label_whose_runs_came_from_another_server_unless_reru
     old.mkdir(parents=True)
     write_run(
         old,
-        {
-            "config": "scenario1/c1",
-            "status": "completed",
-            "identity": {"server": {"url": other, "engine": "vllm", "model": MODEL}},
-        },
+        RunRecord(
+            config="scenario1/c1",
+            status="completed",
+            identity={"server": {"url": other, "engine": "vllm", "model": MODEL}},
+        ),
     )
     with engine(dataset, tmp_path) as server:
         refused = bakeoff(dataset, tmp_path, server.url, "--configs", QUICK)

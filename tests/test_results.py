@@ -11,7 +11,7 @@ from typing import Optional
 
 import pytest
 
-from fastgen.bakeoff.runs import write_run
+from fastgen.formats.run_record import RunRecord, write_run
 from fastgen.results import compare_runs, read_runs
 from fastgen.results.sections.scenario2 import roles
 from fastgen.results.report import Pair, Side
@@ -76,7 +76,7 @@ def write_folder(
     (folder / "metrics.jsonl").write_text(
         "".join(json.dumps({"t": 1000.0 + i, "metrics": m}) + "\n" for i, m in enumerate(samples))
     )
-    write_run(folder, {"status": status, "engine": engine, "seconds": 36.0})
+    write_run(folder, RunRecord(status=status, engine=engine, seconds=36.0))
 
 
 def write_repeat(

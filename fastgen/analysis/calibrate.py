@@ -31,7 +31,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from ..bakeoff.runs import RUN_FILE, read_run, report_folders
+from ..formats.run_record import RUN_FILE, RunRecord, read_run
+from ..bakeoff.runs import report_folders
 from ..bakeoff.status import PER_REQUEST_FILE, read_report
 from ..errors import SpecError
 from ..traces.blocks import PromptReading
@@ -403,8 +404,8 @@ def _replay(run: _Run, plan: dict, service: ServiceModel, options: AnalysisOptio
 
 
 def _read_run(folder: Path, targets: dict[str, ConfigTarget]) -> _Run:
-    record = read_run(folder) or {}
-    config = record.get("config")
+    record = read_run(folder) or RunRecord()
+    config = record.config
     if config not in targets:
         raise SpecError(
             f"--calibrate: {folder} ran {config or 'a config it does not name'}, which is not a config of the "
@@ -412,8 +413,7 @@ def _read_run(folder: Path, targets: dict[str, ConfigTarget]) -> _Run:
         )
     entries = _entries(folder)
     failed = [e for e in entries if not isinstance(e, dict) or e.get("error") is not None]
-    requests = record.get("requests") or {}
-    lost = (requests.get("failed") or 0) if isinstance(requests, dict) else 0
+    lost = (record.requests or {}).get("failed") or 0
     if failed or lost:
         raise SpecError(
             f"--calibrate: {folder} lost {max(len(failed), lost)} of its requests (failed), so its queue was not "

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..bakeoff.runs import RUN_FILE, read_run
+from ..formats.run_record import RUN_FILE, read_run
 from ..errors import SpecError
 from .rules import ENGINE_RULES, SchedulerSettings
 
@@ -59,8 +59,8 @@ def server_from(run_dir: Path) -> ServerSpec:
     folders = [f for f in folders if not any(part.endswith(".partial") or ".old-" in part for part in f.parts)]
     servers = []
     for folder in folders:
-        record = read_run(folder) or {}
-        server = (record.get("identity") or {}).get("server")
+        record = read_run(folder)
+        server = record.identity.get("server") if record else None  # format 2's: one that names its block size
         if isinstance(server, dict) and server.get("engine"):
             servers.append((folder, server))
     if not servers:

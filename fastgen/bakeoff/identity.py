@@ -164,7 +164,7 @@ def identity_change(previous: Optional[dict], now: dict) -> Optional[str]:
 def check_label_server(label_folder: Path, server: dict) -> None:
     """Refuse (OutputError) a label folder whose finished runs came from another server than `server`."""
     for folder, record in recorded_runs(label_folder):
-        recorded = _recorded_server(record)
+        recorded = record.server
         if recorded is None:
             continue
         differs = [
@@ -176,15 +176,6 @@ def check_label_server(label_folder: Path, server: dict) -> None:
                 f"{folder.relative_to(label_folder).as_posix()}), not from {server['url']} ({_describe(server)}); "
                 f"pass a new --label for this server, or --rerun to replace those runs"
             )
-
-
-def _recorded_server(record: dict) -> Optional[dict]:
-    server = (record.get("identity") or {}).get("server")
-    if isinstance(server, dict):
-        return server
-    if record.get("url") or record.get("engine"):  # format 1: the URL and engine at the top
-        return {"url": record.get("url"), "engine": record.get("engine")}
-    return None
 
 
 def _describe(server: dict) -> str:

@@ -15,11 +15,10 @@ through the router.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -28,6 +27,7 @@ import yaml
 from ..export.shards import plan_shards, shard_folder, write_shards
 from ..formats.config_dialect import check_label
 from ..formats.rows import DATASET_SUFFIX
+from ..formats.run_record import RunRecord, read_run, write_run
 from ..errors import FastgenError
 from ..extras import require_extra
 from ..version import __version__
@@ -45,14 +45,12 @@ from .runs import (
     discard_partial,
     partial_folder,
     place_run,
-    read_run,
     repeat_folder,
     report_folders,
-    write_run,
 )
 from .sampler import MetricsSampler
 from .server import LiveServer, probe_server
-from .status import PER_REQUEST_FILE, RunCounts, judge_run, read_counts, read_report
+from .status import RunCounts, cached_tokens_warning, judge_run, read_counts
 
 __all__ = [
     "BakeoffOptions",
@@ -257,8 +255,8 @@ def _run_one(
     )
     previous = read_run(folder)
     again = None
-    if previous and previous.get("status") == "completed" and not options.rerun:
-        again = identity_change(previous.get("identity"), identity)
+    if previous and previous.status == "completed" and not options.rerun:
+        again = identity_change(previous.identity or None, identity)  # None: an older run that recorded none
         if again is None:
             return RunOutcome(
                 config.name,
@@ -276,17 +274,17 @@ def _run_one(
         if options.shards > 1:
             stage("writing the shards")
             write_shards(partial / RUN_CONFIG_FILE, options.shards, partial / SHARDS_FOLDER)
-        record = {
-            "config": config.name,
-            "repeat": repeat,
-            "repeats": options.repeats,
-            "label": options.label,
-            "fastgen": __version__,
-            "scrape_interval_s": options.scrape_interval_s,
-            "config_dir": Path(options.config_dir).resolve().as_posix(),  # for compare's own analyze (ceilings)
-            "identity": identity,
-            "shards": options.shards,
-        }
+        record = RunRecord(
+            config=config.name,
+            repeat=repeat,
+            repeats=options.repeats,
+            label=options.label,
+            fastgen=__version__,
+            scrape_interval_s=options.scrape_interval_s,
+            config_dir=Path(options.config_dir).resolve().as_posix(),  # for compare's own analyze (ceilings)
+            identity=identity,
+            shards=options.shards,
+        )
         return _replay(config, folder, record, fleet, model, options, command, checked.metrics_served, stage)
     except BaseException:
         discard_partial(folder, prune_to=label_dir)
@@ -296,7 +294,7 @@ def _run_one(
 def _replay(
     config: ConfigRun,
     folder: Path,
-    record: dict,
+    record: RunRecord,
     fleet: Fleet,
     model: str,
     options: BakeoffOptions,
@@ -307,14 +305,7 @@ def _replay(
     """One run; `metrics`: whether the server serves /metrics (without, no idle wait and no samples)."""
     partial = partial_folder(folder)
     server = fleet.front
-    if options.reset:
-        if metrics:
-            stage("waiting until the server is idle")
-            fleet.wait_idle()
-        stage("emptying the prefix cache")
-        record["reset"] = fleet.reset(model)
-    else:
-        record["reset"] = no_reset()
+    reset = _reset(fleet, model, options, metrics, stage)
     before = fleet.starts()
     sampler = MetricsSampler(fleet.sample, partial / METRICS_FILE, options.scrape_interval_s)
     if metrics:
@@ -331,36 +322,51 @@ def _replay(
             sampler.stop()
         if options.shards > 1:
             _drop_shard_data(partial)
-    seconds = time.monotonic() - started
-    record.update(
-        started=started_epoch,
-        ended=time.time(),
-        seconds=round(seconds, 3),
-        exit_code=max(codes, key=lambda code: code != 0),
-        metrics_samples=sampler.samples,
-        metrics_errors=sampler.errors,
-    )
+    seconds, ended = time.monotonic() - started, time.time()
     dead = fleet.dead()
     died = dead is not None
     counts = read_counts(partial)
     restarted = None if died else fleet.restart(before, counts)
     status, reason = _judge(codes, counts, partial, options, died=died, restarted=restarted, who=dead or "the server")
-    record.update(status=status, reason=reason, **(counts or RunCounts()).record())
-    if fleet.routed:
-        record["fleet"] = fleet.figures(sampler.first, sampler.last)
-    record["warning"] = _cached_tokens_warning(partial, server) if status != "failed" else None
+    record = replace(
+        record,
+        reset=reset,
+        started=started_epoch,
+        ended=ended,
+        seconds=round(seconds, 3),
+        exit_code=max(codes, key=lambda code: code != 0),
+        metrics_samples=sampler.samples,
+        metrics_errors=sampler.errors,
+        status=status,
+        reason=reason,
+        **(counts or RunCounts()).record(),
+        fleet=fleet.figures(sampler.first, sampler.last) if fleet.routed else None,
+        warning=cached_tokens_warning(partial, server) if status != "failed" else None,
+    )
     write_run(partial, record)
     place_run(folder)
     return RunOutcome(
         config.name,
         status,
         seconds,
-        reason or record["warning"] or "",
+        reason or record.warning or "",
         folder,
         {"server_died": died},
-        repeat=record["repeat"],
-        repeats=record["repeats"],
+        repeat=record.repeat or 1,
+        repeats=options.repeats,
     )
+
+
+def _reset(fleet: Fleet, model: str, options: BakeoffOptions, metrics: bool, stage: Callable[[str], None]) -> dict:
+    """The run record's reset: the prefix cache emptied and verified, once the server is idle where its /metrics
+    tells; or --no-reset's."""
+    if not options.reset:
+        return no_reset()
+    if metrics:
+        stage("waiting until the server is idle")
+        fleet.wait_idle()
+    stage("emptying the prefix cache")
+    return fleet.reset(model)
 
 
 def _replays(config: ConfigRun, partial: Path, shards: int) -> list[tuple[Path, Path, Path]]:
@@ -427,34 +433,6 @@ def _judge(
             more = f" (and {len(bad) - 1} more shard(s))" if len(bad) > 1 else ""
             return worst, f"{shard_folder(k)}: {reason}{more}"
     return "completed", None
-
-
-def _cached_tokens_warning(partial: Path, server: LiveServer) -> Optional[str]:
-    """A server that hit its prefix cache but reported no cached tokens in any response was started without
-    cached-token reporting: every hit ratio of the report would read 0. Say so while there is time to restart it."""
-    try:
-        entries = read_report(partial, PER_REQUEST_FILE)
-        if entries is None:
-            return None
-        samples = [json.loads(line).get("metrics") or {} for line in (partial / METRICS_FILE).read_text().splitlines()]
-    except (OSError, ValueError):
-        return None
-    reported = any(
-        (
-            (((e.get("info") or {}).get("response_metrics") or {}).get("server_usage") or {}).get(
-                "prompt_tokens_details"
-            )
-            or {}
-        ).get("cached_tokens")
-        for e in entries
-    )
-    hits = [v for v in (server.engine.metric(m, "cache_hits") for m in samples) if v is not None]
-    if not reported and len(hits) >= 2 and hits[-1] > hits[0]:
-        return (
-            f"the server hit its prefix cache but reported no cached tokens; restart it with "
-            f"{server.engine.cache_report_flag} or every hit ratio reads 0"
-        )
-    return None
 
 
 class _Progress:

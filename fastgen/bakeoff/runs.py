@@ -1,7 +1,7 @@
 """The run folder of one repeat of one config against one server: what the bakeoff writes there, and how it is placed.
 
     <out>/<label>/<scenario>/<config>/repeat-<K>/     inference-perf's reports, and beside them:
-        run.json                           what ran, against what, how it ended (RUN_FILE, format RUN_FORMAT)
+        run.json                           what ran, against what, how it ended (formats/run_record.py)
         metrics.jsonl                      the server's /metrics, sampled while it ran (METRICS_FILE)
         inference-perf.log                 inference-perf's output (LOG_FILE)
         run-config.yml                     the config as run (RUN_CONFIG_FILE)
@@ -15,38 +15,32 @@ replaces a finished one and a reader never sees half a run.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 from pathlib import Path
 from typing import Optional
 
+from ..formats.run_record import RUN_FILE, RunRecord, read_run
 from ..interrupts import signals_held
 
 __all__ = [
     "LOG_FILE",
     "METRICS_FILE",
     "RUN_CONFIG_FILE",
-    "RUN_FILE",
-    "RUN_FORMAT",
     "SHARDS_FOLDER",
     "discard_partial",
     "partial_folder",
     "place_run",
-    "read_run",
     "recorded_runs",
     "report_folders",
     "is_shard_folder",
     "repeat_folder",
-    "write_run",
 ]
 
-RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
 LOG_FILE = "inference-perf.log"
 RUN_CONFIG_FILE = "run-config.yml"
-RUN_FORMAT = 2  # 2: repeat-K folders, status incomplete, counts, identity, a verified reset
 SHARDS_FOLDER = "shards"
 _SHARD = re.compile(r"shard-\d+")  # export/shards.py's shard_folder
 _PARTIAL = ".partial"
@@ -75,7 +69,7 @@ def partial_folder(final: Path) -> Path:
     return final.with_name(final.name + _PARTIAL)
 
 
-def recorded_runs(label_folder: Path) -> list[tuple[Path, dict]]:
+def recorded_runs(label_folder: Path) -> list[tuple[Path, RunRecord]]:
     """Every finished run under a label's folder (any layout, any format), as (folder, run record), in path order;
     unfinished (.partial) and replaced (.old-) folders are not runs."""
     found = []
@@ -87,20 +81,6 @@ def recorded_runs(label_folder: Path) -> list[tuple[Path, dict]]:
         if record is not None:
             found.append((folder, record))
     return found
-
-
-def read_run(folder: Path) -> Optional[dict]:
-    """The run record of a run folder, or None when there is none (or it is not readable JSON)."""
-    try:
-        record = json.loads((Path(folder) / RUN_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
-def write_run(folder: Path, record: dict) -> None:
-    path = Path(folder) / RUN_FILE
-    path.write_text(json.dumps({"format": RUN_FORMAT, **record}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def discard_partial(final: Path, *, prune_to: Optional[Path] = None) -> None:

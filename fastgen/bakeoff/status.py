@@ -16,14 +16,19 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from .runs import report_folders
+from ..formats.run_record import RunRecord
+from .runs import METRICS_FILE, report_folders
+
+if TYPE_CHECKING:
+    from .server import LiveServer
 
 __all__ = [
     "PER_REQUEST_FILE",
     "PER_SESSION_FILE",
     "RunCounts",
+    "cached_tokens_warning",
     "count_records",
     "judge_run",
     "last_error",
@@ -69,12 +74,9 @@ class RunCounts:
         return max(0, (self.expected or 0) - self.recorded)
 
     @classmethod
-    def from_record(cls, record: dict) -> "RunCounts":
+    def from_record(cls, record: RunRecord) -> "RunCounts":
         """The counts a run record (run.json, format 2) holds; zeros where it holds none."""
-        requests = record.get("requests")
-        sessions = record.get("sessions")
-        requests = requests if isinstance(requests, dict) else {}
-        sessions = sessions if isinstance(sessions, dict) else {}
+        requests, sessions = record.requests or {}, record.sessions or {}
         expected = requests.get("expected")
         return cls(
             recorded=int(requests.get("recorded") or 0),
@@ -249,3 +251,31 @@ def _read_list(path: Path) -> Optional[list[dict]]:
     if not isinstance(document, list):
         return None
     return [entry for entry in document if isinstance(entry, dict)]
+
+
+def cached_tokens_warning(partial: Path, server: LiveServer) -> Optional[str]:
+    """A server that hit its prefix cache but reported no cached tokens in any response was started without
+    cached-token reporting: every hit ratio of the report would read 0. Say so while there is time to restart it."""
+    try:
+        entries = read_report(partial, PER_REQUEST_FILE)
+        if entries is None:
+            return None
+        samples = [json.loads(line).get("metrics") or {} for line in (partial / METRICS_FILE).read_text().splitlines()]
+    except (OSError, ValueError):
+        return None
+    reported = any(
+        (
+            (((e.get("info") or {}).get("response_metrics") or {}).get("server_usage") or {}).get(
+                "prompt_tokens_details"
+            )
+            or {}
+        ).get("cached_tokens")
+        for e in entries
+    )
+    hits = [v for v in (server.engine.metric(m, "cache_hits") for m in samples) if v is not None]
+    if not reported and len(hits) >= 2 and hits[-1] > hits[0]:
+        return (
+            f"the server hit its prefix cache but reported no cached tokens; restart it with "
+            f"{server.engine.cache_report_flag} or every hit ratio reads 0"
+        )
+    return None

@@ -21,9 +21,10 @@ from typing import Any, Optional
 import yaml
 
 from ..bakeoff.identity import identity_change
-from ..bakeoff.runs import METRICS_FILE, RUN_CONFIG_FILE, RUN_FILE, is_shard_folder, read_run, report_folders
+from ..bakeoff.runs import METRICS_FILE, RUN_CONFIG_FILE, is_shard_folder, report_folders
 from ..bakeoff.status import RunCounts, count_records, request_failed, session_failed
 from ..formats.rows import trace_dir_of
+from ..formats.run_record import RUN_FILE, RunRecord, read_run
 
 __all__ = ["ConfigRun", "Repeat", "RequestRecord", "SessionRecord", "read_runs"]
 
@@ -258,22 +259,13 @@ def _same_runs(name: str, repeats: list[Repeat], problems: list[str]) -> list[Re
 
 def _read_folder(folder: Path, index: int, problems: list[str], name: str = "") -> Optional[Repeat]:
     record = read_run(folder)
-    repeat = Repeat(
-        index=int((record or {}).get("repeat") or index),
-        folder=folder,
-        status=(record or {}).get("status") or "reports",
-    )
+    repeat = Repeat(index=index, folder=folder, status="reports")
     if record:
-        repeat.engine, repeat.seconds, repeat.reason = record.get("engine"), record.get("seconds"), record.get("reason")
-        repeat.ended = record.get("ended") if isinstance(record.get("ended"), (int, float)) else None
-        identity = record.get("identity")
-        repeat.identity = identity if isinstance(identity, dict) else {}
-        reset = record.get("reset")
-        repeat.reset = reset if isinstance(reset, dict) else {"done": reset, "verified": None, "how": None}
-        repeat.errors = [str(e) for e in record.get("errors") or []]
-        repeat.fleet = record["fleet"] if isinstance(record.get("fleet"), dict) else {}
-        config_dir = record.get("config_dir")
-        repeat.config_dir = config_dir if isinstance(config_dir, str) else None
+        repeat.index, repeat.status = record.repeat or index, record.status or "reports"
+        repeat.engine, repeat.seconds, repeat.reason = record.engine, record.seconds, record.reason
+        repeat.ended, repeat.identity, repeat.errors = record.ended, record.identity, record.errors
+        repeat.reset = record.reset or {"done": None, "verified": None, "how": None}
+        repeat.fleet, repeat.config_dir = record.fleet or {}, record.config_dir
     requests = _load_reports(folder, PER_REQUEST, problems)
     if requests is None and repeat.status != "failed":
         return None if record is None else repeat
@@ -301,21 +293,23 @@ def _read_folder(folder: Path, index: int, problems: list[str], name: str = "") 
             problems.append(f"{folder / PER_SESSION}: a malformed session entry; skipped")
             break
     repeat.samples = _samples(folder / METRICS_FILE, problems) if record else []
-    _counts(repeat, record or {}, count_records(entries, sessions if session_list is not None else None))
+    _counts(
+        repeat, record or RunRecord(format=1), count_records(entries, sessions if session_list is not None else None)
+    )
     return repeat
 
 
-def _counts(repeat: Repeat, record: dict, seen: RunCounts) -> None:
+def _counts(repeat: Repeat, record: RunRecord, seen: RunCounts) -> None:
     """Failed and lost counts: what run.json (format 2) recorded, or what the records show where they show more
     (bakeoff.status.count_records counts both the same way); a run recorded "completed" (format 1) or with no
     record whose records show failures is read as incomplete: a status must not say more than its records."""
     recorded = RunCounts.from_record(record)
-    requests_known = isinstance(record.get("requests"), dict)
+    requests_known = record.requests is not None
     merged = RunCounts(
         recorded=max(recorded.recorded, seen.recorded),
         failed=max(recorded.failed, seen.failed),
         expected=recorded.expected if requests_known else seen.expected,
-        sessions=recorded.sessions if isinstance(record.get("sessions"), dict) and recorded.sessions else seen.sessions,
+        sessions=recorded.sessions if record.sessions is not None and recorded.sessions else seen.sessions,
         sessions_failed=max(recorded.sessions_failed, seen.sessions_failed),
     )
     repeat.requests_failed = merged.failed + merged.lost
