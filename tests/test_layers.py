@@ -107,6 +107,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("analysis.corpus", "analysis.side_by_side", "analysis.serving"),
     ("analysis.analyze",),
     ("analysis.calibrate", "analysis.summary", "analysis.report", "analysis.plots", "analysis"),
+    ("analysis.request",),  # what an analysis is asked: its targets, tokenizer, server and options, checked
     ("export.jsonl", "export.arrivals"),
     ("export.mooncake", "export.dag", "export.mooncake_sessions", "export"),
     ("predicted",),  # compare's own analyze: the results read side calling the analysis at what the runs recorded
