@@ -58,6 +58,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("generator.dataset",),
     ("generator.configs",),
     ("generator.workers",),
+    ("generator.plan_from",),  # a run's plan, given or read back from a manifest, and its tokenizer checked
     ("generator.output", "generator"),  # the whole run, and the generator's folder
     # the read side: trace files as inference-perf reads them (validate uses it too)
     ("traces.graph",),
