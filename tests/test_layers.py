@@ -59,6 +59,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("generator.dataset",),
     ("generator.configs",),
     ("generator.workers",),
+    ("generator.plan_from",),  # a run's plan, given or read back from a manifest, and its tokenizer checked
     ("generator.output", "generator"),  # the whole run, and the generator's folder
     # the read side: trace files as inference-perf reads them (validate uses it too)
     ("traces.graph",),
@@ -108,6 +109,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("analysis.corpus", "analysis.side_by_side", "analysis.serving"),
     ("analysis.analyze",),
     ("analysis.calibrate", "analysis.summary", "analysis.report", "analysis.plots", "analysis"),
+    ("analysis.request",),  # what an analysis is asked: its targets, tokenizer, server and options, checked
     ("export.jsonl", "export.arrivals"),
     ("export.mooncake", "export.dag", "export.mooncake_sessions", "export"),
     ("predicted",),  # compare's own analyze: the results read side calling the analysis at what the runs recorded

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from .options import Parser, UsageError, int_in, positive_float
+from .options import Parser, int_in, positive_float
 
 __all__ = ["analyze_parser", "run_analyze", "targets_of"]
 
@@ -178,74 +178,27 @@ def _service_options(p: Parser) -> None:
     )
 
 
-def _service(args, targets, tokenizer, options):
-    """(the options with the service model and band speeds, where the speeds come from; None: defaults or given)."""
-    from ..analysis.calibrate import calibrate, calibrated_options
-    from ..traces.blocks import load_reading
-
-    calibration = None
-    if args.calibrate is not None:
-        every = _alltargets_of(args) or targets
-        calibration = calibrate(args.calibrate, every, load_reading(tokenizer, args.reading), options)
-    return calibrated_options(
-        options,
-        calibration,
-        prefill_tokens_per_s=args.prefill_tokens_per_s,
-        decode_tokens_per_s=args.decode_tokens_per_s,
-    )
-
-
-def _alltargets_of(args):
-    """Every config of the dataset (a run to calibrate from may be of one --only leaves out); None without configs."""
-    from ..analysis import config_targets
-
-    config_dir = args.configs or (args.dir.resolve().parent / "configs")
-    if args.configs is not None or (config_dir / "manifest.json").is_file():
-        return config_targets(config_dir, args.dir)
-    return None
-
-
 def targets_of(args):
-    from ..analysis import config_targets
-    from ..analysis.analyze import directory_targets
+    """(the targets, the tokenizer folder) of `dir`, --tokenizer and --configs."""
+    from ..analysis.request import dataset_targets
 
-    if not args.dir.is_dir():
-        raise UsageError(f"{args.dir} is not a folder; give the trace folder fastgen wrote (e.g. traces)")
-    tokenizer = args.tokenizer or _tokenizer_of(args.dir)
-    if not tokenizer.exists():
-        raise UsageError(f"no tokenizer at {tokenizer}; pass --tokenizer with the dataset's tokenizer folder")
-    config_dir = args.configs or (args.dir.resolve().parent / "configs")
-    if args.configs is not None or (config_dir / "manifest.json").is_file():
-        return config_targets(config_dir, args.dir), tokenizer
-    return directory_targets(args.dir), tokenizer
-
-
-def _tokenizer_of(folder: Path) -> Path:
-    # a dataset's own folder, or the one beside a trace directory of it
-    return folder / "tokenizer" if (folder / "tokenizer").exists() else folder.parent / "tokenizer"
+    return dataset_targets(args.dir, tokenizer=args.tokenizer, configs=args.configs)
 
 
 def run_analyze(args) -> int:
     from ..analysis import analyze
     from ..analysis.report import analysis_document, analysis_table
-    from ..errors import OutputError
+    from ..analysis.request import matching_targets, server_of
     from ..extras import require_extra
 
     require_extra("validate", "fastgen analyze")  # before any file is read: it reads them as inference-perf does
     if args.plots is not None:
         require_extra("plots", "fastgen analyze --plots")
-    server = _server(args)
+    server = server_of(args.server_from, args.engine) if args.server_from is not None else None
     targets, tokenizer = targets_of(args)
     if args.only:
-        from fnmatch import fnmatchcase
-
-        targets = [
-            t for t in targets if any(fnmatchcase(t.name, p) or fnmatchcase(t.name, p + "/*") for p in args.only)
-        ]
-        if not targets:
-            raise UsageError(f"no config matches {' '.join(args.only)}")
-    options = _options(args, server)
-    options, service_source = _service(args, targets, tokenizer, options)
+        targets = matching_targets(targets, args.only)
+    options, service_source = _options(args, server, targets, tokenizer)
     reading, results = analyze(
         targets, tokenizer, options, workers=args.workers, progress=not args.quiet and sys.stderr.isatty()
     )
@@ -262,89 +215,62 @@ def run_analyze(args) -> int:
         )
     )
     if args.plots is not None and args.definition == "vllm":
-        from ..results.plots import write_plots
-        from ..analysis.plots import analysis_plots
-
-        try:
-            written = write_plots(
-                analysis_plots(
-                    results, {r.name: r.sweep for r in results if r.sweep}, capacity_tokens=options.capacity_tokens
-                ),
-                args.plots,
-            )
-        except OSError as exc:
-            raise OutputError(
-                f"cannot write the plots into {args.plots}: {exc.strerror}; choose another --plots"
-            ) from None
-        print(f"{len(written)} plots in {args.plots}")
+        _write_plots(args.plots, results, options)
     if args.json:
-        try:
-            document = analysis_document(reading, options, results, service_source=service_source, server=server_line)
-            args.json.write_text(json.dumps(document, indent=1) + "\n")
-        except OSError as exc:
-            raise OutputError(f"cannot write {args.json}: {exc.strerror}; choose another --json") from None
+        document = analysis_document(reading, options, results, service_source=service_source, server=server_line)
+        _write_json(args.json, document)
     return 0
 
 
-def _server(args):
-    """The server --server-from names (analysis.serving.ServerSpec), or None."""
-    if args.server_from is None:
-        return None
-    from ..analysis.serving import server_from
+def _options(args, server, targets, tokenizer):
+    """(AnalysisOptions from the flags, with the service speeds; where the speeds come from)."""
+    from ..analysis.request import all_config_targets, analysis_options, served_options
 
-    server = server_from(args.server_from)
-    if args.engine is not None and args.engine != server.engine:
-        raise UsageError(
-            f"--engine {args.engine}, but {args.server_from}'s runs were against {server.engine}; drop --engine, "
-            f"or give runs of a {args.engine} server"
-        )
-    return server
-
-
-def _options(args, server):
-    """AnalysisOptions from the flags, over --server-from's server where given, over the engine's defaults."""
-    from dataclasses import replace
-
-    from ..analysis import AnalysisOptions, kv_bytes_per_token
-    from ..analysis.rules import ENGINE_RULES
-
-    engine = args.engine or (server.engine if server is not None else "vllm")
-    capacity = args.kv_cache_tokens
-    if args.kv_cache_gib is not None:
-        if args.model_config is None:
-            raise UsageError("--kv-cache-gib needs --model-config (the model's config.json) for the bytes per token")
-        capacity = int(args.kv_cache_gib * 2**30 // kv_bytes_per_token(args.model_config))
-    if capacity is None and server is not None:
-        capacity = server.capacity_tokens
-    if args.definition == "aiperf":
-        if capacity is not None:
-            raise UsageError("AIPerf's definition has no capacity (an infinite cache); drop --kv-cache-tokens/-gib")
-        if args.engine not in (None, "vllm") or server is not None:
-            raise UsageError(
-                "AIPerf's definition has no engine rules; drop --engine/--server-from or --definition aiperf"
-            )
-    rules = ENGINE_RULES[engine]
-    block_size = args.block_size or (
-        512 if args.definition == "aiperf" else server.block_size if server is not None else rules.default_block_size
-    )
-    settings = server.settings if server is not None else rules.defaults
-    given = {
-        "batch_tokens": args.batch_tokens,
-        "max_running": args.max_running,
-        "policy": args.schedule_policy,
-    }
-    if args.schedule_policy == "lpm" and engine != "sglang":
-        raise UsageError("--schedule-policy lpm is SGLang's; vLLM schedules FCFS (drop it, or --engine sglang)")
-    settings = replace(settings, **{k: v for k, v in given.items() if v is not None})
-    return AnalysisOptions(
-        block_size=block_size,
-        capacity_tokens=capacity,
-        reading=args.reading,
+    options = analysis_options(
+        server=server,
+        engine=args.engine,
         definition=args.definition,
+        reading=args.reading,
+        block_size=args.block_size,
+        kv_cache_tokens=args.kv_cache_tokens,
+        kv_cache_gib=args.kv_cache_gib,
+        model_config=args.model_config,
+        batch_tokens=args.batch_tokens,
+        max_running=args.max_running,
+        schedule_policy=args.schedule_policy,
         sweep=args.sweep,
-        engine=engine,
-        settings=settings,
-        band=0 if args.definition == "aiperf" else args.band,
+        band=args.band,
         replicas=args.replicas,
         router=args.router,
     )
+    return served_options(
+        options,
+        targets,
+        tokenizer,
+        calibrate_from=args.calibrate,
+        every=all_config_targets(args.dir, args.configs) if args.calibrate is not None else None,
+        prefill_tokens_per_s=args.prefill_tokens_per_s,
+        decode_tokens_per_s=args.decode_tokens_per_s,
+    )
+
+
+def _write_plots(folder: Path, results, options) -> None:
+    from ..analysis.plots import analysis_plots
+    from ..errors import OutputError
+    from ..results.plots import write_plots
+
+    sweeps = {r.name: r.sweep for r in results if r.sweep}
+    try:
+        written = write_plots(analysis_plots(results, sweeps, capacity_tokens=options.capacity_tokens), folder)
+    except OSError as exc:
+        raise OutputError(f"cannot write the plots into {folder}: {exc.strerror}; choose another --plots") from None
+    print(f"{len(written)} plots in {folder}")
+
+
+def _write_json(path: Path, document) -> None:
+    from ..errors import OutputError
+
+    try:
+        path.write_text(json.dumps(document, indent=1) + "\n")
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror}; choose another --json") from None

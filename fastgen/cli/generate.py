@@ -233,54 +233,48 @@ def _given(args, option: str) -> bool:
 
 
 def _run_plan(args):
-    """(workload, model, tokenizer name, its revision, seed, zstd level, manifest arguments, the tokenizer the
-    manifest records: its sha256 and any chat template's, which the tokenizer must have)."""
-    if args.from_manifest is None:
-        if args.level is not None and not args.compress:
-            raise UsageError("--level needs --compress zstd")
-        model, seed = getattr(args, "model", DEFAULT_MODEL), getattr(args, "seed", DEFAULT_SEED)
-        tokenizer = args.tokenizer or model
-        zstd_level = (3 if args.level is None else args.level) if args.compress else None
-        arguments = {
-            "model": model,
-            "tokenizer": tokenizer,
-            "seed": seed,
-            "workload": args.workload or "default",
-            "scale": args.scale,
-            "budget_scale": args.budget_scale,
-            "max_model_len": getattr(args, "max_model_len", None),
-            "zstd_level": zstd_level,
-            "arrival_window": getattr(args, "arrival_window", None),
-            "count": getattr(args, "count", "auto"),
-        }
-        if args.tokenizer_revision:
-            arguments["tokenizer_revision"] = args.tokenizer_revision
-        if args.chat_template is not None:
-            arguments["chat_template"] = str(args.chat_template)
-        return effective_workload(args), model, tokenizer, args.tokenizer_revision, seed, zstd_level, arguments, None
-    taken = [option for option in _FROM_MANIFEST_TAKES if _given(args, option)]
-    if taken:
-        raise UsageError(
-            f"--from-manifest takes the workload, seed, model and compression from the manifest; drop {taken[0]}"
-        )
-    from ..formats.manifest import read_manifest_file
-    from ..generator.workload import spec_from_document
+    """The run's plan (generator.plan_from.RunPlan): from the options given, or read back from --from-manifest."""
+    from ..generator.plan_from import RunPlan, plan_from_manifest
 
-    doc = read_manifest_file(args.from_manifest)
-    arguments = doc.get("arguments") or {}
-    try:
-        spec = spec_from_document(doc["workload"], source=f"{args.from_manifest} (workload)")
-        values = (arguments["model"], arguments["tokenizer"], arguments["seed"], arguments.get("zstd_level"))
-        recorded = {**doc["tokenizer"], "sha256": doc["tokenizer"]["sha256"]}  # a KeyError: no tokenizer recorded
-        commit = doc["tokenizer"].get("commit")  # a hub tokenizer: the very commit it was made with
-    except (KeyError, TypeError):
-        raise UsageError(
-            f"{args.from_manifest} records no workload, arguments or tokenizer (written by fastgen "
-            f"before 0.3?); regenerate with the options it was made with"
-        ) from None
-    model, tokenizer, seed, zstd_level = values
-    revision = None if args.tokenizer else (args.tokenizer_revision or commit)
-    return spec, model, args.tokenizer or tokenizer, revision, seed, zstd_level, arguments, recorded
+    if args.from_manifest is not None:
+        taken = [option for option in _FROM_MANIFEST_TAKES if _given(args, option)]
+        if taken:
+            raise UsageError(
+                f"--from-manifest takes the workload, seed, model and compression from the manifest; drop {taken[0]}"
+            )
+        return plan_from_manifest(
+            args.from_manifest, tokenizer=args.tokenizer, tokenizer_revision=args.tokenizer_revision
+        )
+    if args.level is not None and not args.compress:
+        raise UsageError("--level needs --compress zstd")
+    model, seed = getattr(args, "model", DEFAULT_MODEL), getattr(args, "seed", DEFAULT_SEED)
+    tokenizer = args.tokenizer or model
+    zstd_level = (3 if args.level is None else args.level) if args.compress else None
+    arguments = {
+        "model": model,
+        "tokenizer": tokenizer,
+        "seed": seed,
+        "workload": args.workload or "default",
+        "scale": args.scale,
+        "budget_scale": args.budget_scale,
+        "max_model_len": getattr(args, "max_model_len", None),
+        "zstd_level": zstd_level,
+        "arrival_window": getattr(args, "arrival_window", None),
+        "count": getattr(args, "count", "auto"),
+    }
+    if args.tokenizer_revision:
+        arguments["tokenizer_revision"] = args.tokenizer_revision
+    if args.chat_template is not None:
+        arguments["chat_template"] = str(args.chat_template)
+    return RunPlan(
+        spec=effective_workload(args),
+        model=model,
+        tokenizer=tokenizer,
+        revision=args.tokenizer_revision,
+        seed=seed,
+        zstd_level=zstd_level,
+        arguments=arguments,
+    )
 
 
 def _config_options(args):
@@ -302,96 +296,22 @@ def _config_options(args):
     )
 
 
-def _use_chat_template(tokenizer, args, arguments: dict, recorded: dict | None) -> None:
-    """--chat-template (or, with --from-manifest, the template the manifest records) onto the tokenizer. A manifest's
-    template must come back with the same sha256; a tokenizer folder that already holds it (the dataset's own
-    tokenizer folder) needs no file."""
-    import hashlib
-
-    from ..formats.chat_template import TEMPLATE_FILE, read_template_file, resolve_template_file
-
-    path = args.chat_template or arguments.get("chat_template")
-    want = (recorded or {}).get("chat_template")
-    if path is None:
-        return
-    own = tokenizer.folder_files.get(TEMPLATE_FILE)
-    if args.chat_template is None and want and own is not None and hashlib.sha256(own).hexdigest() == want["sha256"]:
-        tokenizer.use_chat_template(own.decode("utf-8"), name=want["name"])
-        return
-    file = resolve_template_file(str(path))
-    tokenizer.use_chat_template(read_template_file(file), name=file.name)
-    if want and tokenizer.identity.chat_template["sha256"] != want["sha256"]:
-        raise UsageError(
-            f"chat template {path} is not the one {args.from_manifest} was made with (sha256 "
-            f"{tokenizer.identity.chat_template['sha256'][:12]}, not {want['sha256'][:12]}); the bytes "
-            f"would differ"
-        )
-
-
-def _counting(tokenizer, count: str, model: str) -> str:
-    """How input_tokens are counted, for the start-up line: as a template renders the prompts, or content only
-    (with the templates the window check measures instead)."""
-    from ..formats.chat_template import template_origin
+def _start_line(args, plan, tokenizer, config_options) -> str:
+    """What the run is made with: model, tokenizer, seed, workers, server, metrics and how prompts are counted."""
+    from ..generator.plan_from import counting_line
 
     ident = tokenizer.identity
-    if count != "content" and tokenizer.has_chat_template:
-        if ident.chat_template is not None:
-            return (
-                f"prompts counted as --chat-template {ident.chat_template['name']} (sha256 "
-                f"{ident.chat_template['sha256'][:12]}) renders them"
-            )
-        return (
-            f"prompts counted as the chat template of tokenizer {ident.source} "
-            f"({template_origin(tokenizer.folder_files)}) renders them"
-        )
-    why = "--count content" if tokenizer.has_chat_template else f"{ident.source} has no chat template"
-    return (
-        f"content tokens only: {why}; the window check allows for what {_assumed(model)} renders around the "
-        f"content, measured on the first 8 sessions of each scenario"
+    metrics = (
+        "metrics from Prometheus at " + config_options.prometheus_url
+        if config_options.metrics == "prometheus"
+        else "metrics: default (no Prometheus queries; give --prometheus-url to collect the server's)"
     )
-
-
-def _assumed(model: str) -> str:
-    """The shipped templates the window check measures a tokenizer without one by, in words."""
-    from ..formats.chat_template import SHIPPED_TEMPLATES
-    from ..generator.model_match import family_of
-
-    family = family_of(model)
-    if family is not None:
-        return f"the shipped template {family.template} ({family.name}, --model's family)"
-    return f"the widest of the shipped templates {', '.join(SHIPPED_TEMPLATES)} (--model names no family fastgen knows)"
-
-
-def _warn_of_tokenizer(tokenizer, *, model: str, model_given: bool, tokenizer_name: str, server_type: str) -> None:
-    """One line each: a tokenizer for the default model, one without a chat template, one that is not --model's
-    family's, one that lacks special tokens its template or the server's tool-call parser need."""
-    from ..engines import engine_named
-    from ..generator.model_match import missing_tokens, model_mismatch
-    from ..formats.tokenizer import BUILTIN_NAME
-
-    if model == DEFAULT_MODEL and tokenizer_name not in (DEFAULT_MODEL, BUILTIN_NAME):
-        warn(
-            f"--tokenizer {tokenizer_name} with the default --model {DEFAULT_MODEL}: the configs ask the server "
-            f"for that model; pass --model with the name your server serves"
-        )
-    if not tokenizer.has_chat_template:
-        warn(
-            f"tokenizer {tokenizer_name} has no chat template, so input_tokens count content tokens only, and "
-            f"servers need one to render the prompts: pass --chat-template FILE (the served model's "
-            f"chat_template.jinja) or a template fastgen ships ({_shipped_list()}), or use the model's own "
-            f"tokenizer folder"
-        )
-    mismatch = model_mismatch(model, tokenizer) if model_given else None
-    lacking = missing_tokens(tokenizer, model=model, engine=engine_named(server_type))
-    for line in (mismatch, lacking):
-        if line is not None:
-            warn(line)
-
-
-def _shipped_list() -> str:
-    from ..formats.chat_template import SHIPPED_TEMPLATES
-
-    return "; ".join(f"{name}: {what}" for name, what in SHIPPED_TEMPLATES.items())
+    return (
+        f"fastgen {__version__}: model {plan.model}, tokenizer {ident.source} (sha256 {ident.sha256[:12]}, "
+        f"vocab {ident.vocab_size}, {'additive' if tokenizer.additive else 'non-additive: counting whole texts'}), "
+        f"seed {plan.seed}, {args.workers} worker(s), {args.server_type} at {args.base_url}, {metrics}; "
+        f"{counting_line(tokenizer, plan.count, plan.model)}"
+    )
 
 
 def run_generate(args) -> int:
@@ -401,59 +321,38 @@ def run_generate(args) -> int:
     timeline.mark("command")  # interpreter, imports and the parser: everything before this command's own work
     if args.timings is not None and not args.timings.parent.is_dir():
         raise UsageError(f"--timings {args.timings}: folder {args.timings.parent} does not exist; create it first")
-    spec, model, tokenizer_name, revision, seed, zstd_level, arguments, recorded = _run_plan(args)
+    plan = _run_plan(args)
     from ..generator.output import TOKENIZER_FOLDER, RunOptions, generate
-    from ..formats.tokenizer import load_tokenizer
+    from ..generator.plan_from import load_planned_tokenizer, tokenizer_warnings
 
     timeline.mark("workload")
-    tokenizer = load_tokenizer(tokenizer_name, revision)
-    if recorded is not None and tokenizer.identity.sha256 != recorded["sha256"]:
-        raise UsageError(
-            f"tokenizer {tokenizer_name} is not the one {args.from_manifest} was made with (sha256 "
-            f"{tokenizer.identity.sha256[:12]}, not {recorded['sha256'][:12]}); the bytes would differ"
-        )
-    _use_chat_template(tokenizer, args, arguments, recorded)
-    count = arguments.get("count", "content")  # a manifest from before --count was counted by content
-    if count == "template" and not tokenizer.has_chat_template:
-        raise UsageError(
-            f"--count template needs a chat template, and tokenizer {tokenizer_name} has none; use "
-            f"--count content, pass --chat-template FILE, or a tokenizer folder with its chat template"
-        )
-    _warn_of_tokenizer(
+    tokenizer = load_planned_tokenizer(plan, chat_template=args.chat_template)
+    for line in tokenizer_warnings(
         tokenizer,
-        model=model,
+        model=plan.model,
+        default_model=DEFAULT_MODEL,
         model_given=hasattr(args, "model"),
-        tokenizer_name=tokenizer_name,
+        tokenizer_name=plan.tokenizer,
         server_type=args.server_type,
-    )
+    ):
+        warn(line)
     config_options = _config_options(args)
-    ident = tokenizer.identity
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr))
-    metrics = (
-        "metrics from Prometheus at " + config_options.prometheus_url
-        if config_options.metrics == "prometheus"
-        else "metrics: default (no Prometheus queries; give --prometheus-url to collect the server's)"
-    )
-    say(
-        f"fastgen {__version__}: model {model}, tokenizer {ident.source} (sha256 {ident.sha256[:12]}, "
-        f"vocab {ident.vocab_size}, {'additive' if tokenizer.additive else 'non-additive: counting whole texts'}), "
-        f"seed {seed}, {args.workers} worker(s), {args.server_type} at {args.base_url}, {metrics}; "
-        f"{_counting(tokenizer, count, model)}"
-    )
+    say(_start_line(args, plan, tokenizer, config_options))
     options = RunOptions(
-        model=model,
-        tokenizer=tokenizer_name,
-        seed=seed,
-        spec=spec,
+        model=plan.model,
+        tokenizer=plan.tokenizer,
+        seed=plan.seed,
+        spec=plan.spec,
         output_dir=args.output_dir,
         workers=args.workers,
         progress=not args.quiet and sys.stderr.isatty(),
-        arguments=arguments,
-        zstd_level=zstd_level,
+        arguments=plan.arguments,
+        zstd_level=plan.zstd_level,
         force=args.force,
         config_dir=args.config_dir,
         configs=config_options,
-        count=count,
+        count=plan.count,
         notice=warn,
         pool_cache=not args.no_cache,
         timeline=timeline,
