@@ -108,10 +108,9 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def _replay(config: Path, server, cache: Path, log_path: Path, hold: float, cap_kib: int) -> dict:
     """Start inference-perf on `config`; stop it `hold` s after the server's first request (or at the PSS cap)."""
-    from fastgen.bakeoff import inference_perf_command
+    from fastgen.bakeoff.inference_perf import inference_perf_command, inference_perf_env
 
-    env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
-    env.update(HF_DATASETS_OFFLINE="1", HF_DATASETS_CACHE=str(cache))
+    env = inference_perf_env(cache)
     server.reset()
     with open(log_path, "wb") as out:
         started = time.time()
@@ -139,10 +138,9 @@ def _replay(config: Path, server, cache: Path, log_path: Path, hold: float, cap_
                     else:
                         time.sleep(0.05)
                         continue
-                    _stop(proc)
                     break
             finally:
-                _stop(proc)
+                _stop(proc)  # what ended the loop, Ctrl-C included
         if first is None and server.records:
             first = server.records[0]["t"] - started
     return {

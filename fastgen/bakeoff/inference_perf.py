@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 from ..extras import require_extra
 
-__all__ = ["inference_perf_command", "run_inference_perf", "run_inference_perf_all"]
+__all__ = ["inference_perf_command", "inference_perf_env", "run_inference_perf", "run_inference_perf_all"]
 
 _POLL_S = 0.5
 
@@ -35,6 +35,16 @@ _STAGES = (
     ("sessions completed", "sessions done"),
     ("Generating Reports", "writing reports"),
 )
+
+
+def inference_perf_env(cache: Optional[Path] = None) -> dict[str, str]:
+    """The environment inference-perf runs in: quiet, offline for `datasets` (a dataset file is local: nothing to
+    fetch), with `cache` as its cache folder (HF_DATASETS_CACHE; None: its default)."""
+    env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
+    env["HF_DATASETS_OFFLINE"] = "1"
+    if cache is not None:
+        env["HF_DATASETS_CACHE"] = str(Path(cache).resolve())
+    return env
 
 
 def run_inference_perf(
@@ -64,10 +74,7 @@ def run_inference_perf_all(
 ) -> list[int]:
     """run_inference_perf for several (config, cwd, log) at once (the shards of one run): each one's exit code, 124
     for those still running at timeout_s. Stopping one stops none of the others; Ctrl-C stops all."""
-    env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
-    env["HF_DATASETS_OFFLINE"] = "1"
-    if cache is not None:
-        env["HF_DATASETS_CACHE"] = str(Path(cache).resolve())
+    env = inference_perf_env(cache)
     started = time.monotonic()
     procs: list[subprocess.Popen] = []
     codes: list[Optional[int]] = [None] * len(runs)
