@@ -3,6 +3,10 @@
 The replay trusts the graph, not our intentions: an edge it infers from timing alone (`temporal`) makes a call wait
 for the wrong predecessor, and an input without an `output` segment never gets the live answer fed forward. So the
 checks below read `graph_to_dict` of the very functions `OTelTraceReplayDataGenerator` calls, in the same order.
+
+The shapes the sessions must have are an argument: the plans state them (generator.expectations), and the read side
+imports no generator. `fastgen validate` and fastgen.validate_tree hand in the ones a dataset's workload plans
+(dataset_validation.py).
 """
 
 from __future__ import annotations
@@ -11,14 +15,15 @@ import contextlib
 import functools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping, Optional, Protocol
 
-from .errors import MissingExtraError, OutputError, SpecError, ValidationError
+from .errors import MissingExtraError, ValidationError
 from .extras import require_extra
 from .processes import context, file_progress, workers_for
 from .traces.graph import build_graph, graph_api
 from .traces.graph import read_trace as _read_trace
 
-__all__ = ["FileReport", "check_file", "validate_tree", "summary_table", "describe_file", "expected_shapes"]
+__all__ = ["FileReport", "Shapes", "check_file", "validate_tree", "summary_table", "describe_file"]
 
 _CAUSAL = frozenset({"full_match", "tool_call_ids_matched"})
 # `~*` in fastgen.after (generator.spans.after_attribute): any one timing edge. Spelled here, not imported: the read
@@ -26,6 +31,25 @@ _CAUSAL = frozenset({"full_match", "tool_call_ids_matched"})
 FOLLOWS_ANY = "*"
 _TRACE_PATTERNS = ("session_*.json", "session_*.json.zst")
 _FILES_PER_WORKER = 100  # a worker pays a ~5 s import; at ~50 ms a file it needs ~100 files to earn it back
+
+
+class _Shape(Protocol):
+    """What the checks read of a planned shape (generator.scenarios.Shape): the read side imports no generator."""
+
+    @property
+    def fewest(self) -> int: ...
+    @property
+    def most(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def tool_events(self) -> Optional[frozenset[int]]: ...
+    @property
+    def restart_kind(self) -> Optional[str]: ...
+
+
+# trace directory -> the shape its sessions must have
+Shapes = Mapping[str, _Shape]
 
 
 @dataclass(frozen=True)
@@ -47,23 +71,7 @@ def _build_graph(doc: dict, path: Path) -> tuple[dict, list[str]]:
     return graph_api().graph_to_dict(graph), warned
 
 
-def expected_shapes(manifest_folder: Path | None = None) -> dict:
-    """Trace directory -> the Shape its sessions must have: for the spec a dataset's manifest records, else for the
-    benchmark's default spec. (The registry is imported here: importing this module stays light.)"""
-    from .formats.manifest import read_manifest
-    from .generator.scenarios import default_spec, in_spec
-    from .generator.workload import spec_from_document
-
-    spec = default_spec()
-    if manifest_folder is not None:
-        try:
-            spec = spec_from_document(read_manifest(manifest_folder)["workload"])
-        except (OutputError, KeyError, SpecError):
-            pass  # not a fastgen dataset, or one from another version: the default shapes
-    return {layout: s.shape(s.spec(spec)) for s in in_spec(spec) for layout in s.layouts}
-
-
-def _analyse(path: Path, shapes: dict | None = None) -> tuple[str, dict | None, list[str]]:
+def _analyse(path: Path, shapes: Shapes) -> tuple[str, dict | None, list[str]]:
     """(scenario, graph dict or None, deviations). Anything that makes the replay skip the session is a deviation."""
     scenario = path.parent.name
     try:
@@ -75,11 +83,10 @@ def _analyse(path: Path, shapes: dict | None = None) -> tuple[str, dict | None, 
     except Exception as err:  # inference-perf logs these and skips the session: we report them instead
         return scenario, None, [f"unreadable: {type(err).__name__}: {str(err)[:200]}"]
     deviations = [f"inference-perf warned: {line[:200]}" for line in warned]
-    shapes = shapes if shapes is not None else expected_shapes(path.parent.parent)
     return scenario, graph, deviations + _shape_deviations(scenario, graph, shapes)
 
 
-def _shape_deviations(scenario: str, graph: dict, shapes: dict) -> list[str]:
+def _shape_deviations(scenario: str, graph: dict, shapes: Shapes) -> list[str]:
     if scenario not in shapes:
         return [f"unknown scenario {scenario!r}, expected one of {', '.join(shapes)}"]
     shape = shapes[scenario]
@@ -187,9 +194,9 @@ def _fmt_segment(seg: dict, index: dict[str, int]) -> str:
     return f"{seg['type']}(<-{index.get(src, src)})" if src is not None else seg["type"]
 
 
-def check_file(path: Path, shapes: dict | None = None) -> FileReport:
-    """One trace file (.json or .json.zst); a file inference-perf cannot read is a deviation, not an exception.
-    `shapes` (expected_shapes) defaults to those of the dataset two folders up, or the default spec's."""
+def check_file(path: Path, shapes: Shapes) -> FileReport:
+    """One trace file (.json or .json.zst) against the shape `shapes` gives its trace directory; a file
+    inference-perf cannot read is a deviation, not an exception."""
     path = Path(path)
     scenario, graph, deviations = _analyse(path, shapes)
     events = graph["event_count"] if graph else 0
@@ -207,12 +214,13 @@ def _spawn_pool(workers: int):
     return context("spawn").Pool(workers)
 
 
-def validate_tree(root: Path, *, workers: int | None = None, progress: bool = False) -> list[FileReport]:
-    """Every session file under root's scenario folders (or in root itself), checked in parallel, sorted by path."""
+def validate_tree(
+    root: Path, shapes: Shapes, *, workers: int | None = None, progress: bool = False
+) -> list[FileReport]:
+    """Every session file under root's scenario folders (the trace directories `shapes` names) or in root itself,
+    checked in parallel against its directory's shape, sorted by path."""
     require_extra("validate", "fastgen validate")  # before any file is read, and before workers that would each fail
     root = Path(root)
-    # A dataset folder's own manifest says its spec; a scenario folder's is one up.
-    shapes = expected_shapes(root if (root / "manifest.json").is_file() else root.parent)
     paths = _trace_files(root, shapes)
     if not paths:
         raise ValidationError(f"no session_*.json or session_*.json.zst files under {root} or its scenario folders")
@@ -254,10 +262,10 @@ def summary_table(reports, *, max_deviations: int = 3) -> str:
     return "\n".join(lines + (["deviations (first few per directory):", *notes] if notes else []))
 
 
-def describe_file(path: Path) -> str:
-    """The --verbose view of one file: every event as inference-perf sees it, then the deviations."""
+def describe_file(path: Path, shapes: Shapes) -> str:
+    """The --verbose view of one file: every event as inference-perf sees it, then the deviations from its shape."""
     path = Path(path)
-    scenario, graph, deviations = _analyse(path)
+    scenario, graph, deviations = _analyse(path, shapes)
     lines = [f"{path}  scenario={scenario}"]
     if graph is not None:
         index = {eid: i for i, eid in enumerate(graph["events"])}

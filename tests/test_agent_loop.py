@@ -142,7 +142,8 @@ def test_a_prompt_at_the_trigger_is_compacted_and_the_next_starts_from_the_summa
 
 def test_inference_perf_builds_the_chain_with_tool_id_and_summary_edges(sessions):
     pytest.importorskip("inference_perf")
-    from fastgen.validate import _build_graph, check_file, expected_shapes
+    from fastgen.generator.expectations import expected_shapes
+    from fastgen.validate import _build_graph, check_file
 
     shapes = {"agent_loop": agent_loop.shape(SMALL)}
     kinds = set()

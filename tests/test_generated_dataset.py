@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fastgen.formats.rows import trace_dir_of
-from fastgen.validate import validate_tree
+from fastgen.dataset_validation import validate_tree
 
 
 def test_every_generated_trace_builds_its_scenarios_graph_in_inference_perf(small_dataset):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from fastgen.generator.dataset import DatasetBuilder, Task
 from fastgen.generator.scenarios import default_spec
-from fastgen.validate import check_file
+from fastgen.dataset_validation import check_file
 from test_dataset import _output_tokens
 
 pytest.importorskip("inference_perf")

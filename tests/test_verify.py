@@ -20,7 +20,7 @@ from fastgen.formats import writer
 from fastgen.formats.compression import read_trace_bytes
 from fastgen.errors import OutputError
 from fastgen.formats.manifest import HASH_NAME, listed_record, record
-from fastgen.validate import check_file
+from fastgen.dataset_validation import check_file
 
 
 @pytest.fixture(scope="module")

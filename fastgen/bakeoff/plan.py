@@ -3,7 +3,8 @@
 A run's config is the generated one with only what the bakeoff decides changed: the server's URL and type, the
 report folder (the run's own), absolute paths (so it runs from anywhere), the outputs and tool-call max_tokens modes
 when the bakeoff was asked for them, and the report and label sections that `fastgen compare` needs, in case the
-configs came from an older fastgen. Pure: YAML text in, YAML text out.
+configs came from an older fastgen. Pure: YAML text in, YAML text out. Whether the dataset's workload allows the
+outputs mode is the runner's check (BakeoffOptions.check_outputs): the plans behind a workload are the generator's.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ from typing import Optional
 
 import yaml
 
-from ..errors import OutputError, SpecError
-from ..formats.config_dialect import REPORT_LABELS, check_outputs_mode, replay_modes, report_section
+from ..errors import OutputError
+from ..formats.config_dialect import REPORT_LABELS, replay_modes, report_section
 from ..formats.manifest import read_manifest
-from ..formats.rows import trace_dir_of, with_source_paths
-from ..generator.workload import spec_from_document
+from ..formats.rows import with_source_paths
 
 __all__ = ["ConfigRun", "replay_modes_of", "select_configs", "run_config_text"]
 
@@ -108,8 +108,6 @@ def run_config_text(
         ) from None
     said = replay_modes_of(replay)
     replay.update(replay_modes(outputs or said[0], tool_call_max_tokens or said[1], tool_choice or said[2]))
-    if (outputs or said[0]) == "recorded":
-        _check_recorded_outputs(Path(trace_dir_of(replay)).parent)
     replay["attribute_to_label_map"] = {**dict(REPORT_LABELS), **(replay.get("attribute_to_label_map") or {})}
     name = tokenizer.get("pretrained_model_name_or_path")
     if name and (config_dir / name).exists():  # a folder beside the traces; a hub id stays as it is
@@ -127,16 +125,6 @@ def replay_modes_of(replay: dict) -> tuple[str, str, str]:
     tool_calls = "floor" if replay.get("override_tool_call_max_tokens", True) else "recorded"
     tool_choice = "as_recorded" if replay.get("tool_choice_mode") == "as_recorded" else "forced"
     return outputs, tool_calls, tool_choice
-
-
-def _check_recorded_outputs(trace_root: Path) -> None:
-    """The traces' workload (their manifest) must allow recorded outputs; traces without a manifest are taken as
-    they are."""
-    try:
-        spec = spec_from_document(read_manifest(trace_root)["workload"])
-    except (OutputError, KeyError, SpecError):
-        return
-    check_outputs_mode(spec, "recorded")
 
 
 def _absolute(path: str, base: Path) -> str:

@@ -26,7 +26,7 @@ import yaml
 
 from ..export.shards import plan_shards, shard_folder, write_shards
 from ..formats.config_dialect import check_label
-from ..formats.rows import DATASET_SUFFIX
+from ..formats.rows import DATASET_SUFFIX, trace_dir_of
 from ..formats.run_record import RunRecord, read_run, write_run
 from ..errors import FastgenError
 from ..extras import require_extra
@@ -89,6 +89,9 @@ class BakeoffOptions:
     tool_call_max_tokens: Optional[str] = None  # floor, recorded; None: as the config says
     tool_choice: Optional[str] = None  # forced, as_recorded; None: as the config says
     tool_check: bool = True  # check before the first config that the server holds a named tool_choice
+    # (trace root, outputs mode) -> SpecError where the dataset's workload does not allow the mode a run replays in;
+    # the command hands in generator.expectations.check_replay_outputs (the bakeoff imports no generator)
+    check_outputs: Optional[Callable[[Path, str], None]] = None
     # an engine behind a router (fleet.py): url is the router's; its replicas' URLs (() : as it lists them), its
     # routing policy (None: from router_metrics, its Prometheus endpoint)
     replicas: tuple[str, ...] = ()
@@ -116,7 +119,7 @@ class RunOutcome:
 
 def _run_config_text(config: ConfigRun, server: LiveServer, partial: Path, options: BakeoffOptions) -> str:
     """The config as this run replays it: against this server, reporting into the partial folder, in these modes."""
-    return run_config_text(
+    text = run_config_text(
         config.path.read_text(encoding="utf-8"),
         config_dir=config.path.parent,
         url=server.url,
@@ -127,6 +130,10 @@ def _run_config_text(config: ConfigRun, server: LiveServer, partial: Path, optio
         tool_call_max_tokens=options.tool_call_max_tokens,
         tool_choice=options.tool_choice,
     )
+    if options.check_outputs is not None:
+        replay = yaml.safe_load(text)["data"]["otel_trace_replay"]
+        options.check_outputs(Path(trace_dir_of(replay)).parent, replay_modes_of(replay)[0])
+    return text
 
 
 def _not_run(runs: list[tuple[ConfigRun, int]], repeats: int) -> list[RunOutcome]:

@@ -41,7 +41,8 @@ def unpack_parser() -> argparse.ArgumentParser:
 
 def run_validate(args) -> int:
     from ..extras import require_extra
-    from ..validate import check_file, describe_file, summary_table, validate_tree
+    from ..dataset_validation import check_file, describe_file, validate_tree
+    from ..validate import summary_table
 
     require_extra("validate", "fastgen validate")
     if args.trace:

@@ -134,6 +134,7 @@ def _add_fleet_options(p: Parser) -> None:
 def run_bakeoff_command(args) -> int:
     from ..bakeoff import BakeoffOptions, RunOutcome, run_bakeoff
     from ..extras import require_extra
+    from ..generator.expectations import check_replay_outputs
 
     require_extra("bakeoff", "fastgen bakeoff")
     options = BakeoffOptions(
@@ -155,6 +156,7 @@ def run_bakeoff_command(args) -> int:
         tool_call_max_tokens=args.tool_call_max_tokens,
         tool_choice=args.tool_choice,
         tool_check=not args.no_tool_check,
+        check_outputs=check_replay_outputs,
         replicas=tuple(args.replica),
         router_policy=args.router_policy,
         router_metrics=args.router_metrics,
