@@ -75,18 +75,16 @@ def _largest(configs: Path, layout: str) -> Path:
 
 def _trial_config(config: Path, variant: str, base_url: str, sessions: int, rate: float, reports: Path) -> Path:
     """The config with a short stage, the fake engine's URL and (for `traces`) the trace directory as its source."""
-    from fastgen.formats.rows import trace_dir_of
+    from fastgen.formats.rows import reading_trace_directory
 
     document = yaml.safe_load(config.read_text())
+    if variant == "traces":
+        document = reading_trace_directory(document)
     document["server"]["base_url"] = base_url
     # inference-perf refuses a rate above the concurrency cap
     cap = max(sessions, math.ceil(rate))
     document["load"]["stages"] = [{"concurrent_sessions": cap, "num_sessions": sessions, "session_rate": rate}]
     document["storage"] = {"local_storage": {"path": str(reports / variant.replace(" ", "-"))}}
-    replay = document["data"]["otel_trace_replay"]
-    if variant == "traces":
-        source = replay.pop("hf_dataset_path")
-        document["data"]["otel_trace_replay"] = {"trace_directory": trace_dir_of({"hf_dataset_path": source}), **replay}
     target = config.with_name(f"{config.stem}_bench_{variant.replace(' ', '_')}.yml")
     target.write_text(yaml.safe_dump(document, sort_keys=False))
     return target

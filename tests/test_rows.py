@@ -12,7 +12,7 @@ import yaml
 from conftest import run_fastgen
 from fastgen.errors import OutputError
 from fastgen.formats.compression import read_trace_bytes
-from fastgen.formats.rows import dataset_file, row_chunks, trace_dir_of, with_source_paths
+from fastgen.formats.rows import dataset_file, reading_trace_directory, row_chunks, trace_dir_of, with_source_paths
 
 
 def _row(source_id: str, trace: bytes) -> bytes:
@@ -49,6 +49,29 @@ def test_with_source_paths_changes_only_the_path():
     }
     assert replay["hf_dataset_path"]["data_files"] == "a.jsonl"  # a copy: the caller's section is left alone
     assert with_source_paths({"trace_directory": "t"}, str.upper) == {"trace_directory": "T"}
+
+
+def test_reading_trace_directory_turns_each_generated_config_to_its_trace_directory(small_dataset):
+    configs = sorted((small_dataset / "configs").rglob("*.yml"))
+    assert configs
+    for path in configs:
+        document = yaml.safe_load(path.read_text())
+        replay = document["data"]["otel_trace_replay"]
+        converted = reading_trace_directory(document)
+        section = converted["data"]["otel_trace_replay"]
+        assert "hf_dataset_path" not in section and "hf_dataset_path" in replay  # the caller's document unchanged
+        # the folder beside the dataset file the config read, with the session files; every other key kept
+        trace_dir = (path.parent / section["trace_directory"]).resolve()
+        assert (
+            trace_dir.with_name(dataset_file(trace_dir.name))
+            == (path.parent / replay["hf_dataset_path"]["data_files"]).resolve()
+        )
+        assert sorted(trace_dir.glob("session_*.json"))
+        assert {k: v for k, v in section.items() if k != "trace_directory"} == {
+            k: v for k, v in replay.items() if k != "hf_dataset_path"
+        }
+        assert {k: v for k, v in converted.items() if k != "data"} == {k: v for k, v in document.items() if k != "data"}
+        assert reading_trace_directory(converted) == converted  # one reading the directory already: as it is
 
 
 def test_generated_dataset_files_hold_every_trace_file_in_sorted_order(small_dataset):
@@ -98,10 +121,7 @@ def _bodies(records: list[dict]) -> list[str]:
 
 def _traces_config(path: Path) -> Path:
     """The same config reading the trace directory, written beside it (what fastgen --source traces writes)."""
-    document = yaml.safe_load(path.read_text())
-    replay = document["data"]["otel_trace_replay"]
-    source = replay.pop("hf_dataset_path")
-    document["data"]["otel_trace_replay"] = {"trace_directory": trace_dir_of({"hf_dataset_path": source}), **replay}
+    document = reading_trace_directory(yaml.safe_load(path.read_text()))
     document["storage"]["local_storage"]["path"] += "-traces"
     target = path.with_name(path.stem + "_traces.yml")
     target.write_text(yaml.safe_dump(document, sort_keys=False))

@@ -23,8 +23,17 @@ from typing import Callable, Mapping
 import orjson
 
 from ..errors import OutputError
+from .config_dialect import replay_source
 
-__all__ = ["DATASET_SUFFIX", "dataset_file", "replay_slots", "row_chunks", "trace_dir_of", "with_source_paths"]
+__all__ = [
+    "DATASET_SUFFIX",
+    "dataset_file",
+    "reading_trace_directory",
+    "replay_slots",
+    "row_chunks",
+    "trace_dir_of",
+    "with_source_paths",
+]
 
 DATASET_SUFFIX = ".jsonl"
 
@@ -62,6 +71,16 @@ def with_source_paths(replay: dict, change: Callable[[str], str]) -> dict:
     source = dict(replay["hf_dataset_path"])
     source["data_files"] = change(_data_files(replay))
     return {**replay, "hf_dataset_path": source}
+
+
+def reading_trace_directory(config: Mapping) -> dict:
+    """An inference-perf config (the parsed document) that reads a trace directory's dataset file, as the same config
+    reading the trace directory itself, what `fastgen --source traces` writes. A new document: the caller's is left
+    alone, its other sections shared, not copied. KeyError where its otel_trace_replay names neither source (not a config fastgen wrote)."""
+    replay = config["data"]["otel_trace_replay"]
+    source = replay_source("traces", {"traces": trace_dir_of(replay)})
+    rest = {key: value for key, value in replay.items() if key not in ("hf_dataset_path", "trace_directory")}
+    return {**config, "data": {**config["data"], "otel_trace_replay": {**source, **rest}}}
 
 
 def _data_files(replay: Mapping) -> str:
