@@ -141,6 +141,36 @@ class _Run:
         self.log(f"{name}: {res['process_s']:.1f} s (process)")
         return out, res, sync_s
 
+    def add_plain_row(
+        self,
+        name: str,
+        kind: str,
+        res: dict,
+        sync_s: float,
+        *,
+        workers: int,
+        records: dict[str, tuple[int, str]],
+        scale: float | None = None,
+        timed: str = "process_s",
+        directory: str | None = None,
+    ) -> None:
+        """The row of a variant over plain files (`records`: rel -> (size, hash)), on disk as they are: its wall
+        time `res[timed]`, its scale the run's unless given, the trace directory it read where it read one."""
+        size = sum(s for s, _ in records.values())
+        row = _row(
+            name,
+            kind,
+            res,
+            sync_s,
+            workers=workers,
+            scale=self.opts.scale if scale is None else scale,
+            files=len(records),
+            size=size,
+            disk=size,
+            wall_s=res[timed],
+        )
+        self.rows.append({**row, "directory": directory} if directory else row)
+
     def out(self, name: str) -> Path:
         return self.root / name
 
@@ -178,21 +208,7 @@ def _native(run: _Run) -> None:
     )
     hashed = hash_files(out, session_paths(out))
     run.check_plain("native", hashed, [])
-    size = sum(s for s, _ in hashed.values())
-    run.rows.append(
-        _row(
-            "native",
-            "native",
-            res,
-            sync_s,
-            workers=1,
-            scale=o.scale,
-            files=len(hashed),
-            size=size,
-            disk=size,
-            wall_s=res["process_s"],
-        )
-    )
+    run.add_plain_row("native", "native", res, sync_s, workers=1, records=hashed)
 
 
 def _fastgen(run: _Run, workers: int, *, warm: bool = False) -> Path:
@@ -211,21 +227,7 @@ def _fastgen(run: _Run, workers: int, *, warm: bool = False) -> Path:
     out, res, sync_s = run.variant(name, "fastgen", params)
     records, problems = manifest_sessions(out / "traces")
     run.check_plain(name, records, problems)
-    size = sum(s for s, _ in records.values())
-    run.rows.append(
-        _row(
-            name,
-            kind,
-            res,
-            sync_s,
-            workers=workers,
-            scale=o.scale,
-            files=len(records),
-            size=size,
-            disk=size,
-            wall_s=res["process_s"],
-        )
-    )
+    run.add_plain_row(name, kind, res, sync_s, workers=workers, records=records)
     return out
 
 
@@ -244,21 +246,7 @@ def _large_vocab(run: _Run, workers: int) -> None:
             "against": "its own manifest (another tokenizer: other bytes)",
         }
     )
-    size = sum(s for s, _ in records.values())
-    run.rows.append(
-        _row(
-            name,
-            "vocab",
-            res,
-            sync_s,
-            workers=workers,
-            scale=o.scale,
-            files=len(records),
-            size=size,
-            disk=size,
-            wall_s=res["process_s"],
-        )
-    )
+    run.add_plain_row(name, "vocab", res, sync_s, workers=workers, records=records)
 
 
 ANALYZE_CAPACITY = 420_000  # the README's example: Llama-3.3-70B in bf16 on four 80 GB GPUs
@@ -287,20 +275,9 @@ def _analyze(
     records, _ = manifest_sessions(source / "traces")
     if every_session_of:
         records = {path: v for path, v in records.items() if Path(path).parent.name == every_session_of}
-    size = sum(s for s, _ in records.values())
-    row = _row(
-        name,
-        kind,
-        res,
-        sync_s,
-        workers=workers,
-        scale=scale,
-        files=len(records),
-        size=size,
-        disk=size,
-        wall_s=res["process_s"],
+    run.add_plain_row(
+        name, kind, res, sync_s, workers=workers, records=records, scale=scale, directory=every_session_of
     )
-    run.rows.append({**row, "directory": every_session_of} if every_session_of else row)
 
 
 def _floor(run: _Run, source: Path, name: str, settle: float, dontcache: bool = False) -> Path:
@@ -319,23 +296,9 @@ def _floor(run: _Run, source: Path, name: str, settle: float, dontcache: bool = 
     traces = out / "traces"
     hashed = hash_files(traces, session_paths(traces))
     run.check_plain(name, hashed, [])
-    size = sum(s for s, _ in hashed.values())
     # The floor's time is its write loop only: reading the bytes in and deleting the source are not the floor.
     kind = "floor" if settle == run.opts.settle else "floor-warm"  # settled floors: /floor takes the faster
-    run.rows.append(
-        _row(
-            name,
-            kind,
-            res,
-            sync_s,
-            workers=1,
-            scale=run.opts.scale,
-            files=len(hashed),
-            size=size,
-            disk=size,
-            wall_s=res["timed_s"],
-        )
-    )
+    run.add_plain_row(name, kind, res, sync_s, workers=1, records=hashed, timed="timed_s")
     return out
 
 

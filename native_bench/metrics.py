@@ -76,17 +76,28 @@ def _per_worker_rss(row: dict) -> float:
     return row["worker_rss_mib"] if row["worker_rss_mib"] is not None else row["rss_mib"]
 
 
-def scale_summary(rows: list[dict], factor: float) -> dict | None:
-    """F times the sessions should take ~F times as long with flat memory per worker."""
-    scaled = [r for r in rows if r["kind"] == "scale"]
+def _scaled(rows: list[dict], kind: str, factor: float) -> tuple[dict, dict, dict] | None:
+    """The 1x and the F-times row of a scale check (None unless both ran), and what both checks report of them."""
+    scaled = [r for r in rows if r["kind"] == kind]
     if len(scaled) != 2:
         return None
     one, big = scaled
-    return {
+    ratios = {
         "factor": factor,
         "directory": one.get("directory"),
         "files_ratio": big["files"] / one["files"],
         "wall_ratio": big["wall_s"] / one["wall_s"],
+    }
+    return one, big, ratios
+
+
+def scale_summary(rows: list[dict], factor: float) -> dict | None:
+    """F times the sessions should take ~F times as long with flat memory per worker."""
+    if (scaled := _scaled(rows, "scale", factor)) is None:
+        return None
+    one, big, ratios = scaled
+    return {
+        **ratios,
         "worker_rss_mib": [_per_worker_rss(one), _per_worker_rss(big)],
         "parent_rss_mib": [one["rss_mib"], big["rss_mib"]],
         "rss_ratio": _per_worker_rss(big) / _per_worker_rss(one),
@@ -97,15 +108,11 @@ def analyze_scale_summary(rows: list[dict], factor: float) -> dict | None:
     """`fastgen analyze` of every session of one trace directory at 1x and F times the sessions: the wall time and
     the peak memory of its main process (the sessions running at once and the index of distinct blocks, never the
     corpus) and of its reading workers."""
-    scaled = [r for r in rows if r["kind"] == "analyze-scale"]
-    if len(scaled) != 2:
+    if (scaled := _scaled(rows, "analyze-scale", factor)) is None:
         return None
-    one, big = scaled
+    one, big, ratios = scaled
     return {
-        "factor": factor,
-        "directory": one.get("directory"),
-        "files_ratio": big["files"] / one["files"],
-        "wall_ratio": big["wall_s"] / one["wall_s"],
+        **ratios,
         "parent_rss_mib": [one["rss_mib"], big["rss_mib"]],
         "worker_rss_mib": [_per_worker_rss(one), _per_worker_rss(big)],
     }
