@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from ..formats.run_record import RunRecord
 from .runs import METRICS_FILE, report_folders
@@ -144,7 +144,8 @@ def count_records(requests: list[dict], sessions: Optional[list[dict]]) -> RunCo
     the one way both the bakeoff and compare count failed and lost requests and failed sessions."""
     counts = RunCounts(recorded=len(requests))
     errors: list[str] = []
-    for entry in sorted(requests, key=_start_time):
+    # in the order the requests started: their errors are listed so
+    for entry in sorted(requests, key=lambda e: _number(e.get("start_time"), float)):
         if not request_failed(entry):
             continue
         error = entry.get("error")
@@ -155,7 +156,7 @@ def count_records(requests: list[dict], sessions: Optional[list[dict]]) -> RunCo
     if sessions is not None:
         counts.session_report = True
         counts.sessions = len(sessions)
-        counts.expected = sum(_events(s) for s in sessions)
+        counts.expected = sum(_number(s.get("num_events"), int) for s in sessions)
         for session in sorted(sessions, key=lambda s: str(s.get("session_id", ""))):
             if session_failed(session):
                 counts.sessions_failed += 1
@@ -165,11 +166,15 @@ def count_records(requests: list[dict], sessions: Optional[list[dict]]) -> RunCo
     return counts
 
 
-def _events(session: dict) -> int:
+_Number = TypeVar("_Number", int, float)
+
+
+def _number(value: Any, kind: type[_Number]) -> _Number:
+    """A count or a time inference-perf wrote, as `kind`; 0 where it wrote none or no number."""
     try:
-        return int(session.get("num_events") or 0)
+        return kind(value or 0)
     except (TypeError, ValueError):
-        return 0
+        return kind(0)
 
 
 def judge_run(
@@ -224,14 +229,6 @@ def _exception_line(lines: list[str]) -> Optional[str]:
         if line.strip() and not line[0].isspace():
             return line
     return None
-
-
-def _start_time(entry: dict) -> float:
-    """A request's start, for the order its errors are listed in; 0 where inference-perf wrote none or no number."""
-    try:
-        return float(entry.get("start_time") or 0.0)
-    except (TypeError, ValueError):
-        return 0.0
 
 
 def _error_text(error) -> str:
