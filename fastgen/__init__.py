@@ -40,7 +40,7 @@ _EXPORTS = {
     "unpack_tree": "verify",
     "verify_tree": "verify",
     "BakeoffOptions": "bakeoff",
-    "run_bakeoff": "bakeoff",
+    "run_bakeoff": "dataset_bakeoff",
     "AnalysisOptions": "analysis",
     "analyze": "analysis",
     "config_targets": "analysis",

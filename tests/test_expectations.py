@@ -74,3 +74,16 @@ def test_a_bakeoff_run_is_checked_against_its_datasets_workload(tmp_path):
     options = BakeoffOptions(url=server.url, label="a", outputs="live", check_outputs=check)
     assert "agent_loop" in _run_config_text(run, server, tmp_path / "partial", options)
     assert seen == [(tmp_path / "traces", "recorded"), (tmp_path / "traces", "live")]
+
+
+def test_the_public_bakeoff_checks_the_datasets_workload_as_the_command_does(tmp_path):
+    import fastgen
+    from fastgen.dataset_bakeoff import with_dataset_checks
+
+    subagents = _dataset(tmp_path / "agent", resolve_workload("agent").to_dict())
+    checked = with_dataset_checks(BakeoffOptions(url="http://localhost:8000", label="a"))
+    with pytest.raises(SpecError, match="--outputs recorded"):
+        checked.check_outputs(subagents, "recorded")
+    own = BakeoffOptions(url="http://localhost:8000", label="a", check_outputs=lambda root, outputs: None)
+    assert with_dataset_checks(own) is own  # a caller's own check is kept
+    assert fastgen.run_bakeoff.__module__ == "fastgen.dataset_bakeoff"

@@ -90,7 +90,7 @@ class BakeoffOptions:
     tool_choice: Optional[str] = None  # forced, as_recorded; None: as the config says
     tool_check: bool = True  # check before the first config that the server holds a named tool_choice
     # (trace root, outputs mode) -> SpecError where the dataset's workload does not allow the mode a run replays in;
-    # the command hands in generator.expectations.check_replay_outputs (the bakeoff imports no generator)
+    # fastgen.run_bakeoff and the command hand in generator.expectations.check_replay_outputs (dataset_bakeoff.py)
     check_outputs: Optional[Callable[[Path, str], None]] = None
     # an engine behind a router (fleet.py): url is the router's; its replicas' URLs (() : as it lists them), its
     # routing policy (None: from router_metrics, its Prometheus endpoint)

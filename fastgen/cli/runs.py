@@ -132,9 +132,9 @@ def _add_fleet_options(p: Parser) -> None:
 
 
 def run_bakeoff_command(args) -> int:
-    from ..bakeoff import BakeoffOptions, RunOutcome, run_bakeoff
+    from ..bakeoff import BakeoffOptions, RunOutcome
+    from ..dataset_bakeoff import run_bakeoff
     from ..extras import require_extra
-    from ..generator.expectations import check_replay_outputs
 
     require_extra("bakeoff", "fastgen bakeoff")
     options = BakeoffOptions(
@@ -156,7 +156,6 @@ def run_bakeoff_command(args) -> int:
         tool_call_max_tokens=args.tool_call_max_tokens,
         tool_choice=args.tool_choice,
         tool_check=not args.no_tool_check,
-        check_outputs=check_replay_outputs,
         replicas=tuple(args.replica),
         router_policy=args.router_policy,
         router_metrics=args.router_metrics,
