@@ -311,6 +311,41 @@ def test_without_the_reports_in_the_spawning_message_the_join_does_not_wait(sub_
     assert any("(causal)" in d and "predecessors" in d for d in deviations), deviations
 
 
+def test_the_request_cap_is_there_because_inference_perf_compares_each_request_with_every_earlier_one(
+    builtin, tmp_path, monkeypatch
+):
+    # MOST_REQUESTS' reason, with inference-perf's own graph builder: before a session's first request it compares
+    # each request's messages with those of every earlier request (decompose_input, message by message): at least
+    # n(n-1)/2 comparisons for n requests, each request's share growing with n. A 1,104-request session took 37.5 s
+    # of the replay's parent this way, no other session dispatched meanwhile (docs/fidelity.md).
+    from inference_perf.datagen.replay import otel_trace_to_replay_graph as graph
+
+    compared = 0
+    equal = graph.messages_equal
+
+    def counted(a, b):
+        nonlocal compared
+        compared += 1
+        return equal(a, b)
+
+    monkeypatch.setattr(graph, "messages_equal", counted)
+    counts = {}
+    for turns in (23, 95):
+        loop = dataclasses.replace(SMALL, sessions=1, turns=Range(turns, turns))
+        ((_, spans),) = write_sessions(builtin, Spec({"agent_loop": loop}, TIMING), tmp_path / str(turns))
+        calls, _ = graph.build_raw_calls(spans, include_errors=True)
+        compared = 0
+        graph.build_graph(calls)
+        assert compared >= len(calls) * (len(calls) - 1) // 2, (len(calls), compared)  # every earlier request
+        counts[len(calls)] = compared
+    (few, few_compared), (many, many_compared) = sorted(counts.items())
+    assert many >= 4 * few - 4 and many_compared / many >= 2.5 * few_compared / few, counts  # a request's share grows
+    with pytest.raises(SpecError, match="builds a session's whole graph before its first request.*at most 256"):
+        AgentLoopSpec(turn_strata=(Stratum(percent=100, turns=Range(200, 300)),))
+    with pytest.raises(SpecError, match=r"turns make sessions of up to \d+ requests.*at most 256"):
+        AgentLoopSpec(turns=Range(300, 300))  # one task is no exception
+
+
 def test_a_fan_out_that_explodes_the_session_or_misses_the_loop_is_refused_with_its_yaml_path():
     with pytest.raises(SpecError, match="at most 256"):
         AgentLoopSpec(subagents=Range(60, 60), subagent_turns=Range(5, 5))

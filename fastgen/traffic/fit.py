@@ -40,7 +40,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from ..errors import WorkloadError
-from ..generator.scenarios.base import MOST_REQUESTS
+from ..generator.scenarios.base import MOST_REQUESTS, MOST_REQUESTS_WHY
 from ..generator.spec import DEFAULT_MAX_MODEL_LEN, WORKLOAD_FORMAT
 from ..generator.workload import spec_from_document
 from .read import Request
@@ -548,8 +548,7 @@ def _structural_notes(
     if cut is not None:
         longest = max(len(s.main) for s in sessions.values())
         notes.append(
-            f"steps per session, tail: the traces' longest session has {longest} steps; inference-perf queues a "
-            f"session's requests at once, so fastgen makes at most {MOST_REQUESTS} a session and the fitted turns "
-            f"stop at {cut} a task"
+            f"steps per session, tail: the traces' longest session has {longest} steps; {MOST_REQUESTS_WHY}, so "
+            f"fastgen makes at most {MOST_REQUESTS} a session and the fitted turns stop at {cut} a task"
         )
     return notes

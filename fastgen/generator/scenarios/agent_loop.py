@@ -83,7 +83,7 @@ from ..spec import (
 )
 from ..streams import session_rng
 from ..tools import DELEGATE
-from .base import MOST_REQUESTS, ConfigEntry, Request, Scenario, Shape
+from .base import MOST_REQUESTS, MOST_REQUESTS_WHY, ConfigEntry, Request, Scenario, Shape
 from .common import CALL_TOKENS_BOUND, Chain, gap, make_call, ticket_name
 
 __all__ = ["SCENARIO", "AgentLoopSpec", "Stratum", "plan_sessions"]
@@ -210,8 +210,8 @@ class AgentLoopSpec(ScenarioSpec):
                 most <= MOST_REQUESTS,
                 "subagents",
                 f"make sessions of up to {most} requests ({self.subagents.hi} sub-agents of up to "
-                f"{self.subagent_turns.hi + 1} requests each, beside the loop); inference-perf queues a session's "
-                f"requests at once, so at most {MOST_REQUESTS}: fewer sub-agents or subagent_turns",
+                f"{self.subagent_turns.hi + 1} requests each, beside the loop); {MOST_REQUESTS_WHY}, so at most "
+                f"{MOST_REQUESTS}: fewer sub-agents or subagent_turns",
             )
         kept = "system" if self.compact_keep == "system" else "opening: system, repo_map, task.hi"
         self.require(
@@ -220,13 +220,13 @@ class AgentLoopSpec(ScenarioSpec):
             f"must leave the new prompt ({kept} {self.restart_base} + summary + instructions) below "
             f"compact_trigger {self.compact_trigger}, or every request after a compaction compacts again",
         )
-        if not self.spawns_subagents and (self.tasks.hi > 1 or self.turn_strata):
+        if not self.spawns_subagents:  # with sub-agents, checked above (the loop's requests included)
             most = shape(self).most
             self.require(
                 most <= MOST_REQUESTS,
-                "turn_strata" if self.turn_strata else "tasks",
-                f"make sessions of up to {most} requests; inference-perf queues a session's requests at once, so "
-                f"at most {MOST_REQUESTS}: fewer tasks or turns",
+                "turn_strata" if self.turn_strata else "tasks" if self.tasks.hi > 1 else "turns",
+                f"make sessions of up to {most} requests; {MOST_REQUESTS_WHY}, so at most {MOST_REQUESTS}: fewer "
+                "tasks or turns",
             )
 
     @property

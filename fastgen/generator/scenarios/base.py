@@ -17,6 +17,7 @@ from ..spec import ScenarioSpec, Spec
 
 __all__ = [
     "MOST_REQUESTS",
+    "MOST_REQUESTS_WHY",
     "Scenario",
     "Shape",
     "Request",
@@ -31,9 +32,19 @@ __all__ = [
 ]
 
 
-# The most requests one session may have: inference-perf queues all of a session's requests at once, each holding a
-# worker slot, so a shape that makes sessions this large is refused rather than left to starve the pool
+# The most requests one session may have. inference-perf 0.7.0 does finish a longer session (measured, issue 34: one
+# of 1,104 requests among five short ones, every request answered; fastgen's configs size worker_max_concurrency for
+# every queued event, so worker slots are not the limit), but before its first request it builds the session's graph
+# whole, in its parent and again in the worker the session is pinned to, comparing each request's messages with
+# every earlier request's (decompose_input): 37.5 s in the parent for that session (151 MB of small prompts), no
+# other session dispatched meanwhile, a short session pinned to the same worker started 101 s late, and the replay's
+# peak PSS was 3.2 GiB against 0.4 GiB without it. docs/fidelity.md has the measurement.
 MOST_REQUESTS = 256
+# Why, in the refusals' words
+MOST_REQUESTS_WHY = (
+    "inference-perf builds a session's whole graph before its first request, stalling the other sessions for a time "
+    "that grows with the square of its requests"
+)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from ..content.vocab import Vocab
 from ..messages import Message, SessionPlan, system
 from ..spec import Count, Levels, Millis, Range, ScenarioSpec, Spec, Tokens
 from ..streams import session_rng
-from .base import MOST_REQUESTS, ConfigEntry, Request, Scenario, Shape
+from .base import MOST_REQUESTS, MOST_REQUESTS_WHY, ConfigEntry, Request, Scenario, Shape
 from .common import Chain, gap
 from .steps import (
     Block,
@@ -102,8 +102,8 @@ class ChainSpec(ScenarioSpec):
             )
         if events(self) > MOST_REQUESTS:
             raise SpecError(
-                f"steps make sessions of {events(self)} requests; inference-perf queues a session's requests at "
-                f"once, so at most {MOST_REQUESTS}: fewer steps or a smaller repeat"
+                f"steps make sessions of {events(self)} requests; {MOST_REQUESTS_WHY}, so at most "
+                f"{MOST_REQUESTS}: fewer steps or a smaller repeat"
             )
 
     def scaled(self, *, sessions: float, budgets: float) -> "ChainSpec":

@@ -25,7 +25,7 @@ from ..content.vocab import Vocab
 from ..messages import Message, SessionPlan, Turn
 from ..spec import Count, Delay, Levels, LogNormal, Millis, Range, ScenarioSpec, Spec, Tokens
 from ..streams import session_rng
-from .base import MOST_REQUESTS, ConfigEntry, Request, Scenario, Shape
+from .base import MOST_REQUESTS, MOST_REQUESTS_WHY, ConfigEntry, Request, Scenario, Shape
 from .chain import HEADERS_BOUND
 from .common import duration_ms, gap, history
 from .steps import Block, Step, added, added_bound, answer, history_bound, max_tokens
@@ -82,8 +82,8 @@ class FanSpec(ScenarioSpec):
             raise SpecError(f"branches must be at least 1, got {{lo: {self.branches.lo}, hi: {self.branches.hi}}}")
         if 1 + self.branches.hi > MOST_REQUESTS:
             raise SpecError(
-                f"branches make sessions of up to {1 + self.branches.hi} requests; inference-perf queues a "
-                f"session's requests at once, so at most {MOST_REQUESTS}"
+                f"branches make sessions of up to {1 + self.branches.hi} requests; {MOST_REQUESTS_WHY}, so at "
+                f"most {MOST_REQUESTS}"
             )
 
     def scaled(self, *, sessions: float, budgets: float) -> "FanSpec":
