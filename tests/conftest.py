@@ -107,6 +107,13 @@ def e2e_dataset(tmp_path_factory) -> Path:
     return workdir
 
 
+@pytest.fixture(scope="session")
+def dataset(e2e_dataset) -> Path:
+    """The same dataset under the name the bakeoff tests give it: fake engines answer from its traces, bakeoffs run
+    its configs (tests/test_bakeoff_*.py, test_e2e_fake_engine.py)."""
+    return e2e_dataset
+
+
 def trace_files(traces: Path) -> list[Path]:
     return sorted(traces.glob("scenario*/session_*.json"))
 
