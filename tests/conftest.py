@@ -107,6 +107,33 @@ def e2e_dataset(tmp_path_factory) -> Path:
     return workdir
 
 
+@pytest.fixture(scope="session")
+def dataset(e2e_dataset) -> Path:
+    """The same dataset under the name the bakeoff tests give it: fake engines answer from its traces, bakeoffs run
+    its configs (tests/test_bakeoff_*.py, test_e2e_fake_engine.py)."""
+    return e2e_dataset
+
+
+@pytest.fixture()
+def two_sides(tmp_path):
+    """Two sides' runs of one config (scenario1/c2): a vLLM that cached 900 of each later turn's 1000 prompt tokens,
+    an SGLang that cached 300, with their KV usage samples (tests/test_results_*.py)."""
+    from _support.results import scenario1_requests, write_folder
+
+    write_folder(
+        tmp_path / "a" / "scenario1" / "c2",
+        scenario1_requests(900),
+        samples=[{"vllm:kv_cache_usage_perc": 0.25}, {"vllm:kv_cache_usage_perc": 0.5}],
+    )
+    write_folder(
+        tmp_path / "b" / "scenario1" / "c2",
+        scenario1_requests(300),
+        engine="sglang",
+        samples=[{"sglang:token_usage": 0.9}],
+    )
+    return tmp_path / "a", tmp_path / "b"
+
+
 def trace_files(traces: Path) -> list[Path]:
     return sorted(traces.glob("scenario*/session_*.json"))
 

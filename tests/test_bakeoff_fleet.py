@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
+from _support.bakeoff import bakeoff, run_record
 
 from e2e.bakeoff import FakeEngineProcess
 from e2e.run import Dataset, generate
@@ -22,7 +23,6 @@ from fastgen.bakeoff.fleet import Fleet, listed_replicas, open_fleet, policy_in_
 from fastgen.bakeoff.server import LiveServer, probe_server
 from fastgen.engines import VLLM
 from fastgen.errors import ServerError
-from test_bakeoff import bakeoff, run_record
 
 MODEL = "meta-llama/Llama-3.3-70B-Instruct"
 QUICK = "scenario2/c10_sync"

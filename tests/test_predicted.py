@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-
+from _support.results import identity, report_of, scenario1_requests, table, write_repeat
 from conftest import run_fastgen
+
 from fastgen.predicted import recorded_ceilings, recorded_setup
 from fastgen.results import compare_runs, read_runs
-from test_results import identity, report_of, scenario1_requests, table, write_repeat
 
 CONFIG = "scenario1/c10"
 

@@ -8,7 +8,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from _support.results import report_of, request, swarm_requests, table, write_repeat
+from records import record
 
+from fastgen.results import compare_runs
 from fastgen.results.inference import (
     BOOTSTRAP,
     MIN_SESSIONS,
@@ -22,7 +25,6 @@ from fastgen.results.inference import (
     t_two_sided_p,
 )
 from fastgen.results.runs import RequestRecord
-from records import record
 from fastgen.results.stats import Figure, hit_ratio, percentile_ms
 
 TTFT50 = percentile_ms("ttft", 50)
@@ -231,3 +233,46 @@ def test_figures_of_whole_runs_need_two_runs_a_side():
     assert apart.p < 0.01 and apart.low > 1.5
     _, _, zero = run_compare([0.0, 0.0], [1.0, 1.0], n_a=2, n_b=2, margin=0.05)
     assert zero.value is None
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # no division by zero, no mean of nothing, anywhere
+def test_compare_bad_input_is_too_few_to_tell_or_a_correct_interval_never_a_traceback(tmp_path):
+    from fastgen.results import CompareOptions
+
+    swarm = [100 + 3 * i for i in range(20)]
+    # runs of different repeat counts: three of A, two of B
+    for k in (1, 2, 3):
+        write_repeat(tmp_path / "a" / "scenario1" / "c2", swarm_requests([t + k for t in swarm]), repeat=k, repeats=3)
+    for k in (1, 2):
+        write_repeat(tmp_path / "b" / "scenario1" / "c2", swarm_requests([t * 2 for t in swarm]), repeat=k, repeats=2)
+    # a side with one session
+    for side, ttft in (("a", 0.1), ("b", 0.2)):
+        alone = [request("s0", t, "text", start=t, prompt=1000, cached=500, ttft=ttft) for t in (1, 2, 3)]
+        write_repeat(tmp_path / side / "scenario1" / "c4", alone, concurrency=4)
+    # a config with a failed repeat: its second run died before any request
+    for side in ("a", "b"):
+        write_repeat(tmp_path / side / "scenario1" / "c8", swarm_requests(swarm), concurrency=8, repeats=2)
+    failed = tmp_path / "b" / "scenario1" / "c8" / "repeat-2"
+    write_repeat(tmp_path / "b" / "scenario1" / "c8", [], concurrency=8, repeat=2, repeats=2, status="failed")
+    (failed / "per_request_lifecycle_metrics.json").unlink()
+    # identical values, zero spread, on both sides, two runs each
+    for side in ("a", "b"):
+        for k in (1, 2):
+            write_repeat(tmp_path / side / "scenario1" / "c16", swarm_requests([150.0] * 20), repeat=k, concurrency=16)
+    for options in (CompareOptions(), CompareOptions(include_incomplete=True)):
+        compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False, options=options, force=True)
+        levels = {
+            r["config"]: r for r in table(report_of(tmp_path / "out"), "scenario1", "TTFT of text answers by conc")
+        }
+        uneven = levels["scenario1/c2"]
+        assert (uneven["TTFT p50 ms A"]["repeats"], uneven["TTFT p50 ms B"]["repeats"]) == (3, 2)
+        assert uneven["TTFT p50 ms B/A"]["low"] < uneven["TTFT p50 ms B/A"]["value"] < uneven["TTFT p50 ms B/A"]["high"]
+        one = levels["scenario1/c4"]["TTFT p50 ms B/A"]
+        assert one["value"] == 2.0 and one["too_few"].startswith("1 sessions on both sides, 8 needed")
+        same = levels["scenario1/c16"]["TTFT p50 ms B/A"]
+        assert (same["value"], same["low"], same["high"], same["p"], same["distinguishable"]) == (1, 1, 1, 1, False)
+        broken = levels["scenario1/c8"]
+        if options.include_incomplete:  # the failed run adds nothing: one run a side, a time too few to tell
+            assert broken["TTFT p50 ms B"]["repeats"] == 1 and "one run a side" in broken["TTFT p50 ms B/A"]["too_few"]
+        else:
+            assert broken["TTFT p50 ms B/A"]["left_out"] == "failed" and broken["status"].startswith("B failed")

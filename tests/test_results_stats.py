@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from fastgen.results.runs import RequestRecord
 from records import record
+
+from fastgen.results import read_runs
+from fastgen.results.runs import RequestRecord
 from fastgen.results.stats import (
     HIT_MARGIN,
     hit_percent,
@@ -21,7 +22,6 @@ from fastgen.results.stats import (
     ttft_ms,
     window_output_tokens_per_s,
 )
-
 
 rec = record
 
@@ -98,3 +98,14 @@ def test_mean_output_tokens_and_per_gpu_hour():
     assert per_gpu_hour(2.0, 4, per_second=True) == pytest.approx(1800.0)
     assert per_gpu_hour(100.0, 2, per_second=False) == pytest.approx(50.0)
     assert per_gpu_hour(100.0, None, per_second=False) is None
+
+
+def test_hit_percent_pools_cached_over_prompt_tokens(two_sides):
+    runs, _ = read_runs(two_sides[0])
+    # 4 of 6 requests have 900 of 1000 cached
+    assert hit_percent(runs["scenario1/c2"].requests) == pytest.approx(100 * 3600 / 6000)
+
+
+def test_percentile_interpolates_linearly():
+    assert percentile([10, 20, 30, 40], 50) == 25
+    assert percentile([], 50) is None
