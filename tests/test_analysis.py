@@ -235,7 +235,7 @@ def test_a_capacity_smaller_than_one_request_is_refused():
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> Path:
-    from e2e.run import Dataset, generate
+    from e2e.suites.run import Dataset, generate
 
     workdir = tmp_path_factory.mktemp("analyze")
     generate(workdir, "http://127.0.0.1:9", Dataset())
@@ -344,10 +344,10 @@ def test_kv_bytes_per_token_of_llama_70b_is_320_kib(tmp_path):
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory):
     """(workdir, {(config, capacity): server records}) for a few configs, unbounded and at a 4096-token capacity."""
-    from e2e.fake_engine import EngineProfile
-    from e2e.replay import run_inference_perf
-    from e2e.run import Dataset, free_port, generate
-    from e2e.server import ServerThread
+    from e2e.engines.fake_engine import EngineProfile
+    from e2e.suites.replay import run_inference_perf
+    from e2e.suites.run import Dataset, free_port, generate
+    from e2e.engines.server import ServerThread
 
     workdir = tmp_path_factory.mktemp("predicted")
     port = free_port()
@@ -391,7 +391,7 @@ BAND_SEEDS = 16
 
 
 def _measured_and_predicted(workdir: Path, runs: dict, name: str, capacity, jitter=None):
-    from e2e.traces import index_spans, load_session, request_key
+    from e2e.checks.traces import index_spans, load_session, request_key
     from fastgen.analysis.analyze import Corpus, config_targets, predict
     from fastgen.analysis.cache import BlockCache
     from fastgen.traces.blocks import load_reading
@@ -429,7 +429,7 @@ def test_analyze_predicts_the_fake_servers_prompt_tokens_and_pooled_hits_exactly
 def test_the_server_counts_every_recorded_prompt_as_the_span_records_it(replayed, name):
     # recorded answers: every request inference-perf sends is the recorded prompt, and the fake server tokenizes it
     # as vLLM does (transformers over the chat template): its prompt_tokens are the recorded input_tokens, each one
-    from e2e.traces import index_spans, load_session, request_key
+    from e2e.checks.traces import index_spans, load_session, request_key
 
     import yaml
 

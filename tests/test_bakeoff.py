@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from e2e.bakeoff import FakeEngineProcess, fastgen_command, is_probe, run_fake_bakeoff, segments
-from e2e.run import Dataset, free_port, generate
-from e2e.server import ServerThread
+from e2e.suites.bakeoff import FakeEngineProcess, fastgen_command, is_probe, run_fake_bakeoff, segments
+from e2e.suites.run import Dataset, free_port, generate
+from e2e.engines.server import ServerThread
 from fastgen.bakeoff.identity import identity_change, run_identity, server_identity
 from fastgen.bakeoff.plan import run_config_text, select_configs
 from fastgen.bakeoff.reset import wait_idle
@@ -329,7 +329,7 @@ def test_bakeoff_waits_until_sglang_has_answered_its_own_warmup_request(dataset,
 
 
 def test_wait_started_gives_up_with_one_line_naming_the_endpoint(dataset):
-    from e2e.fake_engine import EngineProfile
+    from e2e.engines.fake_engine import EngineProfile
 
     profile = EngineProfile(flavour="sglang", warmup_s=60)
     with ServerThread(dataset / "traces" / "tokenizer", profile=profile) as thread:
@@ -390,7 +390,7 @@ def test_bakeoff_ctrl_c_keeps_finished_runs_and_leaves_no_partial_run(dataset, t
 
 
 def test_reset_waits_until_the_server_is_idle(dataset):
-    from e2e.fake_engine import EngineProfile
+    from e2e.engines.fake_engine import EngineProfile
 
     with ServerThread(dataset / "traces" / "tokenizer", profile=EngineProfile(flavour="vllm")) as thread:
         server = probe_server(thread.base_url, "meta-llama/Llama-3.3-70B-Instruct")
@@ -410,7 +410,7 @@ def test_reset_waits_until_the_server_is_idle(dataset):
 
 
 def test_sglang_flush_asks_sglang_to_wait_for_idle_within_the_reset_wait(dataset):
-    from e2e.fake_engine import EngineProfile
+    from e2e.engines.fake_engine import EngineProfile
 
     with ServerThread(dataset / "traces" / "tokenizer", profile=EngineProfile(flavour="sglang")) as thread:
         server = probe_server(thread.base_url, "meta-llama/Llama-3.3-70B-Instruct")
@@ -434,7 +434,7 @@ def test_sglang_flush_asks_sglang_to_wait_for_idle_within_the_reset_wait(dataset
 
 
 def test_parse_metrics_keeps_the_engines_counters_and_gauges_summed_over_labels(dataset):
-    from e2e.fake_engine import EngineProfile, EngineState
+    from e2e.engines.fake_engine import EngineProfile, EngineState
 
     state = EngineState(EngineProfile(flavour="vllm", kv_capacity_tokens=1000), "m")
     state.cache.lookup_and_insert(list(range(40)))
@@ -452,7 +452,7 @@ def test_parse_metrics_keeps_the_engines_counters_and_gauges_summed_over_labels(
 
 
 def test_fake_sglang_exports_its_kv_usage_rounded_and_as_a_count_and_jitters_from_its_seed():
-    from e2e.fake_engine import EngineProfile, EngineState
+    from e2e.engines.fake_engine import EngineProfile, EngineState
 
     state = EngineState(EngineProfile(flavour="sglang", kv_capacity_tokens=10_000), "m")
     state.cache.lookup_and_insert(list(range(1234)))
@@ -748,7 +748,7 @@ def test_bakeoff_repeats_each_config_after_a_verified_reset_with_the_asked_modes
 
 @pytest.mark.parametrize("flavour", ["vllm", "sglang"])
 def test_server_identity_reads_version_capacity_and_process_start(dataset, flavour):
-    from e2e.fake_engine import VERSIONS, EngineProfile
+    from e2e.engines.fake_engine import VERSIONS, EngineProfile
 
     profile = EngineProfile(flavour=flavour, kv_capacity_tokens=4096)
     with ServerThread(dataset / "traces" / "tokenizer", profile=profile) as thread:
@@ -836,7 +836,7 @@ def test_a_session_with_an_error_but_success_true_is_failed_and_a_missing_event_
 
 
 def test_fake_engine_fails_every_nth_request_and_scales_its_answers(dataset):
-    from e2e.fake_engine import EngineProfile
+    from e2e.engines.fake_engine import EngineProfile
     from fastgen.bakeoff.server import fetch
 
     body = {"model": MODEL, "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 40}
@@ -852,7 +852,7 @@ def test_fake_engine_fails_every_nth_request_and_scales_its_answers(dataset):
 def test_the_e2e_ceiling_check_holds_a_hit_to_its_band_where_the_report_shows_one():
     """e2e.bakeoff's check: within the tolerance of the point without a band, of the band with one (inference-perf's
     workers race turns released together: a run lands anywhere in the band, not on the point)."""
-    from e2e.bakeoff import _near_the_ceilings
+    from e2e.suites.bakeoff import _near_the_ceilings
 
     def table(hit_b: float, band: str | None) -> dict:
         columns = ["config", "hit % A", "hit % B", "ceiling % inf", "ceiling % cap"]

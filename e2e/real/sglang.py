@@ -1,9 +1,9 @@
 """A real SGLang on this machine's CPU, for end-to-end runs against a real engine (docs: shared real-sglang-cpu.md).
 
-    python -m e2e.sglang --venv DIR [--tokenizer DIR] [--model-name NAME] [--max-total-tokens T] [--context-length N]
+    python -m e2e.real.sglang --venv DIR [--tokenizer DIR] [--model-name NAME] [--max-total-tokens T] [--context-length N]
 
 installs SGLang into its own Python 3.11 venv (once), builds the tiny random Llama model the real vLLM serves (once,
-e2e.engine_process.build_model), and serves it on a loopback port until Ctrl-C, printing the URL. In-process:
+e2e.real.engine_process.build_model), and serves it on a loopback port until Ctrl-C, printing the URL. In-process:
 
     python = install(Path(".e2e-sglang/venv"))
     model = build_model(python, TOKENIZER, Path(".e2e-sglang/venv/fastgen-tiny-llama-16384"), max_len=16384)
@@ -13,8 +13,8 @@ e2e.engine_process.build_model), and serves it on a loopback port until Ctrl-C, 
 
 The registry has no CPU build of SGLang's kernel package (sgl-kernel is CUDA-only) and its torchvision is
 CUDA-linked, while SGLang 0.5.23 imports both at module level even on its torch-native CPU paths. So install() puts
-two small stand-ins from e2e/stand_ins/ into the venv (each says what it implements), and pins SGLang exactly: the
-kernel stand-in covers only what 0.5.23 calls. Standard library only, like e2e.vllm: torch lives in the venv.
+two small stand-ins from e2e/real/stand_ins/ into the venv (each says what it implements), and pins SGLang exactly: the
+kernel stand-in covers only what 0.5.23 calls. Standard library only, like e2e.real.vllm: torch lives in the venv.
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def install(venv: Path, *, quiet: bool = True) -> Path:
 class SglangServer(EngineServer):
     """SGLang's server (`python -m sglang.launch_server`) as a child process group on a loopback port, on the CPU.
 
-    Start, readiness (GET /v1/models) and stop by process group are e2e.engine_process.EngineServer's: SGLang runs
+    Start, readiness (GET /v1/models) and stop by process group are e2e.real.engine_process.EngineServer's: SGLang runs
     three processes (launcher with the tokenizer manager, scheduler, detokenizer) and exits 7-10 s after SIGTERM.
 
     Flags: --device cpu --dtype float32 --attention-backend torch_native --sampling-backend pytorch
@@ -308,7 +308,7 @@ class SglangServer(EngineServer):
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m e2e.sglang",
+        prog="python -m e2e.real.sglang",
         description=(
             "Install SGLang (CPU, with its stand-ins) into a venv, build a tiny random model over a tokenizer, and serve "
             "it until Ctrl-C."

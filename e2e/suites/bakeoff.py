@@ -1,7 +1,7 @@
 """`fastgen bakeoff` against two fake engines that differ in a known way, then `fastgen compare`, then checks that
 the report says what the engines' own logs say.
 
-    python -m e2e.bakeoff [--workdir .e2e-bakeoff] [--configs PATTERN ...]
+    python -m e2e.suites.bakeoff [--workdir .e2e-bakeoff] [--configs PATTERN ...]
 
 Engine A imitates vLLM with an unbounded KV cache; engine B imitates SGLang with a KV cache of a few prompts (LRU
 eviction). Both charge the same prefill time per uncached prompt token, one prefill at a time, and log every request
@@ -68,7 +68,7 @@ ENGINES = (EngineSpec("big-vllm", "vllm", BIG_CACHE_TOKENS), EngineSpec("small-s
 
 
 class FakeEngineProcess:
-    """`python -m e2e.server` in its own process, logging to `record`; the port it printed is `port`."""
+    """`python -m e2e.engines.server` in its own process, logging to `record`; the port it printed is `port`."""
 
     def __init__(
         self,
@@ -86,7 +86,7 @@ class FakeEngineProcess:
         command = [
             sys.executable,
             "-m",
-            "e2e.server",
+            "e2e.engines.server",
             "--port",
             "0",
             "--tokenizer",
@@ -102,7 +102,9 @@ class FakeEngineProcess:
         ]
         if kv_capacity is not None:
             command += ["--kv-capacity", str(kv_capacity)]
-        self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
+        self._proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2]
+        )
         assert self._proc.stdout is not None  # stdout=PIPE
         line = self._proc.stdout.readline().strip()
         if not line.isdigit():
@@ -136,7 +138,7 @@ def fastgen_command(*args: str, timeout_s: float = 1800) -> subprocess.Completed
         capture_output=True,
         text=True,
         timeout=timeout_s,
-        cwd=Path(__file__).parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
 
 
@@ -439,7 +441,7 @@ def run_fake_bakeoff(workdir: Path, configs: list[str], dataset: Dataset = Datas
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m e2e.suites.bakeoff", description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", type=Path, default=Path(".e2e-bakeoff"))
     p.add_argument("--configs", nargs="+", default=list(DEFAULT_CONFIGS), help="configs to run on both engines")
     args = p.parse_args(argv)

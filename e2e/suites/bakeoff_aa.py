@@ -3,7 +3,7 @@
 it: a second engine whose misses cost ten times as much (PREFILL_US_PER_TOKEN x SLOW): the report claims the TTFT
 gap, B higher, with one, two and three repeats.
 
-    python -m e2e.bakeoff_aa [--workdir .e2e-aa] [--seed N] [--configs PATTERN ...]
+    python -m e2e.suites.bakeoff_aa [--workdir .e2e-aa] [--seed N] [--configs PATTERN ...]
 
 The engines imitate vLLM with an unbounded cache (fake_engine.py), each prefill charged its uncached tokens and a
 random wait (JITTER_MS on average, exponential, from --seed), one prefill at a time. Rounds go first, second, slow
@@ -17,7 +17,7 @@ of the machine falls on all three alike. After each round:
   claims TTFT p50 or p95 of scenario3/c100_noisy higher on B.
 
 Every compare is given --no-analysis (no ceilings needed). The false-positive rate over many seeds and the smallest
-gap found at three repeats come from e2e/aa_simulation.py (the rule over synthetic runs); this runs the real chain.
+gap found at three repeats come from e2e/suites/aa_simulation.py (the rule over synthetic runs); this runs the real chain.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def run_aa(workdir: Path, seed: int, configs: tuple[str, ...] = CONFIGS) -> tupl
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_aa", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m e2e.suites.bakeoff_aa", description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", type=Path, default=Path(".e2e-aa"))
     p.add_argument("--seed", type=int, default=1, help="the jitter's seed (the slow engine's is seed + 1)")
     p.add_argument("--configs", nargs="+", default=list(CONFIGS), help=f"configs to run (the gap is {GAP_CONFIG}'s)")

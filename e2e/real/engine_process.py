@@ -2,7 +2,7 @@
 serve, a loopback port, a server run as its own process group that is stopped by that group on every exit path, and
 the command line that serves one until Ctrl-C.
 
-e2e.vllm and e2e.sglang build on it; each says which command and environment its engine needs. Standard library
+e2e.real.vllm and e2e.real.sglang build on it; each says which command and environment its engine needs. Standard library
 only: the engines' torch lives in their venvs, which these helpers drive through subprocesses.
 """
 
@@ -43,7 +43,7 @@ PYTHON = "python3.11"  # both engines pin torch 2.13.0+cpu, which resolves only 
 MODEL_MARKER = ".fastgen-model.json"  # the build parameters; a model folder is reused only when they match
 MODEL_RECIPE = 1  # bump when _BUILD_SCRIPT changes, so older builds are rebuilt
 DEFAULT_MODEL = "meta-llama/Llama-3.3-70B-Instruct"  # fastgen's default --model, so generated configs work as is
-TOKENIZER = Path(__file__).resolve().parents[1] / "fastgen" / "data" / "builtin-tokenizer"
+TOKENIZER = Path(__file__).resolve().parents[2] / "fastgen" / "data" / "builtin-tokenizer"
 
 
 def python_311_venv(venv: Path, requirement: str) -> Path:

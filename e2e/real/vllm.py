@@ -1,6 +1,6 @@
 """A real vLLM on this machine's CPU, for end-to-end runs against a real engine (docs: shared real-vllm-cpu.md).
 
-    python -m e2e.vllm --venv DIR [--tokenizer DIR] [--model-name NAME] [--kv-cache-gib G] [--max-model-len N]
+    python -m e2e.real.vllm --venv DIR [--tokenizer DIR] [--model-name NAME] [--kv-cache-gib G] [--max-model-len N]
 
 installs vLLM into its own Python 3.11 venv (once), builds a tiny random Llama model over fastgen's built-in
 tokenizer (once), and serves it on a loopback port until Ctrl-C, printing the URL. In-process:
@@ -14,7 +14,7 @@ Why a separate venv driven through subprocesses: vLLM's CPU build pins torch 2.1
 Python 3.11 on these machines, while fastgen's own venv is 3.12 and has no torch. So this module uses only the
 standard library, and everything that needs torch or vLLM runs under the vLLM venv's interpreter.
 
-The fake server (e2e.server) stays the fast, controllable one; this one shows what a real engine does: real
+The fake server (e2e.engines.server) stays the fast, controllable one; this one shows what a real engine does: real
 automatic prefix caching in 32-token blocks with eviction, real streaming, real named tool calls, real /metrics.
 """
 
@@ -108,7 +108,7 @@ class VllmServer(EngineServer):
     server, its engine-core process and anything they spawn share one process group; it waits until
     GET /v1/models answers, and fails with the log's tail if the process exits first or START_TIMEOUT_S passes.
     `stop()` ends that whole group (SIGTERM, then SIGKILL), on every exit path: a failed start, the context
-    manager's exit (exception or not), or a second call (a no-op). (All of that is e2e.engine_process.EngineServer.)
+    manager's exit (exception or not), or a second call (a no-op). (All of that is e2e.real.engine_process.EngineServer.)
 
     KV cache size: vLLM 0.32 parses VLLM_CPU_KVCACHE_SPACE with int() (a "legacy setting" that it turns into
     cache_config.kv_cache_memory_bytes = GiB * 2**30, overriding --kv-cache-memory-bytes), so a whole kv_cache_gib
@@ -232,7 +232,7 @@ class VllmServer(EngineServer):
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m e2e.vllm",
+        prog="python -m e2e.real.vllm",
         description=(
             "Install vLLM (CPU) into a venv, build a tiny random model over a tokenizer, and serve it until Ctrl-C."
         ),

@@ -1,11 +1,11 @@
 """How close `fastgen analyze` comes to both real engines: the agreement table of docs/analyze.md.
 
-    python -m e2e.capacity [--workdir .e2e-capacity] [--repeat 3]            # every run, then the table
-    python -m e2e.capacity run ENGINE CACHE [--repeat 3]                      # one server's runs (vllm|sglang, unbounded|small)
-    python -m e2e.capacity report                                            # the table from the runs there
+    python -m e2e.suites.capacity [--workdir .e2e-capacity] [--repeat 3]            # every run, then the table
+    python -m e2e.suites.capacity run ENGINE CACHE [--repeat 3]                      # one server's runs (vllm|sglang, unbounded|small)
+    python -m e2e.suites.capacity report                                            # the table from the runs there
 
 A measurement, not a CI step (about an hour on 2 cores: SGLang decodes slowly here; run one server at a time under
-the shared lock). The e2e dataset's three pair configs (e2e.bakeoff_vllm.CONFIGS: scenario1/c10, whose four
+the shared lock). The e2e dataset's three pair configs (e2e.suites.bakeoff_vllm.CONFIGS: scenario1/c10, whose four
 sessions start together, scenario2/c10_sync, two fans whose roots start together, scenario3/c100_noisy, twenty
 sessions 0.5 s apart) replayed `--repeat` times against each engine (vLLM 0.32 and SGLang 0.5.23, the tiny random
 model on the CPU) with two KV caches: unbounded (1 GiB: 2,097,152 tokens) and small (SMALL_TOKENS, 16,448 tokens:
@@ -35,11 +35,13 @@ from typing import Optional
 
 from fastgen.results import read_runs
 
-from . import sglang, vllm
+from ..real import sglang
+
+from ..real import vllm
 from .bakeoff import fastgen_command
 from .bakeoff_sglang import run_bakeoff, sglang_hit_percent, start_sglang
 from .bakeoff_vllm import CONFIGS, MAX_MODEL_LEN, SMALL_BLOCKS, _vllm_hit_percent
-from .engine_process import DEFAULT_MODEL, TOKENIZER, build_model
+from ..real.engine_process import DEFAULT_MODEL, TOKENIZER, build_model
 from .run import Dataset, generate
 
 __all__ = ["main", "measure", "report"]
@@ -204,7 +206,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.capacity", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m e2e.suites.capacity", description=__doc__.split("\n\n")[0])
     p.add_argument("step", nargs="*", help="run ENGINE CACHE, or report (default: every run, then the report)")
     p.add_argument("--workdir", type=Path, default=Path(".e2e-capacity"))
     p.add_argument("--repeat", type=int, default=3)

@@ -1,14 +1,14 @@
-"""`fastgen bakeoff` through a real router: vllm-router 0.1.17 (e2e/router.py) in front of two engines, once per
+"""`fastgen bakeoff` through a real router: vllm-router 0.1.17 (e2e/real/router.py) in front of two engines, once per
 routing policy (round_robin, then cache_aware), then `fastgen compare` of the two policies.
 
-    python -m e2e.bakeoff_router [--engines vllm|fake] [--workdir .e2e-router] [--router-venv DIR] [--venv DIR]
+    python -m e2e.suites.bakeoff_router [--engines vllm|fake] [--workdir .e2e-router] [--router-venv DIR] [--venv DIR]
 
 The dataset is the fleet preset, small (`--workload fleet --scale 0.04 --budget-scale 0.02`): scenario 3's 20
 sessions (the test arm: a shared prefix, and turns that extend their session's prompt) and 20 one-request chains
 that share nothing (the control arm), with the recorded outputs and no tool_choice sent (so no request but the
 replay's goes through the router: the router's own counts are then the replay's). The engines: two real vLLM servers
-(e2e/vllm.py, 1 GiB of KV cache each; `--engines vllm`, what `make e2e-router` runs), or two fake vLLM engines that
-log every request (e2e/fake_engine.py; `--engines fake`, what the test suite runs). A router is started per policy
+(e2e/real/vllm.py, 1 GiB of KV cache each; `--engines vllm`, what `make e2e-router` runs), or two fake vLLM engines that
+log every request (e2e/engines/fake_engine.py; `--engines fake`, what the test suite runs). A router is started per policy
 and the bakeoff finds the replicas where it lists them (GET /workers); the policy is given (`--router-policy`). The
 checks, per policy:
 
@@ -39,7 +39,7 @@ from fastgen.engines import VLLM
 from fastgen.results import read_runs
 
 from .bakeoff import FakeEngineProcess, fastgen_command, segments
-from .router import RouterProcess, install
+from ..real.router import RouterProcess, install
 from .run import Dataset, generate
 
 __all__ = ["CONFIGS", "POLICIES", "main", "run_router_bakeoff"]
@@ -51,7 +51,7 @@ CONTROL_ARM, TEST_ARM = CONFIGS
 # the control arm's requests share only the chat template's first tokens: vLLM's 32-token blocks never hit them
 CONTROL_HIT_PERCENT_AT_MOST = 1.0
 MODES = ("--outputs", "recorded", "--tool-call-max-tokens", "recorded", "--tool-choice", "as_recorded")
-MAX_MODEL_LEN = 16384  # as e2e.bakeoff_vllm: the prompts (a few K tokens) and a tool call's max_tokens
+MAX_MODEL_LEN = 16384  # as e2e.suites.bakeoff_vllm: the prompts (a few K tokens) and a tool call's max_tokens
 FIGURES = ("requests", "prompt_tokens", "cached_tokens")
 
 
@@ -75,8 +75,8 @@ def fake_engines(workdir: Path):
 @contextlib.contextmanager
 def vllm_engines(workdir: Path, venv: Path):
     """Two real vLLM servers (1 GiB of KV cache each); yields (their URLs, {})."""
-    from .vllm import DEFAULT_MODEL, TOKENIZER, VllmServer, build_model
-    from .vllm import install as install_vllm
+    from ..real.vllm import DEFAULT_MODEL, TOKENIZER, VllmServer, build_model
+    from ..real.vllm import install as install_vllm
 
     python = install_vllm(venv)
     model = build_model(python, TOKENIZER, venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
@@ -313,7 +313,7 @@ def run_router_bakeoff(workdir: Path, engines: str, router_venv: Path, venv: Opt
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_router", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m e2e.suites.bakeoff_router", description=__doc__.split("\n\n")[0])
     p.add_argument("--engines", choices=("vllm", "fake"), default="vllm")
     p.add_argument("--workdir", type=Path, default=Path(".e2e-router"))
     p.add_argument(

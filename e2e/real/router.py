@@ -1,7 +1,7 @@
 """A real router from the package registry in front of engines on loopback: vllm-router 0.1.17, a Rust binary in a
 wheel, installed into a venv of its own.
 
-    python -m e2e.router --venv DIR --worker URL --worker URL [--policy cache_aware] [--port N]
+    python -m e2e.real.router --venv DIR --worker URL --worker URL [--policy cache_aware] [--port N]
 
 serves the workers behind one URL until Ctrl-C, printing it and its Prometheus endpoint. In-process:
 
@@ -211,7 +211,8 @@ class RouterProcess:
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m e2e.router", description="Serve engines behind vllm-router on a loopback port until Ctrl-C."
+        prog="python -m e2e.real.router",
+        description="Serve engines behind vllm-router on a loopback port until Ctrl-C.",
     )
     parser.add_argument("--venv", type=Path, required=True, help="the router's venv (created and installed if missing)")
     parser.add_argument("--worker", action="append", required=True, help="an engine's base URL (repeat it)")

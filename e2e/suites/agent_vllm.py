@@ -1,8 +1,8 @@
 """The example agent workload (`fastgen --workload agent`, docs/agents.md) replayed once by the real inference-perf
-against a real vLLM on this machine's CPU (e2e/vllm.py: the tiny random model of e2e.bakeoff_vllm, its window, 1 GiB
+against a real vLLM on this machine's CPU (e2e/real/vllm.py: the tiny random model of e2e.suites.bakeoff_vllm, its window, 1 GiB
 of KV cache).
 
-    python -m e2e.agent_vllm [--venv DIR] [--workdir .e2e-vllm/agent] [--outputs recorded|live]
+    python -m e2e.suites.agent_vllm [--venv DIR] [--workdir .e2e-vllm/agent] [--outputs recorded|live]
 
 DATASET scales the workload down to 2 sessions of 15 requests (12 tool-call answers of 1-4 parallel calls, two
 compactions, a final answer) with prompts of 1.4-5.4 K tokens, its sub-agents left out (`subagents: {lo: 0, hi:
@@ -10,7 +10,7 @@ compactions, a final answer) with prompts of 1.4-5.4 K tokens, its sub-agents le
 graph builder (fastgen refuses the two together); `make e2e` replays the sub-agents against the fake server, whose
 live answers stand in that slot, and `--outputs live` replays them here. CONFIG (agent_loop/c5) runs once, as generated but
 pointed at the server, with the recorded outputs (`--outputs recorded --tool-call-max-tokens recorded`, as
-e2e.bakeoff_vllm) and with the request bodies in inference-perf's per-request records. The checks:
+e2e.suites.bakeoff_vllm) and with the request bodies in inference-perf's per-request records. The checks:
 
 - inference-perf exited 0, the stage completed, and every session succeeded with all its events completed;
 - vLLM served as many requests as the sessions have spans (the growth of its `vllm:request_success_total`), and
@@ -55,12 +55,12 @@ from fastgen.bakeoff.sampler import parse_metrics
 from fastgen.generator.workload import shipped_workload
 
 from .bakeoff_vllm import MAX_MODEL_LEN, _recorded_inputs
-from .checks import _check_sessions, _check_tool_pairing, join_problems
+from ..checks.replayed import _check_sessions, _check_tool_pairing, join_problems
 from .replay import run_inference_perf
-from .reports import clear_reports, read_reports
+from ..checks.reports import clear_reports, read_reports
 from .run import Dataset, generate
-from .traces import load_session
-from .vllm import DEFAULT_MODEL, TOKENIZER, VllmServer, build_model, install
+from ..checks.traces import load_session
+from ..real.vllm import DEFAULT_MODEL, TOKENIZER, VllmServer, build_model, install
 
 __all__ = ["main", "run_agent_replay"]
 
@@ -272,7 +272,7 @@ def run_agent_replay(workdir: Path, venv: Path, outputs: str = "recorded") -> li
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.agent_vllm", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m e2e.suites.agent_vllm", description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", type=Path, default=Path(".e2e-vllm/agent"))
     p.add_argument(
         "--venv",
