@@ -38,7 +38,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .engine_process import HOST, free_port
+from .engine_process import HOST, free_port, hold
 
 __all__ = ["POLICIES", "ROUTER_REQUIREMENT", "RouterProcess", "install", "main", "routed_per_worker"]
 
@@ -225,18 +225,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     router = RouterProcess(
         executable, args.worker, policy=args.policy, port=port, log=args.log or args.venv / f"router-{port}.log"
     )
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda number, _frame: sys.exit(128 + number))
-    try:
-        with router:
-            print(f"{router.base_url}  (policy {router.policy}; its metrics: {router.metrics_url}; Ctrl-C stops it)")
-            sys.stdout.flush()
-            while router.process is not None and router.process.poll() is None:
-                time.sleep(1.0)
-            print(f"vllm-router exited:\n{router.log_tail()}", file=sys.stderr)
-            return 1
-    except KeyboardInterrupt:
-        return 130
+
+    def ready() -> str:
+        return f"{router.base_url}  (policy {router.policy}; its metrics: {router.metrics_url}; Ctrl-C stops it)"
+
+    return hold(router, "vllm-router", ready)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,9 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Any, Optional
 
 from .engine_process import (
-    DEFAULT_MODEL,
-    HOST,
     EngineServer,
     add_serving_arguments,
     prepare_serving,
@@ -109,7 +107,6 @@ INSTALL_MARKER = ".fastgen-sglang-installed"  # written last: the requirement an
 _PROBE = (
     "import sglang.srt.entrypoints.http_server, sglang.srt.managers.scheduler, transformers, sgl_kernel, torchvision"
 )
-START_TIMEOUT_S = 300.0  # 37-70 s on a quiet machine (mostly imports), over 2 minutes under load
 # hermes parses the built-in template's <tool_call>{json}</tool_call> form, but has no grammar of its own that knows
 # a named tool_choice (see SglangServer); qwen3_coder has one (xgrammar's native tag) and so enforces the forced name
 TOOL_CALL_PARSER = "hermes"
@@ -216,31 +213,19 @@ class SglangServer(EngineServer):
         python: Path,
         model_dir: Path,
         *,
-        served_model_name: str = DEFAULT_MODEL,
         max_total_tokens: int,
         context_length: int,
-        log: Path,
         page_size: Optional[int] = None,
         tool_call_parser: str = TOOL_CALL_PARSER,
-        port: int = 0,
-        extra_args: Sequence[str] = (),
-        extra_env: Optional[Mapping[str, str]] = None,
-        start_timeout_s: float = START_TIMEOUT_S,
+        **common: Any,
     ) -> None:
+        """`common`: EngineServer's (log, served_model_name, port, extra_args, extra_env, start_timeout_s)."""
         if not max_total_tokens > 0 or not context_length > 0:
             raise ValueError(
                 f"max_total_tokens and context_length must be positive, got {max_total_tokens} and {context_length}"
             )
-        super().__init__(
-            python,
-            model_dir,
-            port=port,
-            log=log,
-            extra_args=extra_args,
-            extra_env=extra_env,
-            start_timeout_s=start_timeout_s,
-        )
-        self.served_model_name, self.page_size, self.tool_call_parser = served_model_name, page_size, tool_call_parser
+        super().__init__(python, model_dir, **common)
+        self.page_size, self.tool_call_parser = page_size, tool_call_parser
         self.max_total_tokens, self.context_length = int(max_total_tokens), int(context_length)
 
     def command(self) -> list[str]:
@@ -253,12 +238,7 @@ class SglangServer(EngineServer):
             model,
             "--tokenizer-path",
             model,
-            "--served-model-name",
-            self.served_model_name,
-            "--host",
-            HOST,
-            "--port",
-            str(self.port),
+            *self.address(),
             "--device",
             "cpu",
             "--dtype",
@@ -331,18 +311,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    python = install(args.venv)
-    model_dir, port, log = prepare_serving(args, python, args.context_length, "sglang")
     server = SglangServer(
-        python,
-        model_dir,
-        served_model_name=args.model_name,
+        **prepare_serving(args, install(args.venv), args.context_length, "sglang"),
         max_total_tokens=args.max_total_tokens,
         context_length=args.context_length,
         page_size=args.page_size,
         tool_call_parser=args.tool_call_parser,
-        port=port,
-        log=log,
     )
     return serve_until_interrupted(server, args.model_name)
 
