@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.suites.bakeoff import FakeEngineProcess, fastgen_command, is_probe, run_fake_bakeoff, segments
+from e2e.suites.bakeoff import FakeEngineProcess, is_probe, run_fake_bakeoff, segments
+from e2e.suites.runner import fastgen_command
 from e2e.suites.run import Dataset, free_port, generate
 from e2e.engines.server import ServerThread
 from fastgen.bakeoff.identity import identity_change, run_identity, server_identity

@@ -40,10 +40,8 @@ the named calls were cut off before they closed and came back as text (6 of 6), 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -60,7 +58,9 @@ from .replay import run_inference_perf
 from ..checks.reports import clear_reports, read_reports
 from .run import Dataset, generate
 from ..checks.traces import load_session
-from ..real.vllm import DEFAULT_MODEL, TOKENIZER, VllmServer, build_model, install
+from ..real.vllm import VllmServer, install
+from ..real.engine_process import tiny_model
+from .runner import add_venv, run_suite, suite_parser
 
 __all__ = ["main", "run_agent_replay"]
 
@@ -206,12 +206,11 @@ def _dataset(workdir: Path, outputs: str) -> Dataset:
 def run_agent_replay(workdir: Path, venv: Path, outputs: str = "recorded") -> list[str]:
     workdir = Path(workdir).resolve()
     python = install(venv, quiet=True)
-    model = build_model(python, TOKENIZER, venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
+    model = tiny_model(python, venv, MAX_MODEL_LEN)
     generate(workdir, "http://127.0.0.1:9", _dataset(workdir, outputs))
     server = VllmServer(
         python,
         model,
-        served_model_name=DEFAULT_MODEL,
         max_model_len=MAX_MODEL_LEN,
         kv_cache_gib=1,
         log=workdir / "logs" / "vllm.log",
@@ -272,14 +271,8 @@ def run_agent_replay(workdir: Path, venv: Path, outputs: str = "recorded") -> li
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.suites.agent_vllm", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workdir", type=Path, default=Path(".e2e-vllm/agent"))
-    p.add_argument(
-        "--venv",
-        type=Path,
-        default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")),
-        help="the vLLM venv (Python 3.11), installed there if missing (default: $FASTGEN_VLLM_VENV or .e2e-vllm/venv)",
-    )
+    p = suite_parser("agent_vllm", __doc__, ".e2e-vllm/agent")
+    add_venv(p, "vllm")
     p.add_argument(
         "--outputs",
         choices=sorted(MODES),
@@ -287,12 +280,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         help="recorded (the check), or live: the server's answers fed forward (prints what the random model does)",
     )
     args = p.parse_args(argv)
-    started = time.monotonic()
-    failures = run_agent_replay(args.workdir, args.venv.resolve(), args.outputs)
-    for failure in failures:
-        print(f"FAILED: {failure}")
-    print(f"vLLM agent workload e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s")
-    return 1 if failures else 0
+    venv = args.venv.resolve()
+    return run_suite("vLLM agent workload e2e", args.workdir, run_agent_replay, args.workdir, venv, args.outputs)
 
 
 if __name__ == "__main__":

@@ -31,23 +31,20 @@ CPU block size 32, `--engine sglang` at its page size 1). The checks:
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import time
 from pathlib import Path
 from typing import Optional
 
 from fastgen.results import read_runs
 
-from .bakeoff import fastgen_command
 from .bakeoff_sglang import check_sglang_runs, run_bakeoff, sglang_hit_percent, start_sglang
 from .bakeoff_vllm import MODES as RECORDED_MODES
 from .bakeoff_vllm import MAX_MODEL_LEN, TOLERANCE_POINTS, _mean_of_all, _recorded_inputs, _vllm_hit_percent
-from ..real.engine_process import DEFAULT_MODEL, TOKENIZER, build_model
+from ..real.engine_process import tiny_model
 from .run import Dataset, generate
 from ..real import sglang
 from ..real import vllm
+from .runner import add_venv, compare, exit_problem, rows, run_suite, runs_table, suite_parser
 
 __all__ = ["main", "run_pair"]
 
@@ -74,7 +71,7 @@ def _prompts_check(workdir: Path, report: dict) -> list[str]:
     recorded = _recorded_inputs(workdir / "traces")
     runs = {label: read_runs(workdir / "reports" / label)[0] for label, _ in SIDES}
     failures = []
-    for row in (dict(zip(section["tables"][0]["columns"], r)) for r in section["tables"][0]["rows"]):
+    for row in rows(section["tables"][0]):
         name, verdict = row["config"], row["same prompts"]
         off = [r for r in runs["vllm"][name].requests if r.prompt_tokens != recorded.get((r.session, r.turn))]
         if off:
@@ -107,17 +104,14 @@ def run_pair(workdir: Path, vllm_venv: Path, sglang_venv: Path) -> list[str]:
     workdir = Path(workdir).resolve()
     started = time.monotonic()
     vllm_python, sglang_python = vllm.install(vllm_venv, quiet=True), sglang.install(sglang_venv, quiet=True)
-    vllm_model = build_model(vllm_python, TOKENIZER, vllm_venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
-    sglang_model = build_model(
-        sglang_python, TOKENIZER, sglang_venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN
-    )  # the same seed: the same weights
+    vllm_model = tiny_model(vllm_python, vllm_venv, MAX_MODEL_LEN)
+    sglang_model = tiny_model(sglang_python, sglang_venv, MAX_MODEL_LEN)  # the same seed: the same weights
     print(f"vLLM and SGLang installed, models built: {time.monotonic() - started:.0f} s", flush=True)
     generate(workdir, "http://127.0.0.1:9", Dataset())
     servers = {
         "vllm": vllm.VllmServer(
             vllm_python,
             vllm_model,
-            served_model_name=DEFAULT_MODEL,
             max_model_len=MAX_MODEL_LEN,
             kv_cache_gib=KV_GIB,
             log=workdir / "logs" / "vllm.log",
@@ -128,24 +122,17 @@ def run_pair(workdir: Path, vllm_venv: Path, sglang_venv: Path) -> list[str]:
         failures = _serve_and_run(label, servers[label], workdir)
         if failures:
             return failures
-    result = fastgen_command(
-        "compare",
-        *(str(workdir / "reports" / label) for label, _ in SIDES),
-        "--out",
-        str(workdir / "report"),
-        "--force",
-    )
+    result, report = compare(workdir, [label for label, _ in SIDES], "--force")
     print(result.stderr.strip(), flush=True)  # which analyses compare ran for the ceilings
-    if result.returncode != 0:
-        return [f"fastgen compare exited {result.returncode}: {result.stderr[-600:]}"]
-    report = json.loads((workdir / "report" / "report.json").read_text())
-    table = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
+    if report is None:
+        return exit_problem(result, "fastgen compare")
+    table = runs_table(report)
     failures = [
         f"no ceilings for {side}: compare's own analyze did not run"
         for side in ("A", "B")
         if f"ceiling {side} % cap" not in table["columns"]
     ]
-    for row in (dict(zip(table["columns"], row)) for row in table["rows"]):
+    for row in rows(table):
         name = row["config"]
         if [row["status A"], row["status B"]] != ["completed", "completed"]:
             failures.append(f"{name}: {[row['status A'], row['status B']]}")
@@ -172,30 +159,12 @@ def run_pair(workdir: Path, vllm_venv: Path, sglang_venv: Path) -> list[str]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.suites.bakeoff_pair", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workdir", type=Path, default=Path(".e2e-pair"))
-    p.add_argument(
-        "--vllm-venv",
-        type=Path,
-        default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")),
-        help="the vLLM venv, installed there if missing (default: $FASTGEN_VLLM_VENV or .e2e-vllm/venv)",
-    )
-    p.add_argument(
-        "--sglang-venv",
-        type=Path,
-        default=Path(os.environ.get("FASTGEN_SGLANG_VENV", ".e2e-sglang/venv")),
-        help="the SGLang venv, installed there if missing (default: $FASTGEN_SGLANG_VENV or .e2e-sglang/venv)",
-    )
+    p = suite_parser("bakeoff_pair", __doc__, ".e2e-pair")
+    add_venv(p, "vllm", "--vllm-venv")
+    add_venv(p, "sglang", "--sglang-venv")
     args = p.parse_args(argv)
-    started = time.monotonic()
-    failures = run_pair(args.workdir, args.vllm_venv.resolve(), args.sglang_venv.resolve())
-    for failure in failures:
-        print(f"FAILED: {failure}")
-    print(
-        f"vLLM against SGLang e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s; report in "
-        f"{args.workdir / 'report' / 'report.md'}"
-    )
-    return 1 if failures else 0
+    venvs = (args.vllm_venv.resolve(), args.sglang_venv.resolve())
+    return run_suite("vLLM against SGLang e2e", args.workdir / "report" / "report.md", run_pair, args.workdir, *venvs)
 
 
 if __name__ == "__main__":

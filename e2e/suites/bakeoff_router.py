@@ -26,10 +26,8 @@ checks, per policy:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import os
 import time
 from pathlib import Path
 from typing import Optional
@@ -38,9 +36,10 @@ from fastgen.bakeoff.runs import METRICS_FILE
 from fastgen.engines import VLLM
 from fastgen.results import read_runs
 
-from .bakeoff import FakeEngineProcess, fastgen_command, segments
+from .bakeoff import FakeEngineProcess, segments
 from ..real.router import RouterProcess, install
 from .run import Dataset, generate
+from .runner import add_venv, bakeoff, compare, exit_problem, run_suite, suite_parser
 
 __all__ = ["CONFIGS", "POLICIES", "main", "run_router_bakeoff"]
 
@@ -75,18 +74,18 @@ def fake_engines(workdir: Path):
 @contextlib.contextmanager
 def vllm_engines(workdir: Path, venv: Path):
     """Two real vLLM servers (1 GiB of KV cache each); yields (their URLs, {})."""
-    from ..real.vllm import DEFAULT_MODEL, TOKENIZER, VllmServer, build_model
+    from ..real.engine_process import tiny_model
+    from ..real.vllm import VllmServer
     from ..real.vllm import install as install_vllm
 
     python = install_vllm(venv)
-    model = build_model(python, TOKENIZER, venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
+    model = tiny_model(python, venv, MAX_MODEL_LEN)
     with contextlib.ExitStack() as stack:
         servers = []
         for i in (1, 2):
             server = VllmServer(
                 python,
                 model,
-                served_model_name=DEFAULT_MODEL,
                 max_model_len=MAX_MODEL_LEN,
                 kv_cache_gib=1,
                 log=workdir / "logs" / f"vllm-{i}.log",
@@ -113,28 +112,8 @@ def run_policy(workdir: Path, router_bin: Path, urls: list[str], policy: str) ->
     with RouterProcess(router_bin, urls, policy=policy, log=workdir / "logs" / f"router-{policy}.log") as router:
         before = router.routed()
         begun = time.monotonic()
-        result = fastgen_command(
-            "bakeoff",
-            "--url",
-            router.base_url,
-            "--label",
-            policy,
-            "--router-policy",
-            policy,
-            "--config-dir",
-            str(workdir / "configs"),
-            "--out",
-            str(workdir / "reports"),
-            "--scrape-interval",
-            "1",
-            "--timeout",
-            "900",
-            "--rerun",
-            *MODES,
-            "--configs",
-            *CONFIGS,
-            timeout_s=3600,
-        )
+        options = ("--router-policy", policy, "--scrape-interval", "1", "--timeout", "900", "--rerun", *MODES)
+        result = bakeoff(router.base_url, policy, workdir, *options, "--configs", *CONFIGS, timeout_s=3600)
         print(
             f"{policy}: fastgen bakeoff through the router: exit {result.returncode}, {time.monotonic() - begun:.0f} s"
         )
@@ -223,10 +202,9 @@ def _hit(figures: dict) -> Optional[float]:
     return 100.0 * figures["cached_tokens"] / prompt if prompt else None
 
 
-def check_report(workdir: Path, fleets: dict[str, dict[str, dict]]) -> list[str]:
+def check_report(report: dict, fleets: dict[str, dict[str, dict]]) -> list[str]:
     """The report's replica table shows each run's figures; the policies differ where they should."""
     failures = []
-    report = json.loads((workdir / "report" / "report.json").read_text())
     section = next((s for s in report["sections"] if s["id"] == "replicas"), None)
     if section is None:
         return ["the report has no Replicas section"]
@@ -304,37 +282,21 @@ def run_router_bakeoff(workdir: Path, engines: str, router_venv: Path, venv: Opt
             found, fleets[policy] = check_policy(workdir, policy, routed, counters, logs)
             failures += found
     summary(workdir, fleets)
-    result = fastgen_command(
-        "compare", *(str(workdir / "reports" / p) for p in POLICIES), "--out", str(workdir / "report"), "--force"
-    )
-    if result.returncode != 0:
-        return failures + [f"fastgen compare exited {result.returncode}: {result.stderr[-600:]}"]
-    return failures + check_report(workdir, fleets)
+    result, report = compare(workdir, POLICIES, "--force")
+    if report is None:
+        return failures + exit_problem(result, "fastgen compare")
+    return failures + check_report(report, fleets)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.suites.bakeoff_router", description=__doc__.split("\n\n")[0])
+    p = suite_parser("bakeoff_router", __doc__, ".e2e-router")
     p.add_argument("--engines", choices=("vllm", "fake"), default="vllm")
-    p.add_argument("--workdir", type=Path, default=Path(".e2e-router"))
-    p.add_argument(
-        "--router-venv",
-        type=Path,
-        default=Path(os.environ.get("FASTGEN_ROUTER_VENV", ".e2e-router/venv")),
-        help="vllm-router's venv, installed there if missing (default: $FASTGEN_ROUTER_VENV or .e2e-router/venv)",
-    )
-    p.add_argument(
-        "--venv",
-        type=Path,
-        default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")),
-        help="the vLLM venv for --engines vllm (default: $FASTGEN_VLLM_VENV or .e2e-vllm/venv)",
-    )
+    add_venv(p, "router", "--router-venv")
+    add_venv(p, "vllm", use=" for --engines vllm")
     args = p.parse_args(argv)
-    started = time.monotonic()
-    failures = run_router_bakeoff(args.workdir, args.engines, args.router_venv.resolve(), args.venv.resolve())
-    for failure in failures:
-        print(f"FAILED: {failure}")
-    print(f"router bakeoff e2e ({args.engines} engines): {len(failures)} failures, {time.monotonic() - started:.0f} s")
-    return 1 if failures else 0
+    venvs = (args.router_venv.resolve(), args.venv.resolve())
+    title = f"router bakeoff e2e ({args.engines} engines)"
+    return run_suite(title, args.workdir / "report", run_router_bakeoff, args.workdir, args.engines, *venvs)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ run's inference-perf output) and records/ (what the server saw, one JSON line pe
 
 from __future__ import annotations
 
-import argparse
 import json
 import socket
 import subprocess
@@ -34,6 +33,7 @@ from ..checks.replayed import Outcome, check_run
 from .replay import run_inference_perf
 from ..checks.reports import clear_reports, read_reports
 from ..engines.server import ServerThread
+from .runner import suite_parser
 
 __all__ = ["Dataset", "run_e2e", "summary_table", "main"]
 
@@ -204,8 +204,7 @@ def summary_table(outcomes: list[Outcome]) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.suites.run", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workdir", type=Path, default=Path(".e2e"), help="scratch folder (default .e2e)")
+    p = suite_parser("run", __doc__, ".e2e")
     p.add_argument("--only", nargs="+", metavar="SCENARIO/NAME", help="replay just these configs, e.g. scenario1/c10")
     p.add_argument("--scale", type=float, default=Dataset.scale)
     p.add_argument("--budget-scale", type=float, default=Dataset.budget_scale)
