@@ -1,5 +1,6 @@
-"""e2e.suites.aa_simulation: whole reports built from synthetic runs whose truth is known. One A/A and one A/B report here;
-the false-positive rate over many seeds is the slow test (tests/conftest.py) and the measurement in docs/report.md."""
+"""e2e.suites.aa_simulation: whole reports built from synthetic runs whose truth is known. One A/A and one A/B report
+here; the false-positive rate over many seeds is the slow test (tests/conftest.py) and the measurement in
+docs/report.md."""
 
 from __future__ import annotations
 

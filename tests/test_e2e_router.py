@@ -1,5 +1,5 @@
-"""e2e.real.router and e2e.suites.bakeoff_router with the real vllm-router 0.1.17 in front of fake engines: what the router
-serves, lists, counts and hands on; then the whole bakeoff through it, once per policy, checked against each
+"""e2e.real.router and e2e.suites.bakeoff_router with the real vllm-router 0.1.17 in front of fake engines: what the
+router serves, lists, counts and hands on; then the whole bakeoff through it, once per policy, checked against each
 replica's log, its counters and the router's own counts.
 
 Skipped unless FASTGEN_ROUTER_VENV names a venv where e2e.real.router.install() has finished (`make e2e-router` makes

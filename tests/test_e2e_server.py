@@ -1,4 +1,5 @@
-"""e2e.engines.server, e2e.engines.model and e2e.engines.prefix_cache: the fake server speaks OpenAI chat completions and caches for real."""
+"""e2e.engines.server, e2e.engines.model and e2e.engines.prefix_cache: the fake server speaks OpenAI chat completions
+and caches for real."""
 
 from __future__ import annotations
 

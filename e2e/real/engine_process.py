@@ -2,8 +2,8 @@
 serve, a loopback port, a server run as its own process group that is stopped by that group on every exit path, and
 the command line that serves one until Ctrl-C.
 
-e2e.real.vllm and e2e.real.sglang build on it; each says which command and environment its engine needs. Standard library
-only: the engines' torch lives in their venvs, which these helpers drive through subprocesses.
+e2e.real.vllm and e2e.real.sglang build on it; each says which command and environment its engine needs. Standard
+library only: the engines' torch lives in their venvs, which these helpers drive through subprocesses.
 """
 
 from __future__ import annotations

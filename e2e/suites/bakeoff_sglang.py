@@ -3,11 +3,11 @@ stand-ins, the tiny random model the real vLLM serves), checked against SGLang's
 
     python -m e2e.suites.bakeoff_sglang [--venv DIR] [--workdir .e2e-sglang]
 
-One config per scenario of the e2e dataset (CONFIGS, as e2e.suites.bakeoff_vllm), run once each with the recorded outputs
-(`--outputs recorded --tool-call-max-tokens recorded`: the random model never closes a forced tool call, so its
-tool-call turns stop at the recorded length), against a small KV pool (POOL_TOKENS, `--max-total-tokens`: 64 MiB)
-that holds scenario 3's twenty sessions at once. SGLang runs with tool_call_parser qwen3_coder: with hermes it does not
-hold a named tool_choice (e2e/real/sglang.py, SglangServer). The checks, per run (check_sglang_runs):
+One config per scenario of the e2e dataset (CONFIGS, as e2e.suites.bakeoff_vllm), run once each with the recorded
+outputs (`--outputs recorded --tool-call-max-tokens recorded`: the random model never closes a forced tool call, so its
+tool-call turns stop at the recorded length), against a small KV pool (POOL_TOKENS, `--max-total-tokens`: 64 MiB) that
+holds scenario 3's twenty sessions at once. SGLang runs with tool_call_parser qwen3_coder: with hermes it does not hold
+a named tool_choice (e2e/real/sglang.py, SglangServer). The checks, per run (check_sglang_runs):
 
 - it completed, after a `POST /flush_cache` that the bakeoff verified with its probe (run.json reset.verified true);
 - the first request SGLang served is cold: of the first wave (the requests that started before the first one
