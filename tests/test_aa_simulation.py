@@ -1,11 +1,12 @@
-"""e2e.aa_simulation: whole reports built from synthetic runs whose truth is known. One A/A and one A/B report here;
-the false-positive rate over many seeds is the slow test (tests/conftest.py) and the measurement in docs/report.md."""
+"""e2e.suites.aa_simulation: whole reports built from synthetic runs whose truth is known. One A/A and one A/B report
+here; the false-positive rate over many seeds is the slow test (tests/conftest.py) and the measurement in
+docs/report.md."""
 
 from __future__ import annotations
 
 import pytest
 
-from e2e.aa_simulation import claims, synthetic_pair
+from e2e.suites.aa_simulation import claims, synthetic_pair
 
 
 def test_an_a_a_report_claims_nothing_with_one_two_or_three_runs():

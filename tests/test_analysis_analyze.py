@@ -59,10 +59,10 @@ def test_kv_bytes_per_token_of_llama_70b_is_320_kib(tmp_path):
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory):
     """(workdir, {(config, capacity): server records}) for a few configs, unbounded and at a 4096-token capacity."""
-    from e2e.fake_engine import EngineProfile
-    from e2e.replay import run_inference_perf
-    from e2e.run import Dataset, free_port, generate
-    from e2e.server import ServerThread
+    from e2e.engines.fake_engine import EngineProfile
+    from e2e.suites.replay import run_inference_perf
+    from e2e.suites.run import Dataset, free_port, generate
+    from e2e.engines.server import ServerThread
 
     workdir = tmp_path_factory.mktemp("predicted")
     port = free_port()
@@ -116,7 +116,7 @@ BAND_SEEDS = 16
 
 
 def _measured_and_predicted(workdir: Path, runs: dict, name: str, capacity, jitter=None):
-    from e2e.traces import index_spans, load_session, request_key
+    from e2e.checks.traces import index_spans, load_session, request_key
     from fastgen.analysis.analyze import Corpus, config_targets, predict
     from fastgen.analysis.cache import BlockCache
     from fastgen.traces.blocks import load_reading
@@ -156,7 +156,7 @@ def test_the_server_counts_every_recorded_prompt_as_the_span_records_it(replayed
     # as vLLM does (transformers over the chat template): its prompt_tokens are the recorded input_tokens, each one
     import yaml
 
-    from e2e.traces import index_spans, load_session, request_key
+    from e2e.checks.traces import index_spans, load_session, request_key
 
     workdir, runs = replayed
     config = yaml.safe_load((workdir / "configs" / f"{name}.yml").read_text())

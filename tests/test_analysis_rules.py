@@ -93,7 +93,7 @@ def test_every_engine_rule_describes_its_unit_and_when_it_publishes_and_names_it
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> Path:
-    from e2e.run import Dataset, generate
+    from e2e.suites.run import Dataset, generate
 
     workdir = tmp_path_factory.mktemp("rules")
     generate(workdir, "http://127.0.0.1:9", Dataset())

@@ -1,5 +1,5 @@
 """An engine behind a router (fastgen/bakeoff/fleet.py): the replicas found, checked, reset, sampled and counted one
-by one, and each way a fleet is refused in one line. Fake engines on loopback (e2e/fake_engine.py) stand for the
+by one, and each way a fleet is refused in one line. Fake engines on loopback (e2e/engines/fake_engine.py) stand for the
 replicas; a small HTTP server answers as vllm-router 0.1.17 answers its listings and metrics (seen 2026-12-04). The
 real router in front of fake and real engines: tests/test_e2e_router.py and `make e2e-router`.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from _support.bakeoff import bakeoff, run_record
 
-from e2e.bakeoff import FakeEngineProcess
-from e2e.run import Dataset, generate
+from e2e.suites.bakeoff import FakeEngineProcess
+from e2e.suites.run import Dataset, generate
 from fastgen.bakeoff.fleet import Fleet, listed_replicas, open_fleet, policy_in_metrics
 from fastgen.bakeoff.server import LiveServer, probe_server
 from fastgen.engines import VLLM

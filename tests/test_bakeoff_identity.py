@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from _support.bakeoff import MODEL, QUICK, bakeoff, engine, run_record
 
-from e2e.server import ServerThread
+from e2e.engines.server import ServerThread
 from fastgen.bakeoff.identity import identity_change, run_identity, server_identity
 from fastgen.bakeoff.plan import run_config_text
 from fastgen.bakeoff.server import probe_server
@@ -85,7 +85,7 @@ def test_bakeoff_refuses_a_label_whose_runs_came_from_another_server_unless_reru
 
 @pytest.mark.parametrize("flavour", ["vllm", "sglang"])
 def test_server_identity_reads_version_capacity_and_process_start(dataset, flavour):
-    from e2e.fake_engine import VERSIONS, EngineProfile
+    from e2e.engines.fake_engine import VERSIONS, EngineProfile
 
     profile = EngineProfile(flavour=flavour, kv_capacity_tokens=4096)
     with ServerThread(dataset / "traces" / "tokenizer", profile=profile) as thread:

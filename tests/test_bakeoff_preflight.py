@@ -9,7 +9,7 @@ import threading
 import pytest
 from _support.bakeoff import MODEL, QUICK, bakeoff, engine, run_record
 
-from e2e.bakeoff import is_probe
+from e2e.suites.bakeoff import is_probe
 from fastgen.bakeoff.server import LiveServer
 from fastgen.engines import VLLM
 from fastgen.errors import ServerError

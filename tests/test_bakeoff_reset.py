@@ -8,8 +8,8 @@ import threading
 import pytest
 from _support.bakeoff import MODEL, QUICK, bakeoff, engine, run_record
 
-from e2e.bakeoff import is_probe
-from e2e.run import free_port
+from e2e.suites.bakeoff import is_probe
+from e2e.suites.run import free_port
 from fastgen.bakeoff.reset import wait_idle
 from fastgen.bakeoff.server import LiveServer
 from fastgen.engines import VLLM

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from _support.bakeoff import QUICK, bakeoff, engine, run_record
 
-from e2e.bakeoff import is_probe, segments
-from e2e.run import Dataset
+from e2e.suites.bakeoff import is_probe, segments
+from e2e.suites.run import Dataset
 
 
 ROOT = Path(__file__).resolve().parent.parent

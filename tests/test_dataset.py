@@ -174,7 +174,7 @@ def _messages(doc, span: int = -1, key: str = "gen_ai.input.messages") -> list[d
 def test_full_size_prompts_fence_every_file_they_show_and_close_it_before_what_follows(full_size):
     """Every shown file: a line with its path, ```python, the file, ```: the next header or file starts after the close
     (a file used to run into the next `### path` line, and scenario 3's last workspace file into "Your open files:")."""
-    from e2e.realism import file_sections
+    from e2e.checks.realism import file_sections
 
     def files(text: str) -> list[tuple[str, str]]:
         shown = file_sections(text)
@@ -199,7 +199,7 @@ def test_full_size_prompts_fence_every_file_they_show_and_close_it_before_what_f
 def test_full_size_sessions_say_one_test_environment_and_plan_about_their_own_files(full_size):
     """A session's pytest logs all name one Python, pytest and plugins (they used to differ log to log); scenario 1's
     inspection plan names the module and test file the context shows (its pooled steps used to name random ones)."""
-    from e2e.realism import _PATH, file_sections
+    from e2e.checks.realism import _PATH, file_sections
 
     doc = full_size["scenario1/session_0000.json"]
     texts = [m.get("content") or "" for m in _messages(doc)]

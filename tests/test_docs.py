@@ -148,8 +148,8 @@ def test_every_fastgen_command_in_the_docs_parses(capsys):
 
 
 def test_every_engine_command_in_the_docs_parses(monkeypatch, capsys):
-    """`python -m e2e.vllm ...` and `python -m e2e.sglang ...` in the docs parse with the module's own options; the
-    install step they would start with is stopped before anything is done."""
+    """`python -m e2e.real.vllm ...` and `python -m e2e.real.sglang ...` in the docs parse with the module's own
+    options; the install step they would start with is stopped before anything is done."""
     import importlib
 
     class Parsed(Exception):

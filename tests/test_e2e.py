@@ -1,4 +1,4 @@
-"""e2e.run on one config per scenario, through the same code path as `make e2e`; then the checks shown to bite.
+"""e2e.suites.run on one config per scenario, through the same code path as `make e2e`; then the checks shown to bite.
 
 The slice replays scenario1/c10, scenario2/c10_stagger and scenario3/c100_noisy with the real inference-perf
 against the fake server (about 45 s on 2 cores). The tampering tests reuse that run's records and reports: each
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e.checks import Outcome, check_run, join_problems
-from e2e.reports import read_reports
-from e2e.run import run_e2e
+from e2e.checks.replayed import Outcome, check_run, join_problems
+from e2e.checks.reports import read_reports
+from e2e.suites.run import run_e2e
 from fastgen.formats.rows import trace_dir_of
 
 pytestmark = pytest.mark.slow

@@ -4,7 +4,7 @@ to 6 decimal places: a hand-made trace with known answers, and every config of a
 `fastgen export mooncake_sessions` replayed by `aiperf profile --fixed-schedule` against a local server: sessions
 start as a Poisson process at the rate.
 
-Skipped unless FASTGEN_AIPERF_VENV names a venv where e2e.aiperf.install() finished (`make e2e-aiperf` installs
+Skipped unless FASTGEN_AIPERF_VENV names a venv where e2e.real.aiperf.install() finished (`make e2e-aiperf` installs
 one into .e2e-aiperf/venv and runs this file).
 """
 
@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from e2e.aiperf import INSTALL_MARKER, analyze_trace, load_dag
+from e2e.real.aiperf import INSTALL_MARKER, analyze_trace, load_dag
 
 VENV = os.environ.get("FASTGEN_AIPERF_VENV")
 pytestmark = pytest.mark.skipif(
     not VENV or not (Path(VENV) / INSTALL_MARKER).exists(),
-    reason="FASTGEN_AIPERF_VENV does not point at a venv installed by e2e.aiperf.install()",
+    reason="FASTGEN_AIPERF_VENV does not point at a venv installed by e2e.real.aiperf.install()",
 )
 ROOT = Path(__file__).resolve().parent.parent
 KNOWN = [[0, 1, 2], [0, 1, 3], [4], [0, 1, 2, 5], [6, 0]]  # rates 0, 2/3, 0, 3/4, 0
@@ -50,7 +50,7 @@ def test_aiperf_and_fastgen_agree_on_a_hand_made_trace(tmp_path):
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> Path:
-    from e2e.run import Dataset, generate
+    from e2e.suites.run import Dataset, generate
 
     workdir = tmp_path_factory.mktemp("aiperf")
     generate(workdir, "http://127.0.0.1:9", Dataset())
@@ -102,7 +102,7 @@ def test_aiperf_analyze_trace_on_the_export_equals_analyze_definition_aiperf(sma
         assert 0 < rate < 1
 
 
-# fastgen export dag_jsonl, read by AIPerf's own dag_jsonl loader (e2e.aiperf.load_dag): one config of each trace
+# fastgen export dag_jsonl, read by AIPerf's own dag_jsonl loader (e2e.real.aiperf.load_dag): one config of each trace
 # directory, and the hand-made graphs of tests/test_export_dag.py (a new prompt, a join, a second root).
 DAG_CONFIGS = [
     "scenario1/c10",
@@ -278,7 +278,7 @@ def session_start_gaps(records: list[dict], lines: list[dict]) -> tuple[list[flo
 
 
 def test_aiperf_fixed_schedule_starts_sessions_as_a_poisson_process_at_the_rate(tmp_path):
-    from e2e.server import ServerThread
+    from e2e.engines.server import ServerThread
 
     traces, configs = tmp_path / "traces", tmp_path / "configs"
     made = subprocess.run(

@@ -1,11 +1,11 @@
-"""e2e/bakeoff.py: the e2e bakeoff on two configs then compare (`make e2e` runs six), the engine log split at resets,
+"""e2e/suites/bakeoff.py: the e2e bakeoff on two configs then compare (`make e2e` runs six), the engine log split at resets,
 and its check of a hit against the predicted ceilings."""
 
 from __future__ import annotations
 
 import pytest
 
-from e2e.bakeoff import is_probe, run_fake_bakeoff, segments
+from e2e.suites.bakeoff import is_probe, run_fake_bakeoff, segments
 
 
 @pytest.mark.slow  # fastgen bakeoff (inference-perf) against fake engines
@@ -39,9 +39,9 @@ def test_segments_leave_out_the_reset_probes_and_join_the_resets_of_one_verifica
 
 
 def test_the_e2e_ceiling_check_holds_a_hit_to_its_band_where_the_report_shows_one():
-    """e2e.bakeoff's check: within the tolerance of the point without a band, of the band with one (inference-perf's
+    """e2e.suites.bakeoff's check: within the tolerance of the point without a band, of the band with one (inference-perf's
     workers race turns released together: a run lands anywhere in the band, not on the point)."""
-    from e2e.bakeoff import _near_the_ceilings
+    from e2e.suites.bakeoff import _near_the_ceilings
 
     def table(hit_b: float, band: str | None) -> dict:
         columns = ["config", "hit % A", "hit % B", "ceiling % inf", "ceiling % cap"]

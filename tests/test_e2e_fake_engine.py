@@ -1,4 +1,4 @@
-"""e2e/fake_engine.py: the fake engine's metrics, jitter, failures and answer lengths."""
+"""e2e/engines/fake_engine.py: the fake engine's metrics, jitter, failures and answer lengths."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import statistics
 import pytest
 from _support.bakeoff import MODEL
 
-from e2e.server import ServerThread
+from e2e.engines.server import ServerThread
 from fastgen.bakeoff.sampler import parse_metrics
 
 
 def test_fake_sglang_exports_its_kv_usage_rounded_and_as_a_count_and_jitters_from_its_seed():
-    from e2e.fake_engine import EngineProfile, EngineState
+    from e2e.engines.fake_engine import EngineProfile, EngineState
 
     state = EngineState(EngineProfile(flavour="sglang", kv_capacity_tokens=10_000), "m")
     state.cache.lookup_and_insert(list(range(1234)))
@@ -31,7 +31,7 @@ def test_fake_sglang_exports_its_kv_usage_rounded_and_as_a_count_and_jitters_fro
 
 
 def test_fake_engine_fails_every_nth_request_and_scales_its_answers(dataset):
-    from e2e.fake_engine import EngineProfile
+    from e2e.engines.fake_engine import EngineProfile
     from fastgen.bakeoff.server import fetch
 
     body = {"model": MODEL, "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 40}

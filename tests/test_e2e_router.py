@@ -1,9 +1,9 @@
-"""e2e.router and e2e.bakeoff_router with the real vllm-router 0.1.17 in front of fake engines: what the router
-serves, lists, counts and hands on; then the whole bakeoff through it, once per policy, checked against each
+"""e2e.real.router and e2e.suites.bakeoff_router with the real vllm-router 0.1.17 in front of fake engines: what the
+router serves, lists, counts and hands on; then the whole bakeoff through it, once per policy, checked against each
 replica's log, its counters and the router's own counts.
 
-Skipped unless FASTGEN_ROUTER_VENV names a venv where e2e.router.install() has finished (`make e2e-router` makes
-one; so does `python -m e2e.router --venv DIR ...`, about 20 s): `FASTGEN_ROUTER_VENV=.e2e-router/venv
+Skipped unless FASTGEN_ROUTER_VENV names a venv where e2e.real.router.install() has finished (`make e2e-router` makes
+one; so does `python -m e2e.real.router --venv DIR ...`, about 20 s): `FASTGEN_ROUTER_VENV=.e2e-router/venv
 .venv/bin/python -m pytest tests/test_e2e_router.py`.
 """
 
@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from e2e.bakeoff import FakeEngineProcess
-from e2e.bakeoff_router import run_router_bakeoff
-from e2e.router import INSTALL_MARKER, RouterProcess, install
+from e2e.suites.bakeoff import FakeEngineProcess
+from e2e.suites.bakeoff_router import run_router_bakeoff
+from e2e.real.router import INSTALL_MARKER, RouterProcess, install
 from fastgen.bakeoff.server import fetch
 
 VENV = os.environ.get("FASTGEN_ROUTER_VENV")
 pytestmark = pytest.mark.skipif(
     not VENV or not (Path(VENV) / INSTALL_MARKER).exists(),
-    reason="FASTGEN_ROUTER_VENV does not point at a venv installed by e2e.router.install()",
+    reason="FASTGEN_ROUTER_VENV does not point at a venv installed by e2e.real.router.install()",
 )
 MODEL = "meta-llama/Llama-3.3-70B-Instruct"
 TOKENIZER = Path(__file__).resolve().parents[1] / "fastgen" / "data" / "builtin-tokenizer"

@@ -1,4 +1,5 @@
-"""e2e.server, e2e.model and e2e.prefix_cache: the fake server speaks OpenAI chat completions and caches for real."""
+"""e2e.engines.server, e2e.engines.model and e2e.engines.prefix_cache: the fake server speaks OpenAI chat completions
+and caches for real."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.prefix_cache import PrefixCache
-from e2e.server import DEFAULT_MODEL, ServerThread
+from e2e.engines.prefix_cache import PrefixCache
+from e2e.engines.server import DEFAULT_MODEL, ServerThread
 
 TOKENIZER = Path(__file__).resolve().parents[1] / "fastgen" / "data" / "builtin-tokenizer"
 TOOL = {
@@ -158,7 +159,17 @@ def test_server_reset_empties_records_and_cache(server):
 def test_server_cli_prints_the_port_and_records_requests_to_the_file(tmp_path):
     record = tmp_path / "requests.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "e2e.server", "--port", "0", "--tokenizer", str(TOKENIZER), "--record", str(record)],
+        [
+            sys.executable,
+            "-m",
+            "e2e.engines.server",
+            "--port",
+            "0",
+            "--tokenizer",
+            str(TOKENIZER),
+            "--record",
+            str(record),
+        ],
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).resolve().parents[1],
@@ -178,8 +189,8 @@ def test_server_cli_prints_the_port_and_records_requests_to_the_file(tmp_path):
 
 
 def test_model_answers_a_recorded_call_under_ids_of_its_own_only_when_asked():
-    from e2e.model import FakeModel, load_tokenizer
-    from e2e.traces import request_key
+    from e2e.engines.model import FakeModel, load_tokenizer
+    from e2e.checks.traces import request_key
 
     messages = [{"role": "user", "content": "Read both files."}]
     calls = [

@@ -1,7 +1,7 @@
-"""e2e.sglang against a real SGLang 0.5.23 on the CPU: per-token radix hits in usage, /flush_cache, /metrics, named
+"""e2e.real.sglang against a real SGLang 0.5.23 on the CPU: per-token radix hits in usage, /flush_cache, /metrics, named
 tool calls, stop by process group, and the stand-ins that let it run here.
 
-Skipped unless FASTGEN_SGLANG_VENV names a venv where e2e.sglang.install() has finished (minutes and 2.8 GB, so no
+Skipped unless FASTGEN_SGLANG_VENV names a venv where e2e.real.sglang.install() has finished (minutes and 2.8 GB, so no
 test does it): `FASTGEN_SGLANG_VENV=.e2e-sglang/venv .venv/bin/python -m pytest tests/test_e2e_sglang.py`.
 A start is 40-70 s on 2 cores (more under load): the module shares one server, which the stop test ends, and the
 name-enforcing parser's test starts its own after it, so that one server runs at a time (about 2.5 minutes in all).
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from e2e.engine_process import DEFAULT_MODEL, TOKENIZER, build_model, group_members
-from e2e.sglang import INSTALL_MARKER, NAME_ENFORCING_TOOL_CALL_PARSER, SglangServer, install
+from e2e.real.engine_process import DEFAULT_MODEL, TOKENIZER, build_model, group_members
+from e2e.real.sglang import INSTALL_MARKER, NAME_ENFORCING_TOOL_CALL_PARSER, SglangServer, install
 
 VENV = os.environ.get("FASTGEN_SGLANG_VENV")
 pytestmark = pytest.mark.skipif(
     not VENV or not (Path(VENV) / INSTALL_MARKER).exists(),
-    reason="FASTGEN_SGLANG_VENV does not point at a venv installed by e2e.sglang.install()",
+    reason="FASTGEN_SGLANG_VENV does not point at a venv installed by e2e.real.sglang.install()",
 )
 CONTEXT = 4096
 POOL = 16384  # --max-total-tokens: 8 MiB of KV at 512 bytes per token

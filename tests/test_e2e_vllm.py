@@ -1,6 +1,6 @@
-"""e2e.vllm against a real vLLM on the CPU: prefix caching, cached tokens in usage, dev-mode cache reset, stop.
+"""e2e.real.vllm against a real vLLM on the CPU: prefix caching, cached tokens in usage, dev-mode cache reset, stop.
 
-Skipped unless FASTGEN_VLLM_VENV names a venv where e2e.vllm.install() has finished (it takes minutes and 3.4 GB,
+Skipped unless FASTGEN_VLLM_VENV names a venv where e2e.real.vllm.install() has finished (it takes minutes and 3.4 GB,
 so no test does it): `FASTGEN_VLLM_VENV=/work/vllm-venv .venv/bin/python -m pytest tests/test_e2e_vllm.py`.
 One server start is 30-60 s on 2 cores: the module shares one, and two tests start their own (about 2-3 minutes
 in all).
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from e2e.vllm import DEFAULT_MODEL, INSTALL_MARKER, TOKENIZER, VllmServer, build_model, group_members, install
+from e2e.real.vllm import DEFAULT_MODEL, INSTALL_MARKER, TOKENIZER, VllmServer, build_model, group_members, install
 
 VENV = os.environ.get("FASTGEN_VLLM_VENV")
 pytestmark = pytest.mark.skipif(
     not VENV or not (Path(VENV) / INSTALL_MARKER).exists(),
-    reason="FASTGEN_VLLM_VENV does not point at a venv installed by e2e.vllm.install()",
+    reason="FASTGEN_VLLM_VENV does not point at a venv installed by e2e.real.vllm.install()",
 )
 MAX_LEN = 4096
 

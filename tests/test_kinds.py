@@ -52,7 +52,7 @@ def test_generated_code_has_the_characters_per_token_of_real_python(builtin):
 def test_a_return_ends_its_block_in_every_code_unit_and_every_patch(builtin):
     """Nothing follows a return at its indentation: code after it would never run, which no reviewer believes. Units
     used to draw a return as any statement of a body, and patches to put one among the lines they add."""
-    from e2e.realism import nothing_after_return
+    from e2e.checks.realism import nothing_after_return
     from fastgen.generator.content.patch import make_patch
     from fastgen.generator.content.vocab import Vocab
 

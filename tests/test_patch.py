@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from e2e.realism import git_apply
+from e2e.checks.realism import git_apply
 from fastgen.generator.content.compose import Composer
 from fastgen.generator.content.patch import make_patch, patch_summary
 from fastgen.generator.content.vocab import Vocab

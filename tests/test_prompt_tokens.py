@@ -198,10 +198,10 @@ def test_replayed_on_a_second_real_vocabulary_the_server_counts_every_prompt_as_
     # server counts with transformers over the dataset's own tokenizer folder, as vLLM does
     import yaml
 
-    from e2e.replay import run_inference_perf
-    from e2e.run import Dataset, free_port, generate
-    from e2e.server import ServerThread
-    from e2e.traces import index_spans, load_session, request_key
+    from e2e.suites.replay import run_inference_perf
+    from e2e.suites.run import Dataset, free_port, generate
+    from e2e.engines.server import ServerThread
+    from e2e.checks.traces import index_spans, load_session, request_key
 
     folder = _folder("qwen3", tmp_path)
     port = free_port()

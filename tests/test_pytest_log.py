@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from e2e.realism import Report, check_pytest_log
+from e2e.checks.realism import Report, check_pytest_log
 from fastgen.generator.content.compose import Composer
 from fastgen.generator.content.pytest_log import (
     module_functions,

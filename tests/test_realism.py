@@ -1,4 +1,4 @@
-"""Text a reviewer believes (e2e/realism.py): the checks pass on generated datasets, and they can fail."""
+"""Text a reviewer believes (e2e/checks/realism.py): the checks pass on generated datasets, and they can fail."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from conftest import run_fastgen
-from e2e.realism import Report, check_dataset, check_patches, check_session_env, check_text
+from e2e.checks.realism import Report, check_dataset, check_patches, check_session_env, check_text
 
 # Checks a small dataset exercises (its budgets are 5% of the default: its logs are too short for tracebacks).
 SMALL_CHECKS = {

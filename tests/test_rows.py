@@ -130,10 +130,10 @@ def _traces_config(path: Path) -> Path:
 
 @pytest.mark.slow  # 4 inference-perf runs
 def test_inference_perf_sends_the_same_requests_from_the_dataset_file_as_from_the_trace_directory(tmp_path):
-    from e2e.replay import run_inference_perf
-    from e2e.reports import read_reports
-    from e2e.run import Dataset, free_port
-    from e2e.server import ServerThread
+    from e2e.suites.replay import run_inference_perf
+    from e2e.checks.reports import read_reports
+    from e2e.suites.run import Dataset, free_port
+    from e2e.engines.server import ServerThread
 
     port = free_port()
     arguments = Dataset().arguments(tmp_path, f"http://127.0.0.1:{port}")

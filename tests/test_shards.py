@@ -222,7 +222,7 @@ SHARDED = "scenario3/c100_noisy"  # 20 sessions
 
 @pytest.fixture(scope="module")
 def bakeoff_dataset(tmp_path_factory) -> Path:
-    from e2e.run import Dataset, generate
+    from e2e.suites.run import Dataset, generate
 
     workdir = tmp_path_factory.mktemp("shards-bakeoff")
     generate(workdir, "http://127.0.0.1:9", Dataset())
@@ -230,7 +230,7 @@ def bakeoff_dataset(tmp_path_factory) -> Path:
 
 
 def _bakeoff(dataset: Path, out: Path, url: str, label: str, *args: str):
-    from e2e.bakeoff import fastgen_command
+    from e2e.suites.runner import fastgen_command
 
     return fastgen_command(
         "bakeoff",
@@ -264,7 +264,8 @@ def _sent(part: list[dict]) -> list[str]:
 
 @pytest.mark.slow  # a bakeoff of one process and one of two shards, compare
 def test_sharded_bakeoff_sends_the_single_runs_requests_and_compare_merges_the_shards(bakeoff_dataset, tmp_path):
-    from e2e.bakeoff import FakeEngineProcess, fastgen_command, segments
+    from e2e.suites.bakeoff import FakeEngineProcess, segments
+    from e2e.suites.runner import fastgen_command
     from fastgen.results.runs import read_runs
 
     out = tmp_path / "reports"

@@ -112,7 +112,7 @@ def loop(request, tmp_path_factory) -> tuple[list[Path], list[dict]]:
     """The agent loop's trace files and what the server served it. span_only: the messages on the chat spans, one
     file; event_only: the messages in the instrumentation's log events, a second file of log records beside the
     spans, read with them."""
-    from e2e.server import ServerThread
+    from e2e.engines.server import ServerThread
 
     folder = tmp_path_factory.mktemp(request.param)
     spans, logs = folder / "spans.jsonl", folder / "logs.jsonl"

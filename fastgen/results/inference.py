@@ -61,7 +61,7 @@ __all__ = [
 ]
 
 ALPHA = 0.05
-MIN_SESSIONS = 8  # fewer and the sessions' resamples are too few to trust (e2e/aa_simulation.py measured it)
+MIN_SESSIONS = 8  # fewer and the sessions' resamples are too few to trust (e2e/suites/aa_simulation.py measured it)
 MIN_RUNS = 2  # a figure of whole runs has one value per run: it needs two a side to have a spread
 BOOTSTRAP = 1000
 BOOTSTRAP_SEED = 20240522

@@ -6,7 +6,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from e2e.bakeoff import FakeEngineProcess, fastgen_command
+from e2e.suites.bakeoff import FakeEngineProcess
+from e2e.suites.runner import fastgen_command
 
 QUICK = "scenario2/c10_sync"  # 12 requests, about 6 s
 

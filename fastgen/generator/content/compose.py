@@ -26,7 +26,7 @@ __all__ = ["Text", "Ends", "Composer", "Pool", "check_unit"]
 
 _UNITS_PER_KIND = 600
 # Prose is read sentence by sentence, and every answer of every session draws from its pool: a larger pool keeps
-# sentences from recurring across sessions (measured as the distinct-sentence share, e2e/realism.py)
+# sentences from recurring across sessions (measured as the distinct-sentence share, e2e/checks/realism.py)
 _UNITS_OF_KIND = {"prose": 2400, "plan": 1200}
 # Kinds whose units change their nouns and adjectives with every use (variation.py): prose is read sentence by
 # sentence, and a few thousand paragraphs drawn by every session would otherwise repeat

@@ -1,7 +1,7 @@
 # Why this exists: SGLang 0.5.23 imports torchvision unconditionally while loading its config and multimodal
 # processor modules (configs/deepseek_ocr.py: `from torchvision.transforms import InterpolationMode, functional`),
 # even to serve a text model, and the registry's torchvision is CUDA-linked: against CPU torch its import fails
-# (`operator torchvision::nms does not exist`). e2e.sglang.install() uninstalls it and copies this package instead.
+# (`operator torchvision::nms does not exist`). e2e.real.sglang.install() uninstalls it and copies this package instead.
 # What it implements: nothing that runs. The modules SGLang imports (torchvision.transforms, .transforms.functional,
 # .transforms.v2, .transforms.v2.functional, .io) exist, registered in sys.modules from this one file;
 # transforms.InterpolationMode is a real enum with torchvision's members (module-level defaults use them); every other
@@ -31,7 +31,7 @@ def _unavailable(qualified: str):
     def call(*args, **kwargs):
         raise NotImplementedError(
             f"{qualified} is not implemented by fastgen's import-only torchvision stand-in "
-            f"(e2e/stand_ins/torchvision): a text model should not need it"
+            f"(e2e/real/stand_ins/torchvision): a text model should not need it"
         )
 
     call.__name__ = call.__qualname__ = qualified.rsplit(".", 1)[-1]

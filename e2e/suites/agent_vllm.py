@@ -1,16 +1,16 @@
 """The example agent workload (`fastgen --workload agent`, docs/agents.md) replayed once by the real inference-perf
-against a real vLLM on this machine's CPU (e2e/vllm.py: the tiny random model of e2e.bakeoff_vllm, its window, 1 GiB
-of KV cache).
+against a real vLLM on this machine's CPU (e2e/real/vllm.py: the tiny random model of e2e.suites.bakeoff_vllm, its
+window, 1 GiB of KV cache).
 
-    python -m e2e.agent_vllm [--venv DIR] [--workdir .e2e-vllm/agent] [--outputs recorded|live]
+    python -m e2e.suites.agent_vllm [--venv DIR] [--workdir .e2e-vllm/agent] [--outputs recorded|live]
 
 DATASET scales the workload down to 2 sessions of 15 requests (12 tool-call answers of 1-4 parallel calls, two
-compactions, a final answer) with prompts of 1.4-5.4 K tokens, its sub-agents left out (`subagents: {lo: 0, hi:
-0}`): recorded outputs send a join's spawning message as recorded, with the reports it keeps for inference-perf's
-graph builder (fastgen refuses the two together); `make e2e` replays the sub-agents against the fake server, whose
-live answers stand in that slot, and `--outputs live` replays them here. CONFIG (agent_loop/c5) runs once, as generated but
+compactions, a final answer) with prompts of 1.4-5.4 K tokens, its sub-agents left out (`subagents: {lo: 0, hi: 0}`):
+recorded outputs send a join's spawning message as recorded, with the reports it keeps for inference-perf's graph
+builder (fastgen refuses the two together); `make e2e` replays the sub-agents against the fake server, whose live
+answers stand in that slot, and `--outputs live` replays them here. CONFIG (agent_loop/c5) runs once, as generated but
 pointed at the server, with the recorded outputs (`--outputs recorded --tool-call-max-tokens recorded`, as
-e2e.bakeoff_vllm) and with the request bodies in inference-perf's per-request records. The checks:
+e2e.suites.bakeoff_vllm) and with the request bodies in inference-perf's per-request records. The checks:
 
 - inference-perf exited 0, the stage completed, and every session succeeded with all its events completed;
 - vLLM served as many requests as the sessions have spans (the growth of its `vllm:request_success_total`), and
@@ -40,10 +40,8 @@ the named calls were cut off before they closed and came back as text (6 of 6), 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -55,12 +53,14 @@ from fastgen.bakeoff.sampler import parse_metrics
 from fastgen.generator.workload import shipped_workload
 
 from .bakeoff_vllm import MAX_MODEL_LEN, _recorded_inputs
-from .checks import _check_sessions, _check_tool_pairing, join_problems
+from ..checks.replayed import _check_sessions, _check_tool_pairing, join_problems
 from .replay import run_inference_perf
-from .reports import clear_reports, read_reports
+from ..checks.reports import clear_reports, read_reports
 from .run import Dataset, generate
-from .traces import load_session
-from .vllm import DEFAULT_MODEL, TOKENIZER, VllmServer, build_model, install
+from ..checks.traces import load_session
+from ..real.vllm import VllmServer, install
+from ..real.engine_process import tiny_model
+from .runner import add_venv, run_suite, suite_parser
 
 __all__ = ["main", "run_agent_replay"]
 
@@ -206,12 +206,11 @@ def _dataset(workdir: Path, outputs: str) -> Dataset:
 def run_agent_replay(workdir: Path, venv: Path, outputs: str = "recorded") -> list[str]:
     workdir = Path(workdir).resolve()
     python = install(venv, quiet=True)
-    model = build_model(python, TOKENIZER, venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
+    model = tiny_model(python, venv, MAX_MODEL_LEN)
     generate(workdir, "http://127.0.0.1:9", _dataset(workdir, outputs))
     server = VllmServer(
         python,
         model,
-        served_model_name=DEFAULT_MODEL,
         max_model_len=MAX_MODEL_LEN,
         kv_cache_gib=1,
         log=workdir / "logs" / "vllm.log",
@@ -272,14 +271,8 @@ def run_agent_replay(workdir: Path, venv: Path, outputs: str = "recorded") -> li
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.agent_vllm", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workdir", type=Path, default=Path(".e2e-vllm/agent"))
-    p.add_argument(
-        "--venv",
-        type=Path,
-        default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")),
-        help="the vLLM venv (Python 3.11), installed there if missing (default: $FASTGEN_VLLM_VENV or .e2e-vllm/venv)",
-    )
+    p = suite_parser("agent_vllm", __doc__, ".e2e-vllm/agent")
+    add_venv(p, "vllm")
     p.add_argument(
         "--outputs",
         choices=sorted(MODES),
@@ -287,12 +280,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         help="recorded (the check), or live: the server's answers fed forward (prints what the random model does)",
     )
     args = p.parse_args(argv)
-    started = time.monotonic()
-    failures = run_agent_replay(args.workdir, args.venv.resolve(), args.outputs)
-    for failure in failures:
-        print(f"FAILED: {failure}")
-    print(f"vLLM agent workload e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s")
-    return 1 if failures else 0
+    venv = args.venv.resolve()
+    return run_suite("vLLM agent workload e2e", args.workdir, run_agent_replay, args.workdir, venv, args.outputs)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .prefix_cache import PrefixCache
-from .traces import request_key
+from ..checks.traces import request_key
 
 __all__ = ["Answer", "FakeModel", "OUTPUT_CAP", "load_tokenizer"]
 

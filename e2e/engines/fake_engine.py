@@ -20,7 +20,7 @@ SGLang does, its KV usage both as a gauge rounded to 1 % (`sglang:token_usage`) 
 
 Latency jitter (`jitter_s`, off by default): each prefill waits a further random time, exponential with that mean,
 drawn from a generator seeded with `seed`, so two engines of one profile are two servers that differ by chance alone
-(the A/A check, e2e/bakeoff_aa.py). Which request draws which value follows their arrival, as on a real server.
+(the A/A check, e2e/suites/bakeoff_aa.py). Which request draws which value follows their arrival, as on a real server.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """A real SGLang on this machine's CPU, for end-to-end runs against a real engine (docs: shared real-sglang-cpu.md).
 
-    python -m e2e.sglang --venv DIR [--tokenizer DIR] [--model-name NAME] [--max-total-tokens T] [--context-length N]
+    python -m e2e.real.sglang --venv DIR [--tokenizer DIR] [--model-name NAME] [--max-total-tokens T] [--context-length N]
 
 installs SGLang into its own Python 3.11 venv (once), builds the tiny random Llama model the real vLLM serves (once,
-e2e.engine_process.build_model), and serves it on a loopback port until Ctrl-C, printing the URL. In-process:
+e2e.real.engine_process.build_model), and serves it on a loopback port until Ctrl-C, printing the URL. In-process:
 
     python = install(Path(".e2e-sglang/venv"))
     model = build_model(python, TOKENIZER, Path(".e2e-sglang/venv/fastgen-tiny-llama-16384"), max_len=16384)
@@ -13,8 +13,8 @@ e2e.engine_process.build_model), and serves it on a loopback port until Ctrl-C, 
 
 The registry has no CPU build of SGLang's kernel package (sgl-kernel is CUDA-only) and its torchvision is
 CUDA-linked, while SGLang 0.5.23 imports both at module level even on its torch-native CPU paths. So install() puts
-two small stand-ins from e2e/stand_ins/ into the venv (each says what it implements), and pins SGLang exactly: the
-kernel stand-in covers only what 0.5.23 calls. Standard library only, like e2e.vllm: torch lives in the venv.
+two small stand-ins from e2e/real/stand_ins/ into the venv (each says what it implements), and pins SGLang exactly: the
+kernel stand-in covers only what 0.5.23 calls. Standard library only, like e2e.real.vllm: torch lives in the venv.
 """
 
 from __future__ import annotations
@@ -25,11 +25,9 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Any, Optional
 
 from .engine_process import (
-    DEFAULT_MODEL,
-    HOST,
     EngineServer,
     add_serving_arguments,
     prepare_serving,
@@ -109,7 +107,6 @@ INSTALL_MARKER = ".fastgen-sglang-installed"  # written last: the requirement an
 _PROBE = (
     "import sglang.srt.entrypoints.http_server, sglang.srt.managers.scheduler, transformers, sgl_kernel, torchvision"
 )
-START_TIMEOUT_S = 300.0  # 37-70 s on a quiet machine (mostly imports), over 2 minutes under load
 # hermes parses the built-in template's <tool_call>{json}</tool_call> form, but has no grammar of its own that knows
 # a named tool_choice (see SglangServer); qwen3_coder has one (xgrammar's native tag) and so enforces the forced name
 TOOL_CALL_PARSER = "hermes"
@@ -187,7 +184,7 @@ def install(venv: Path, *, quiet: bool = True) -> Path:
 class SglangServer(EngineServer):
     """SGLang's server (`python -m sglang.launch_server`) as a child process group on a loopback port, on the CPU.
 
-    Start, readiness (GET /v1/models) and stop by process group are e2e.engine_process.EngineServer's: SGLang runs
+    Start, readiness (GET /v1/models) and stop by process group are e2e.real.engine_process.EngineServer's: SGLang runs
     three processes (launcher with the tokenizer manager, scheduler, detokenizer) and exits 7-10 s after SIGTERM.
 
     Flags: --device cpu --dtype float32 --attention-backend torch_native --sampling-backend pytorch
@@ -216,31 +213,19 @@ class SglangServer(EngineServer):
         python: Path,
         model_dir: Path,
         *,
-        served_model_name: str = DEFAULT_MODEL,
         max_total_tokens: int,
         context_length: int,
-        log: Path,
         page_size: Optional[int] = None,
         tool_call_parser: str = TOOL_CALL_PARSER,
-        port: int = 0,
-        extra_args: Sequence[str] = (),
-        extra_env: Optional[Mapping[str, str]] = None,
-        start_timeout_s: float = START_TIMEOUT_S,
+        **common: Any,
     ) -> None:
+        """`common`: EngineServer's (log, served_model_name, port, extra_args, extra_env, start_timeout_s)."""
         if not max_total_tokens > 0 or not context_length > 0:
             raise ValueError(
                 f"max_total_tokens and context_length must be positive, got {max_total_tokens} and {context_length}"
             )
-        super().__init__(
-            python,
-            model_dir,
-            port=port,
-            log=log,
-            extra_args=extra_args,
-            extra_env=extra_env,
-            start_timeout_s=start_timeout_s,
-        )
-        self.served_model_name, self.page_size, self.tool_call_parser = served_model_name, page_size, tool_call_parser
+        super().__init__(python, model_dir, **common)
+        self.page_size, self.tool_call_parser = page_size, tool_call_parser
         self.max_total_tokens, self.context_length = int(max_total_tokens), int(context_length)
 
     def command(self) -> list[str]:
@@ -253,12 +238,7 @@ class SglangServer(EngineServer):
             model,
             "--tokenizer-path",
             model,
-            "--served-model-name",
-            self.served_model_name,
-            "--host",
-            HOST,
-            "--port",
-            str(self.port),
+            *self.address(),
             "--device",
             "cpu",
             "--dtype",
@@ -308,7 +288,7 @@ class SglangServer(EngineServer):
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m e2e.sglang",
+        prog="python -m e2e.real.sglang",
         description=(
             "Install SGLang (CPU, with its stand-ins) into a venv, build a tiny random model over a tokenizer, and serve "
             "it until Ctrl-C."
@@ -331,18 +311,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    python = install(args.venv)
-    model_dir, port, log = prepare_serving(args, python, args.context_length, "sglang")
     server = SglangServer(
-        python,
-        model_dir,
-        served_model_name=args.model_name,
+        **prepare_serving(args, install(args.venv), args.context_length, "sglang"),
         max_total_tokens=args.max_total_tokens,
         context_length=args.context_length,
         page_size=args.page_size,
         tool_call_parser=args.tool_call_parser,
-        port=port,
-        log=log,
     )
     return serve_until_interrupted(server, args.model_name)
 

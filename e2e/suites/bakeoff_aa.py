@@ -3,7 +3,7 @@
 it: a second engine whose misses cost ten times as much (PREFILL_US_PER_TOKEN x SLOW): the report claims the TTFT
 gap, B higher, with one, two and three repeats.
 
-    python -m e2e.bakeoff_aa [--workdir .e2e-aa] [--seed N] [--configs PATTERN ...]
+    python -m e2e.suites.bakeoff_aa [--workdir .e2e-aa] [--seed N] [--configs PATTERN ...]
 
 The engines imitate vLLM with an unbounded cache (fake_engine.py), each prefill charged its uncached tokens and a
 random wait (JITTER_MS on average, exponential, from --seed), one prefill at a time. Rounds go first, second, slow
@@ -16,21 +16,20 @@ of the machine falls on all three alike. After each round:
   its times together: one run a side cannot tell the engine from it) and claims no time; with two and three, it
   claims TTFT p50 or p95 of scenario3/c100_noisy higher on B.
 
-Every compare is given --no-analysis (no ceilings needed). The false-positive rate over many seeds and the smallest
-gap found at three repeats come from e2e/aa_simulation.py (the rule over synthetic runs); this runs the real chain.
+Every compare is given --no-analysis (no ceilings needed). The false-positive rate over many seeds and the smallest gap
+found at three repeats come from e2e/suites/aa_simulation.py (the rule over synthetic runs); this runs the real chain.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import time
 from pathlib import Path
 from typing import Optional
 
-from .bakeoff import PREFILL_US_PER_TOKEN, FakeEngineProcess, fastgen_command
+from .bakeoff import PREFILL_US_PER_TOKEN, FakeEngineProcess
 from .run import Dataset, generate
+from .runner import bakeoff, compare, exit_problem, run_suite, suite_parser
 
 __all__ = ["main", "run_aa"]
 
@@ -43,42 +42,15 @@ LABELS = ("first", "second", "slow")
 
 
 def _bakeoff(url: str, label: str, workdir: Path, repeats: int, configs: tuple[str, ...]) -> Optional[str]:
-    result = fastgen_command(
-        "bakeoff",
-        "--url",
-        url,
-        "--label",
-        label,
-        "--config-dir",
-        str(workdir / "configs"),
-        "--out",
-        str(workdir / "reports"),
-        "--repeat",
-        str(repeats),
-        "--scrape-interval",
-        "1",
-        "--configs",
-        *configs,
-    )
+    result = bakeoff(url, label, workdir, "--repeat", str(repeats), "--scrape-interval", "1", "--configs", *configs)
     if result.returncode != 0:
         return f"fastgen bakeoff --label {label} --repeat {repeats} exited {result.returncode}: {result.stderr[-600:]}"
     return None
 
 
 def _compare(workdir: Path, a: str, b: str, out: str) -> tuple[Optional[dict], Optional[str]]:
-    result = fastgen_command(
-        "compare",
-        str(workdir / "reports" / a),
-        str(workdir / "reports" / b),
-        "--out",
-        str(workdir / out),
-        "--no-analysis",
-        "--no-plots",
-        "--force",
-    )
-    if result.returncode != 0:
-        return None, f"fastgen compare {a} {b} exited {result.returncode}: {result.stderr[-600:]}"
-    return json.loads((workdir / out / "report.json").read_text()), None
+    result, report = compare(workdir, (a, b), "--no-analysis", "--no-plots", "--force", out=out)
+    return report, None if report is not None else exit_problem(result, f"fastgen compare {a} {b}")[0]
 
 
 def claimed(report: dict) -> list[str]:
@@ -165,17 +137,11 @@ def run_aa(workdir: Path, seed: int, configs: tuple[str, ...] = CONFIGS) -> tupl
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_aa", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workdir", type=Path, default=Path(".e2e-aa"))
+    p = suite_parser("bakeoff_aa", __doc__, ".e2e-aa")
     p.add_argument("--seed", type=int, default=1, help="the jitter's seed (the slow engine's is seed + 1)")
     p.add_argument("--configs", nargs="+", default=list(CONFIGS), help=f"configs to run (the gap is {GAP_CONFIG}'s)")
     args = p.parse_args(argv)
-    started = time.monotonic()
-    failures, _ = run_aa(args.workdir, args.seed, tuple(args.configs))
-    for failure in failures:
-        print(f"FAILED: {failure}")
-    print(f"A/A and A/B e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s")
-    return 1 if failures else 0
+    return run_suite("A/A and A/B e2e", args.workdir, lambda: run_aa(args.workdir, args.seed, tuple(args.configs))[0])
 
 
 if __name__ == "__main__":

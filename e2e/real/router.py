@@ -1,7 +1,7 @@
 """A real router from the package registry in front of engines on loopback: vllm-router 0.1.17, a Rust binary in a
 wheel, installed into a venv of its own.
 
-    python -m e2e.router --venv DIR --worker URL --worker URL [--policy cache_aware] [--port N]
+    python -m e2e.real.router --venv DIR --worker URL --worker URL [--policy cache_aware] [--port N]
 
 serves the workers behind one URL until Ctrl-C, printing it and its Prometheus endpoint. In-process:
 
@@ -38,7 +38,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .engine_process import HOST, free_port
+from .engine_process import HOST, free_port, hold
 
 __all__ = ["POLICIES", "ROUTER_REQUIREMENT", "RouterProcess", "install", "main", "routed_per_worker"]
 
@@ -211,7 +211,8 @@ class RouterProcess:
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m e2e.router", description="Serve engines behind vllm-router on a loopback port until Ctrl-C."
+        prog="python -m e2e.real.router",
+        description="Serve engines behind vllm-router on a loopback port until Ctrl-C.",
     )
     parser.add_argument("--venv", type=Path, required=True, help="the router's venv (created and installed if missing)")
     parser.add_argument("--worker", action="append", required=True, help="an engine's base URL (repeat it)")
@@ -224,18 +225,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     router = RouterProcess(
         executable, args.worker, policy=args.policy, port=port, log=args.log or args.venv / f"router-{port}.log"
     )
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda number, _frame: sys.exit(128 + number))
-    try:
-        with router:
-            print(f"{router.base_url}  (policy {router.policy}; its metrics: {router.metrics_url}; Ctrl-C stops it)")
-            sys.stdout.flush()
-            while router.process is not None and router.process.poll() is None:
-                time.sleep(1.0)
-            print(f"vllm-router exited:\n{router.log_tail()}", file=sys.stderr)
-            return 1
-    except KeyboardInterrupt:
-        return 130
+
+    def ready() -> str:
+        return f"{router.base_url}  (policy {router.policy}; its metrics: {router.metrics_url}; Ctrl-C stops it)"
+
+    return hold(router, "vllm-router", ready)
 
 
 if __name__ == "__main__":

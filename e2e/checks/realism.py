@@ -1,6 +1,6 @@
 """Does a generated dataset read as what it says it is? Checks a reviewer would make, over every trace file.
 
-    python -m e2e.realism traces/          # or: make realism (the default set)
+    python -m e2e.checks.realism traces/          # or: make realism (the default set)
 
 - every file a prompt shows stands in its own fenced block (a line with its path, ```python, the file, ```), closed
   before whatever follows; every Python file a prompt shows compiles, and so does every file an apply_patch call

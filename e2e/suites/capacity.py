@@ -1,11 +1,11 @@
 """How close `fastgen analyze` comes to both real engines: the agreement table of docs/analyze.md.
 
-    python -m e2e.capacity [--workdir .e2e-capacity] [--repeat 3]            # every run, then the table
-    python -m e2e.capacity run ENGINE CACHE [--repeat 3]                      # one server's runs (vllm|sglang, unbounded|small)
-    python -m e2e.capacity report                                            # the table from the runs there
+    python -m e2e.suites.capacity [--workdir .e2e-capacity] [--repeat 3]            # every run, then the table
+    python -m e2e.suites.capacity run ENGINE CACHE [--repeat 3]                      # one server's runs (vllm|sglang, unbounded|small)
+    python -m e2e.suites.capacity report                                            # the table from the runs there
 
 A measurement, not a CI step (about an hour on 2 cores: SGLang decodes slowly here; run one server at a time under
-the shared lock). The e2e dataset's three pair configs (e2e.bakeoff_vllm.CONFIGS: scenario1/c10, whose four
+the shared lock). The e2e dataset's three pair configs (e2e.suites.bakeoff_vllm.CONFIGS: scenario1/c10, whose four
 sessions start together, scenario2/c10_sync, two fans whose roots start together, scenario3/c100_noisy, twenty
 sessions 0.5 s apart) replayed `--repeat` times against each engine (vLLM 0.32 and SGLang 0.5.23, the tiny random
 model on the CPU) with two KV caches: unbounded (1 GiB: 2,097,152 tokens) and small (SMALL_TOKENS, 16,448 tokens:
@@ -25,22 +25,21 @@ is missed (a measurement: the misses are printed with the figures, to be read, n
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
-import time
 from pathlib import Path
 from typing import Optional
 
 from fastgen.results import read_runs
 
-from . import sglang, vllm
-from .bakeoff import fastgen_command
+from ..real import sglang
+
+from ..real import vllm
 from .bakeoff_sglang import run_bakeoff, sglang_hit_percent, start_sglang
 from .bakeoff_vllm import CONFIGS, MAX_MODEL_LEN, SMALL_BLOCKS, _vllm_hit_percent
-from .engine_process import DEFAULT_MODEL, TOKENIZER, build_model
+from ..real.engine_process import tiny_model
 from .run import Dataset, generate
+from .runner import add_venv, fastgen_command, run_suite, suite_parser
 
 __all__ = ["main", "measure", "report"]
 
@@ -63,13 +62,12 @@ def measure(workdir: Path, engine: str, cache: str, repeats: int, venvs: dict[st
     if not (workdir / "configs").is_dir():
         generate(workdir, "http://127.0.0.1:9", Dataset())
     python = (vllm if engine == "vllm" else sglang).install(venvs[engine], quiet=True)
-    model = build_model(python, TOKENIZER, venvs[engine] / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
+    model = tiny_model(python, venvs[engine], MAX_MODEL_LEN)
     label = _label(engine, cache)
     server = (
         vllm.VllmServer(
             python,
             model,
-            served_model_name=DEFAULT_MODEL,
             max_model_len=MAX_MODEL_LEN,
             kv_cache_gib=1,
             num_blocks=SMALL_BLOCKS if cache == "small" else None,
@@ -204,35 +202,36 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.capacity", description=__doc__.split("\n\n")[0])
+    p = suite_parser("capacity", __doc__, ".e2e-capacity")
     p.add_argument("step", nargs="*", help="run ENGINE CACHE, or report (default: every run, then the report)")
-    p.add_argument("--workdir", type=Path, default=Path(".e2e-capacity"))
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--vllm-venv", type=Path, default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")))
-    p.add_argument("--sglang-venv", type=Path, default=Path(os.environ.get("FASTGEN_SGLANG_VENV", ".e2e-sglang/venv")))
+    add_venv(p, "vllm", "--vllm-venv")
+    add_venv(p, "sglang", "--sglang-venv")
     args = p.parse_args(argv)
     venvs = {"vllm": args.vllm_venv.resolve(), "sglang": args.sglang_venv.resolve()}
-    started = time.monotonic()
-    failures: list[str] = []
     if args.step[:1] == ["run"]:
         if len(args.step) != 3 or args.step[1] not in ENGINES or args.step[2] not in CACHES:
             p.error(f"run takes an engine ({', '.join(ENGINES)}) and a cache ({', '.join(CACHES)})")
-        failures = measure(args.workdir, args.step[1], args.step[2], args.repeat, venvs)
-    else:
-        if not args.step:
-            for engine in ENGINES:
-                for cache in CACHES:
-                    failures += measure(args.workdir, engine, cache, args.repeat, venvs)
-        elif args.step != ["report"]:
-            p.error("give run ENGINE CACHE, or report")
-        missed, rows = report(args.workdir)
-        print(table(rows))
-        (Path(args.workdir) / "agreement.json").write_text(json.dumps(rows, indent=1) + "\n")
-        failures += missed
-    for failure in failures:
-        print(f"MISSED: {failure}")
-    print(f"agreement measurement: {len(failures)} missed, {time.monotonic() - started:.0f} s")
-    return 1 if failures else 0
+        return run_suite(
+            "agreement measurement", args.workdir, measure, args.workdir, *args.step[1:], args.repeat, venvs
+        )
+    if args.step and args.step != ["report"]:
+        p.error("give run ENGINE CACHE, or report")
+    return run_suite(
+        "agreement measurement", args.workdir, _measure_all, args.workdir, not args.step, args.repeat, venvs
+    )
+
+
+def _measure_all(workdir: Path, run: bool, repeat: int, venvs: dict[str, Path]) -> list[str]:
+    """Every engine and cache measured (if `run`), then the table from what the workdir holds; what it missed."""
+    failures = []
+    for engine in ENGINES if run else ():
+        for cache in CACHES:
+            failures += measure(workdir, engine, cache, repeat, venvs)
+    missed, rows = report(workdir)
+    print(table(rows))
+    (Path(workdir) / "agreement.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return failures + missed
 
 
 if __name__ == "__main__":

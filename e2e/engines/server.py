@@ -1,6 +1,6 @@
 """A small OpenAI-compatible chat-completions server for the e2e replay, on loopback only.
 
-    python -m e2e.server --port 0 --tokenizer DIR [--record FILE] [--model NAME] [--flavour vllm|sglang]
+    python -m e2e.engines.server --port 0 --tokenizer DIR [--record FILE] [--model NAME] [--flavour vllm|sglang]
         [--kv-capacity TOKENS] [--prefill-us-per-token US] [--no-reset-endpoint] [--die-after N]
         [--fail-every N] [--restart-after N] [--reset-keeps-cache] [--output-scale F] [--ignore-tool-choice]
         [--no-metrics] [--warmup S] [--jitter-ms MS] [--seed N]
@@ -33,7 +33,7 @@ from aiohttp import web
 
 from .fake_engine import FLAVOURS, VERSIONS, EngineProfile, EngineState
 from .model import Answer, FakeModel, load_tokenizer
-from .traces import recorded_answers
+from ..checks.traces import recorded_answers
 
 __all__ = ["DEFAULT_MODEL", "Recorder", "ServerThread", "make_app", "main"]
 
@@ -379,7 +379,7 @@ class ServerThread:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.server", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m e2e.engines.server", description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port, printed on stdout)")
     p.add_argument("--tokenizer", required=True, help="tokenizer folder, e.g. the dataset's traces/tokenizer")
     p.add_argument("--model", default=DEFAULT_MODEL, help="the model name to serve (fastgen's --model)")
