@@ -3,7 +3,7 @@ benchmark's default where there is none): each trace directory's graph shape, wh
 against, and whether a replay may send the recorded outputs, which the bakeoff checks before it runs.
 
 The read side imports no generator (DESIGN.md): it takes these as arguments, handed in by the command and by the
-library calls that do what the commands do (dataset_validation.py, cli/runs.py).
+library calls that do what the commands do (dataset_validation.py, dataset_bakeoff.py).
 """
 
 from __future__ import annotations
