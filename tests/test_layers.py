@@ -114,10 +114,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("analysis.request",),  # what an analysis is asked: its targets, tokenizer, server and options, checked
     ("export.jsonl", "export.arrivals"),
     ("export.mooncake", "export.dag", "export.mooncake_sessions", "export"),
-    ("predicted",),
-    (
-        "dataset_bakeoff",
-    ),  # the bakeoff handed the outputs check a dataset's workload asks for: above both wings  # compare's own analyze: the results read side calling the analysis at what the runs recorded
+    ("predicted",),  # compare's own analyze: the results read side calling the analysis at what the runs recorded
+    # the bakeoff handed the outputs check a dataset's workload asks for: above both wings
+    ("dataset_bakeoff",),
     ("cli.options", "cli.generate", "cli.workload", "cli.datasets", "cli.runs", "cli.analysis"),
     ("cli.export",),
     ("cli", "__main__", ""),  # "" is the package door, fastgen/__init__.py

@@ -39,7 +39,7 @@ from fastgen.bakeoff.runs import METRICS_FILE
 from fastgen.results import read_runs
 
 from .run import Dataset, generate
-from .runner import bakeoff, compare, exit_problem, fastgen_command, rows, run_suite, runs_table, suite_parser
+from .runner import CHECKOUT, bakeoff, compare, exit_problem, fastgen_command, rows, run_suite, runs_table, suite_parser
 
 __all__ = ["DEFAULT_CONFIGS", "FakeEngineProcess", "check_bakeoff", "is_probe", "main", "run_fake_bakeoff"]
 
@@ -102,9 +102,7 @@ class FakeEngineProcess:
         ]
         if kv_capacity is not None:
             command += ["--kv-capacity", str(kv_capacity)]
-        self._proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2]
-        )
+        self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=CHECKOUT)
         assert self._proc.stdout is not None  # stdout=PIPE
         line = self._proc.stdout.readline().strip()
         if not line.isdigit():

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 __all__ = [
+    "CHECKOUT",
     "VENVS",
     "add_venv",
     "bakeoff",

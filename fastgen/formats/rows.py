@@ -76,7 +76,8 @@ def with_source_paths(replay: dict, change: Callable[[str], str]) -> dict:
 def reading_trace_directory(config: Mapping) -> dict:
     """An inference-perf config (the parsed document) that reads a trace directory's dataset file, as the same config
     reading the trace directory itself, what `fastgen --source traces` writes. A new document: the caller's is left
-    alone, its other sections shared, not copied. KeyError where its otel_trace_replay names neither source (not a config fastgen wrote)."""
+    alone, its other sections shared, not copied. KeyError where its otel_trace_replay names neither source (not a
+    config fastgen wrote)."""
     replay = config["data"]["otel_trace_replay"]
     source = replay_source("traces", {"traces": trace_dir_of(replay)})
     rest = {key: value for key, value in replay.items() if key not in ("hf_dataset_path", "trace_directory")}

@@ -38,7 +38,8 @@ __all__ = [
 # whole, in its parent and again in the worker the session is pinned to, comparing each request's messages with
 # every earlier request's (decompose_input): 37.5 s in the parent for that session (151 MB of small prompts), no
 # other session dispatched meanwhile, one short session took 105 s for 1.5 s (queued behind the long one's events on
-# its worker, by the delay), and the replay's peak PSS was 3.2 GiB against 0.4 GiB without it. docs/fidelity.md has the measurement.
+# its worker, by the delay), and the replay's peak PSS was 3.2 GiB against 0.4 GiB without it. docs/fidelity.md has
+# the measurement.
 MOST_REQUESTS = 256
 # Why, in the refusals' words
 MOST_REQUESTS_WHY = (
