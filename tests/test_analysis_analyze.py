@@ -224,3 +224,25 @@ def test_analyze_speeds_change_the_at_capacity_prediction_and_not_the_unbounded_
     )[1]
     assert slow.cached_infinite == fast.cached_infinite  # unbounded: every block is missed once, in any order
     assert slow.cached_capacity != fast.cached_capacity
+
+
+def test_with_a_band_the_point_is_the_median_replay_and_the_band_holds_the_unjittered_one(small):
+    """scenario3/c100_noisy at 16,448 tokens is a knee: the jittered replays differ. The point is their median (with
+    the unjittered replay), its per-turn figures that replay's, and the band spans every replay."""
+    import dataclasses
+    import statistics
+
+    from fastgen.analysis import AnalysisOptions, analyze, config_targets
+
+    targets = [t for t in config_targets(small / "configs", small / "traces") if t.name == "scenario3/c100_noisy"]
+    options = AnalysisOptions(capacity_tokens=16448, band=6)
+    (banded,) = analyze(targets, small / "traces" / "tokenizer", options, workers=1)[1]
+    (alone,) = analyze(targets, small / "traces" / "tokenizer", dataclasses.replace(options, band=0), workers=1)[1]
+    replays = banded.band_capacity
+    assert len(replays) == 7 and replays[0] == alone.cached_capacity  # the unjittered replay first
+    assert len(set(replays)) > 1, replays  # a knee: the interleaving decides
+    assert banded.cached_capacity == statistics.median_low(replays)
+    assert banded.band("capacity") == (banded.percent(min(replays)), banded.percent(max(replays)))
+    assert sum(v[2] for v in banded.by_label.values()) == banded.cached_capacity  # the median replay's turns
+    assert alone.band("capacity") is None and not alone.band_capacity
+    assert banded.cached_infinite == alone.cached_infinite  # unbounded: every order misses each block once

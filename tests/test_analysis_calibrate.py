@@ -119,6 +119,7 @@ def test_calibrate_from_several_runs_pools_them_and_keeps_each_ones_speeds_for_t
     alone = sorted(r.prefill_tokens_per_s for r in calibration.runs)
     assert len(alone) == 2 and alone[0] == pytest.approx(1500.0, rel=0.15) and alone[1] == pytest.approx(3000, rel=0.15)
     assert alone[0] < calibration.service.prefill_tokens_per_s < alone[1]
+    assert calibration.run_configs == ("scenario3/c100_noisy", "scenario3/c100_noisy")
 
 
 def test_a_sharded_run_calibrates_from_its_shards_records_merged(small, tmp_path):
@@ -144,9 +145,12 @@ def test_a_sharded_run_calibrates_from_its_shards_records_merged(small, tmp_path
 
 def test_calibrated_options_take_the_fitted_speeds_and_a_given_speed_in_place_of_its_fitted_one():
     fitted, alone = ServiceModel(4000.0, 30.0), (ServiceModel(3000.0, 20.0), ServiceModel(5000.0, 40.0))
-    calibration = Calibration(fitted, Path("runs"), 336, runs=alone, jitter_s=0.004)
+    calibration = Calibration(fitted, Path("runs"), 336, runs=alone, run_configs=("a/c1", "b/c2"), jitter_s=0.004)
     options, source = calibrated_options(_options(), calibration)
-    assert (options.service, options.band_speeds) == (fitted, alone)
+    assert (options.service, options.band_speeds) == (fitted, (("a/c1", alone[0]), ("b/c2", alone[1])))
+    # the band of a config replays at its own runs' speeds, of one the runs did not run at every run's in turn
+    assert {s for _, s in options.band_replays("b/c2")} == {alone[1]}
+    assert {s for _, s in options.band_replays("c/c3")} == set(alone)
     assert (options.jitter.arrival_s, options.jitter.wake_s) == (0.004, 0.004)
     assert source is not None and source.startswith("calibrated from runs: 2 runs, 336 requests")
     # a speed given replaces the fitted one; the band then keeps the point's speeds alone

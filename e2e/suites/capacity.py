@@ -50,6 +50,11 @@ ENGINES = ("vllm", "sglang")
 CACHES = {"unbounded": UNBOUNDED_TOKENS, "small": SMALL_TOKENS}
 UNBOUNDED_POINTS = 1.5
 CAPACITY_POINTS = 3.0
+# Jittered replays for the band, the most analyze allows. Were the model's replays and the engine's runs draws from one
+# distribution, all of R repeats would fall inside the range of the unjittered replay and N jittered ones with
+# probability (N + 1) N / ((N + R + 1) (N + R)): 0.72 for three repeats at N = 16, 0.91 at N = 64. A band from fewer
+# replays is narrower than the engine's own spread by chance alone.
+BAND_REPLAYS = 64
 
 
 def _label(engine: str, cache: str) -> str:
@@ -101,7 +106,7 @@ def _predicted(workdir: Path, label: str, calibrate_from: str) -> dict:
         "--calibrate",
         str(workdir / "reports" / calibrate_from),
         "--band",
-        "16",
+        str(BAND_REPLAYS),
         "--json",
         str(out),
         timeout_s=3600,

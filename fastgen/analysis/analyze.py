@@ -9,7 +9,7 @@ has run it. Definitions, each named in the output:
   (rules.py; vLLM's by default: full blocks, chained hashes, the last prompt token always computed);
 - at capacity: the same with the engine's admission, preemption and LRU eviction at that KV capacity;
 - the band: the same replays again under seeded jitter of arrivals and step lengths (schedule.Jitter): the range of
-  outcomes the interleaving of concurrent requests allows;
+  outcomes the interleaving of concurrent requests allows; with a band, the point is the median replay's;
 - aiperf: AIPerf's analyze-trace cache_hit_rate (aiperf.py): file order, infinite cache.
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from functools import partial
@@ -77,7 +76,9 @@ class AnalysisOptions:
     settings: Optional[SchedulerSettings] = None  # the engine's scheduler settings (None: its defaults, rules.py)
     band: int = BAND_REPLAYS  # jittered replays for the band (0: the point alone)
     jitter: Jitter = Jitter(seed=0)  # the perturbations of a band's replays (each replay its own seed)
-    band_speeds: tuple[ServiceModel, ...] = ()  # speeds the band's replays take in turn (calibrated runs, each alone)
+    # (config, speeds) of each calibration run, fitted alone: the band's replays of a config take its own runs' speeds
+    # in turn, or every run's where it has none
+    band_speeds: tuple[tuple[str, ServiceModel], ...] = ()
     replicas: int = 1
     router: str = "round_robin"  # routing.POLICIES
 
@@ -118,13 +119,15 @@ class AnalysisOptions:
             serial_ingest=True if jitter is None else jitter.serial_ingest,
         )
 
-    def band_replays(self) -> list[tuple[Jitter, ServiceModel]]:
-        """(jitter, speeds) of each of the band's replays: seeds 1, 2, ...; the front end tokenizing one request at a
-        time and all at once in turn; the band's speeds in turn, each at least once (else the point's)."""
+    def band_replays(self, config: Optional[str] = None) -> list[tuple[Jitter, ServiceModel]]:
+        """(jitter, speeds) of each of the band's replays of `config`: seeds 1, 2, ...; the front end tokenizing one
+        request at a time and all at once in turn; the speeds of the config's own calibration runs in turn (a run
+        measures its server under that config's load), else every run's, each at least once (else the point's)."""
         if not self.band:
             return []
-        speeds = self.band_speeds or (self.service,)
-        count = max(self.band, len(self.band_speeds))
+        own = [s for name, s in self.band_speeds if name == config]
+        speeds = own or [s for _, s in self.band_speeds] or [self.service]
+        count = max(self.band, len(self.band_speeds))  # every config replayed as often
         return [
             (
                 replace(self.jitter, seed=self.jitter.seed + k + 1, serial_ingest=k % 2 == 0),
@@ -143,11 +146,12 @@ class TargetResult:
     prompt_tokens: int = 0
     cached_infinite: int = 0
     cached_capacity: Optional[int] = None
-    by_label: dict[str, list[int]] = field(default_factory=dict)  # label -> [prompt, cached inf, cached cap]
+    by_label: dict[str, list[Optional[int]]] = field(default_factory=dict)  # label -> [prompt, cached inf, cap or None]
     evicted_blocks: Optional[int] = None
     aiperf_cache_hit_rate: Optional[float] = None  # --definition aiperf
     sweep: list[tuple[int, float]] = field(default_factory=list)  # (capacity tokens, hit %) with --sweep
-    band_infinite: list[int] = field(default_factory=list)  # cached tokens of each jittered replay, unbounded
+    # cached tokens of every replay, the unjittered one first, then the band's jittered ones (empty without a band)
+    band_infinite: list[int] = field(default_factory=list)
     band_capacity: list[int] = field(default_factory=list)  # the same at the capacity
     preempted: Optional[int] = None  # requests preempted (vLLM) or retracted (SGLang) at the capacity
     replicas: list[dict] = field(default_factory=list)  # per replica: requests, prompt and cached tokens
@@ -157,13 +161,12 @@ class TargetResult:
         return None if cached is None or not prompt else 100.0 * cached / prompt
 
     def band(self, which: str) -> Optional[tuple[float, float]]:
-        """(lowest, highest) hit % over the point and the jittered replays, unbounded ("infinite") or at capacity;
-        None without a band."""
-        jittered = self.band_infinite if which == "infinite" else self.band_capacity
-        point = self.cached_infinite if which == "infinite" else self.cached_capacity
-        if not jittered or point is None:
+        """(lowest, highest) hit % over the replays, the unjittered one and the jittered ones, unbounded ("infinite")
+        or at capacity; None without a band."""
+        replays = self.band_infinite if which == "infinite" else self.band_capacity
+        if not replays:
             return None
-        values = [self.percent(c) or 0.0 for c in [point, *jittered]]
+        values = [self.percent(c) or 0.0 for c in replays]
         return min(values), max(values)
 
     def to_dict(self) -> dict:
@@ -339,6 +342,36 @@ def _held_sessions(corpus: Corpus, order: list[int]) -> Iterator[tuple[int, list
     return ((i, corpus.session(i)) for i in order)
 
 
+@dataclass
+class _Tally:
+    """What one replay counted: its cached tokens in all, per label and per replica ([requests, prompt, cached])."""
+
+    fleet: Fleet
+    replicas: int
+    cached: int = 0
+    labels: dict[str, int] = field(default_factory=dict)
+    by_replica: list[list[int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.by_replica = [[0, 0, 0] for _ in range(self.replicas)]
+
+    def count(self, outcome: RequestOutcome, _request: PlannedRequest) -> None:
+        self.cached += outcome.cached_tokens
+        self.labels[outcome.label] = self.labels.get(outcome.label, 0) + outcome.cached_tokens
+        tally = self.by_replica[outcome.replica]
+        tally[0] += 1
+        tally[1] += outcome.prompt_tokens
+        tally[2] += outcome.cached_tokens
+
+
+def _median_replay(tallies: list[_Tally]) -> _Tally:
+    """The replay whose cached tokens are the median of all (the lower middle of an even count; the unjittered one,
+    first, where it ties with it): where the interleaving decides the outcome, the point is the middle outcome of
+    the replays, not the one order that no jitter happens to give."""
+    middle = sorted(t.cached for t in tallies)[(len(tallies) - 1) // 2]
+    return next(t for t in tallies if t.cached == middle)
+
+
 class _Tallies:
     """One target's replays (infinite cache; at capacity; each again under jitter for the band; or AIPerf's) and
     the figures gathered as they run."""
@@ -346,9 +379,10 @@ class _Tallies:
     def __init__(self, target: ConfigTarget, slots: list[int], options: AnalysisOptions) -> None:
         self.target, self.slots = target, slots
         self._result = TargetResult(target.name, target.trace_dir.name, len(slots))
-        self._labels: dict[str, list] = defaultdict(lambda: [0, 0, None])
+        self._prompts: dict[str, int] = {}  # label -> prompt tokens (the same in every replay)
         self.largest_prompt = 0
-        self._finite: Optional[Fleet] = None
+        self._infinite: list[_Tally] = []  # the unjittered replay first, then the band's
+        self._finite: list[_Tally] = []
         self._aiperf: Optional[AiperfRate] = None
         if options.definition == "aiperf":
             self._aiperf = AiperfRate()
@@ -361,34 +395,23 @@ class _Tallies:
                 f"{target.name} replays {len(slots)} sessions: {options.replicas} replicas would leave some without "
                 f"any; give at most {len(slots)} replicas"
             )
-        self._replica_tally = [[0, 0, 0] for _ in range(options.replicas)]
-        self.replays = [Replay(slots, target.load, options.fleet(), self._count_infinite)]
-        band = options.band_replays()
-        self._result.band_infinite = [0] * len(band)
+        band = options.band_replays(target.name)
+        self._infinite = [_Tally(options.fleet(), options.replicas)]
+        self._infinite += [_Tally(options.fleet(jitter=j, service=s), options.replicas) for j, s in band]
+        self.replays = [Replay(slots, target.load, self._infinite[0].fleet, self._count_infinite)]
         self.replays += [
-            Replay(
-                slots,
-                target.load,
-                options.fleet(jitter=j, service=speeds),
-                partial(self._count_band, "band_infinite", k),
-                jitter=j,
-            )
-            for k, (j, speeds) in enumerate(band)
+            Replay(slots, target.load, tally.fleet, tally.count, jitter=j)
+            for tally, (j, _) in zip(self._infinite[1:], band)
         ]
         if options.capacity_tokens is not None:
-            self._finite = options.fleet(options.capacity_tokens)
-            self._result.cached_capacity = 0
-            self.replays.append(Replay(slots, target.load, self._finite, self._count_finite, self._check_fits))
-            self._result.band_capacity = [0] * len(band)
+            capacity = options.capacity_tokens
+            self._finite = [_Tally(options.fleet(capacity), options.replicas)]
+            self._finite += [_Tally(options.fleet(capacity, jitter=j, service=s), options.replicas) for j, s in band]
+            unjittered = self._finite[0]
+            self.replays.append(Replay(slots, target.load, unjittered.fleet, unjittered.count, self._check_fits))
             self.replays += [
-                Replay(
-                    slots,
-                    target.load,
-                    options.fleet(options.capacity_tokens, jitter=j, service=speeds),
-                    partial(self._count_band, "band_capacity", k),
-                    jitter=j,
-                )
-                for k, (j, speeds) in enumerate(band)
+                Replay(slots, target.load, tally.fleet, tally.count, jitter=j)
+                for tally, (j, _) in zip(self._finite[1:], band)
             ]
 
     def _count_aiperf(self, outcome: RequestOutcome, request: PlannedRequest) -> None:
@@ -397,35 +420,16 @@ class _Tallies:
         self._result.prompt_tokens += outcome.prompt_tokens
         self._aiperf.add(request.blocks if request.tail is None else np.append(request.blocks, request.tail))
 
-    def _count_infinite(self, outcome: RequestOutcome, _request: PlannedRequest) -> None:
-        result, label = self._result, self._labels[outcome.label]
+    def _count_infinite(self, outcome: RequestOutcome, request: PlannedRequest) -> None:
+        result = self._result
         result.requests += 1
         result.prompt_tokens += outcome.prompt_tokens
-        result.cached_infinite += outcome.cached_tokens
-        label[0] += outcome.prompt_tokens
-        label[1] += outcome.cached_tokens
+        self._prompts[outcome.label] = self._prompts.get(outcome.label, 0) + outcome.prompt_tokens
         self.largest_prompt = max(self.largest_prompt, outcome.prompt_tokens)
-        if self._finite is None:
-            self._count_replica(outcome)
-
-    def _count_replica(self, outcome: RequestOutcome) -> None:
-        tally = self._replica_tally[outcome.replica]
-        tally[0] += 1
-        tally[1] += outcome.prompt_tokens
-        tally[2] += outcome.cached_tokens
-
-    def _count_band(self, which: str, k: int, outcome: RequestOutcome, _request: PlannedRequest) -> None:
-        getattr(self._result, which)[k] += outcome.cached_tokens
-
-    def _count_finite(self, outcome: RequestOutcome, _request: PlannedRequest) -> None:
-        label = self._labels[outcome.label]
-        label[2] = (label[2] or 0) + outcome.cached_tokens
-        self._result.cached_capacity = (self._result.cached_capacity or 0) + outcome.cached_tokens
-        self._count_replica(outcome)
+        self._infinite[0].count(outcome, request)
 
     def _check_fits(self, session: list[PlannedRequest]) -> None:
-        assert self._finite is not None  # the callback of the replay made with it
-        cache = self._finite.caches[0]
+        cache = self._finite[0].fleet.caches[0]
         for request in session:
             cache.check_fits(request.prompt_tokens, f"{self.target.name}, {request.event_id}")
 
@@ -434,14 +438,27 @@ class _Tallies:
         if self._aiperf is not None:
             result.aiperf_cache_hit_rate = self._aiperf.value
             return result
-        if self._finite is not None:
-            result.evicted_blocks = sum(cache.evicted for cache in self._finite.caches)
-            result.preempted = sum(engine.preempted for engine in self._finite.engines)
-        result.by_label = {label: self._labels[label] for label in sorted(self._labels, key=_label_order)}
-        if len(self._replica_tally) > 1:
+        infinite = _median_replay(self._infinite)
+        result.cached_infinite = infinite.cached
+        result.band_infinite = [t.cached for t in self._infinite] if len(self._infinite) > 1 else []
+        finite = _median_replay(self._finite) if self._finite else None
+        if finite is not None:
+            result.cached_capacity = finite.cached
+            result.band_capacity = [t.cached for t in self._finite] if len(self._finite) > 1 else []
+            result.evicted_blocks = sum(cache.evicted for cache in finite.fleet.caches)
+            result.preempted = sum(engine.preempted for engine in finite.fleet.engines)
+        result.by_label = {
+            label: [
+                self._prompts[label],
+                infinite.labels.get(label, 0),
+                None if finite is None else finite.labels.get(label, 0),
+            ]
+            for label in sorted(self._prompts, key=_label_order)
+        }
+        if len(infinite.by_replica) > 1:
             result.replicas = [
                 {"requests": r, "prompt_tokens": p, "cached_tokens": c, "hit_percent": 100.0 * c / p if p else None}
-                for r, p, c in self._replica_tally
+                for r, p, c in (finite or infinite).by_replica
             ]
         return result
 

@@ -11,11 +11,12 @@ summed time to first token and summed latency equal the run's:
     sum over timed requests of modelled TTFT    = sum of measured TTFT
     sum over all requests of modelled latency   = sum of measured latency
 
-solved by Newton's method on the logarithms of the two speeds, from the speeds TTFT alone gives (uncached prompt
-tokens / TTFT, output tokens / (latency - TTFT): what a queue-bound server would look like if its queue were
-prefill). A TTFT is what the client saw: it carries the HTTP round trip and the server's tokenization, which the
-fitted prefill speed absorbs. Runs are fitted one by one; the prediction uses the speeds fitted to all of them
-pooled, and the band (analyze.py) spans the speeds of the runs taken alone.
+solved on the logarithms of the speeds, each by the secant method against the sum it moves most (_fit), from the
+speeds TTFT alone gives (uncached prompt tokens / TTFT, output tokens / (latency - TTFT): what a queue-bound server
+would look like if its queue were prefill). A TTFT is what the client saw: it carries the HTTP round trip and the
+server's tokenization, which the fitted prefill speed absorbs. Runs are fitted one by one; the prediction uses the
+speeds fitted to all of them pooled, and the band (analyze.py) spans the speeds of the runs taken alone, a config's
+own runs' where it has some.
 
 What this assumes: the runs are of the dataset being analyzed (their configs are looked up by name), every request
 of a run succeeded (a run that lost requests had another queue: refused), the prompt and output tokens are the
@@ -60,6 +61,7 @@ class Calibration:
     requests: int  # the requests the speeds were measured over
     server: str = ""  # "vllm 0.32.0, KV cache 16,448 tokens" from run.json; "" without one
     runs: tuple[ServiceModel, ...] = field(default_factory=tuple)  # the speeds fitted to each run alone
+    run_configs: tuple[str, ...] = field(default_factory=tuple)  # the config each of those runs ran
     hits_matched: tuple[int, int] = (0, 0)  # (requests whose modelled hit equals the measured one, requests)
     jitter_s: float = 0.0  # the front end's time for the runs' median prompt: how far apart requests may arrive
     fit_error: float = 0.0  # the largest relative error of a fitted sum (TTFT, latency, cached TTFT) the fit left
@@ -99,10 +101,11 @@ def calibrated_options(
     the fitted one; where the speeds come from, None: the defaults or given ones). A speed given replaces the
     fitted one, and the band then takes the point's speeds alone."""
     service, source, jitter = options.service, None, options.jitter
-    speeds: tuple[ServiceModel, ...] = ()
+    speeds: tuple[tuple[str, ServiceModel], ...] = ()
     if calibration is not None:
         service, source = calibration.service, calibration.describe()
-        speeds = calibration.runs if len(calibration.runs) > 1 else ()
+        if len(calibration.runs) > 1:
+            speeds = tuple(zip(calibration.run_configs or ("",) * len(calibration.runs), calibration.runs))
         # requests sent together reach the scheduler within about one front-end time of each other, in any order
         jitter = replace(jitter, arrival_s=calibration.jitter_s, wake_s=calibration.jitter_s)
     given = {
@@ -181,6 +184,7 @@ def calibrate(
         sum(len(run.sent) for run in runs),
         _server_name(runs[0]),
         tuple(fitted),
+        tuple(run.config for run in runs),
         hits,
         pooled.ingest_seconds(int(statistics.median(s.prompt for run in runs for s in run.sent))),
         error,
@@ -336,23 +340,6 @@ def _sums(entries: list[tuple[int, _Sent]], times: dict) -> list[float]:
                 cheap += first - s.start
         latency += end - s.start
     return [ttft, latency, cheap]
-
-
-def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float]:
-    """x with matrix x = rhs (Gaussian elimination with partial pivoting); a direction that does not move the sums
-    (a zero pivot) stays put."""
-    n = len(rhs)
-    a = [row[:] + [rhs[i]] for i, row in enumerate(matrix)]
-    for col in range(n):
-        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
-        if abs(a[pivot][col]) < 1e-9:
-            continue
-        a[col], a[pivot] = a[pivot], a[col]
-        for r in range(n):
-            if r != col and abs(a[r][col]) > 0:
-                factor = a[r][col] / a[col][col]
-                a[r] = [a[r][k] - factor * a[col][k] for k in range(n + 1)]
-    return [a[i][n] / a[i][i] if abs(a[i][i]) >= 1e-9 else 0.0 for i in range(n)]
 
 
 def _replay(run: _Run, plan: dict, service: ServiceModel, options: AnalysisOptions) -> dict:

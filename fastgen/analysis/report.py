@@ -160,7 +160,7 @@ def analysis_document(
         "band": {
             "replays": len(options.band_replays()),
             "jitter": dataclasses.asdict(options.jitter),
-            "speeds": [dataclasses.asdict(s) for s in options.band_speeds],
+            "speeds": [{"config": name, **dataclasses.asdict(s)} for name, s in options.band_speeds],
             "shown_above_points": STABLE_WITHIN_POINTS,
         },
         "service_model": {
@@ -172,11 +172,12 @@ def analysis_document(
         "knee_within_points": KNEE_WITHIN_POINTS,
         "definitions": {
             "hit_percent_infinite": "100 x cached / prompt tokens, pooled, each request's hit at its first admission "
-            "in the simulated engine, unbounded cache, the last prompt token always computed",
+            "in the simulated engine, unbounded cache, the last prompt token always computed; with a band, the "
+            "median over the unjittered replay and the band's",
             "hit_percent_capacity": "the same with the engine's admission, preemption and LRU eviction of blocks "
             "no running request holds, at the capacity (per replica)",
-            "hit_percent_infinite_band": "[lowest, highest] hit % infinite over the point and the band's jittered "
-            "replays",
+            "hit_percent_infinite_band": "[lowest, highest] hit % infinite over the unjittered replay and the band's "
+            "jittered ones",
             "hit_percent_capacity_band": "the same at the capacity",
         },
         "configs": [{**r.to_dict(), **summary_fields(r)} for r in results],

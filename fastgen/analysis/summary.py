@@ -68,12 +68,17 @@ def band_legend(options: AnalysisOptions) -> Optional[str]:
     if not options.band:
         return None
     jitter = options.jitter
-    speeds = f", at the {len(options.band_speeds)} calibration runs' own speeds in turn" if options.band_speeds else ""
+    speeds = (
+        f", at the {len(options.band_speeds)} calibration runs' own speeds in turn, a config's own runs' where it has "
+        f"some"
+        if options.band_speeds
+        else ""
+    )
     return (
-        f"(low-high): the band, the lowest and highest hit % over the point and {len(options.band_replays())} replays "
-        f"under seeded jitter (requests up to {jitter.arrival_s * 1000:g} ms late, an idle engine starting up to "
-        f"{jitter.wake_s * 1000:g} ms later, step lengths +-{jitter.step_cv * 100:g} %{speeds}); shown where wider "
-        f"than {STABLE_WITHIN_POINTS:g} point"
+        f"(low-high): the band, the lowest and highest hit % over the unjittered replay and "
+        f"{len(options.band_replays())} under seeded jitter (requests up to {jitter.arrival_s * 1000:g} ms late, an idle "
+        f"engine starting up to {jitter.wake_s * 1000:g} ms later, step lengths +-{jitter.step_cv * 100:g} %{speeds}), "
+        f"the point their median; shown where wider than {STABLE_WITHIN_POINTS:g} point"
     )
 
 

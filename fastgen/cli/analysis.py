@@ -120,8 +120,8 @@ def analyze_parser() -> Parser:
         default=8,
         metavar="N",
         help="replay each config N more times under seeded jitter of arrivals and step lengths (and, calibrated "
-        "from several runs, at each run's speeds): the range of hit ratios the interleaving allows (default 8; "
-        "0: the point alone)",
+        "from several runs, at each run's speeds): the range of hit ratios the interleaving allows, and the point "
+        "their median (default 8; 0: the unjittered replay alone)",
     )
     p.add_argument("--only", nargs="+", metavar="PATTERN", help="only these configs (scenario1/c10, 'scenario3/*')")
     p.add_argument(
