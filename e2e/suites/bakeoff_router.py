@@ -39,7 +39,7 @@ from fastgen.results import read_runs
 from .bakeoff import FakeEngineProcess, segments
 from ..real.router import RouterProcess, install
 from .run import Dataset, generate
-from .runner import add_venv, bakeoff, compare, exit_problem, run_suite, suite_parser
+from .runner import add_venv, bakeoff, compare, exit_problem, fastgen_command, run_suite, suite_parser
 
 __all__ = ["CONFIGS", "POLICIES", "main", "run_router_bakeoff"]
 
@@ -250,10 +250,53 @@ def stayed(workdir: Path, policy: str, name: str = TEST_ARM) -> tuple[int, int]:
     return kept, total
 
 
+def predicted(workdir: Path, policy: str, replicas: int) -> Optional[dict]:
+    """`fastgen analyze` of the test arm for `replicas` engines behind `policy`, for the server the policy's runs
+    were made against and at their speeds (--server-from, --calibrate): its JSON entry, or None (said) where it
+    fails."""
+    runs, out = workdir / "reports" / policy, workdir / f"analysis-{policy}.json"
+    result = fastgen_command(
+        "analyze",
+        str(workdir / "traces"),
+        "--configs",
+        str(workdir / "configs"),
+        "--only",
+        TEST_ARM,
+        "--server-from",
+        str(runs),
+        "--calibrate",
+        str(runs),
+        "--replicas",
+        str(replicas),
+        "--router",
+        policy,
+        "--band",
+        "16",
+        "--json",
+        str(out),
+        "-q",
+    )
+    if result.returncode != 0:
+        print(f"{policy}: fastgen analyze exited {result.returncode}: {result.stderr.strip()[-300:]}")
+        return None
+    return json.loads(out.read_text())["configs"][0]
+
+
 def summary(workdir: Path, fleets: dict[str, dict[str, dict]]) -> None:
     for policy in fleets:
         kept, total = stayed(workdir, policy)
         print(f"{policy} {TEST_ARM}: {kept} of {total} later turns found their previous turn cached")
+    # analyze's prediction for the same fleet and policy beside what the router gave: said, not checked (the router's
+    # own decision counters say whether it routed by prefix at all: docs/analyze.md, Replicas and routing)
+    for policy, by_config in fleets.items():
+        fleet = by_config[TEST_ARM]
+        entry = predicted(workdir, policy, len(fleet.get("replicas") or []) or 2)
+        if entry is not None:
+            low, high = entry["hit_percent_infinite_band"] or [entry["hit_percent_infinite"]] * 2
+            print(
+                f"{policy} {TEST_ARM}: analyze predicts {entry['hit_percent_infinite']:.2f} % ({low:.2f}-{high:.2f}), "
+                f"the router gave {_hit(fleet['sum']) or 0:.2f} %"
+            )
     for policy, by_config in fleets.items():
         for name, fleet in by_config.items():
             rows = fleet.get("replicas") or []
