@@ -39,7 +39,7 @@ from fastgen.results import read_runs
 from .bakeoff import FakeEngineProcess, segments
 from ..real.router import RouterProcess, install
 from .run import Dataset, generate
-from .runner import add_venv, bakeoff, compare, exit_problem, fastgen_command, run_suite, suite_parser
+from .runner import add_venv, analyze_for, bakeoff, compare, exit_problem, run_suite, suite_parser
 
 __all__ = ["CONFIGS", "POLICIES", "main", "run_router_bakeoff"]
 
@@ -254,28 +254,9 @@ def predicted(workdir: Path, policy: str, replicas: int) -> Optional[dict]:
     """`fastgen analyze` of the test arm for `replicas` engines behind `policy`, for the server the policy's runs
     were made against and at their speeds (--server-from, --calibrate): its JSON entry, or None (said) where it
     fails."""
-    runs, out = workdir / "reports" / policy, workdir / f"analysis-{policy}.json"
-    result = fastgen_command(
-        "analyze",
-        str(workdir / "traces"),
-        "--configs",
-        str(workdir / "configs"),
-        "--only",
-        TEST_ARM,
-        "--server-from",
-        str(runs),
-        "--calibrate",
-        str(runs),
-        "--replicas",
-        str(replicas),
-        "--router",
-        policy,
-        "--band",
-        "16",
-        "--json",
-        str(out),
-        "-q",
-    )
+    out = workdir / f"analysis-{policy}.json"
+    options = ("--replicas", str(replicas), "--router", policy, "--band", "16", "-q")
+    result = analyze_for(workdir, policy, policy, [TEST_ARM], out, *options)
     if result.returncode != 0:
         print(f"{policy}: fastgen analyze exited {result.returncode}: {result.stderr.strip()[-300:]}")
         return None

@@ -39,7 +39,7 @@ from .bakeoff_sglang import run_bakeoff, sglang_hit_percent, start_sglang
 from .bakeoff_vllm import CONFIGS, MAX_MODEL_LEN, SMALL_BLOCKS, _vllm_hit_percent
 from ..real.engine_process import tiny_model
 from .run import Dataset, generate
-from .runner import add_venv, fastgen_command, run_suite, suite_parser
+from .runner import add_venv, analyze_for, run_suite, suite_parser
 
 __all__ = ["main", "measure", "report"]
 
@@ -93,24 +93,7 @@ def _own(engine: str, folder: Path) -> Optional[float]:
 def _predicted(workdir: Path, label: str, calibrate_from: str) -> dict:
     """analyze --server-from LABEL --calibrate CALIBRATE_FROM over the configs the label ran: its JSON."""
     out = workdir / f"analysis-{label}-from-{calibrate_from}.json"
-    runs = workdir / "reports" / label
-    result = fastgen_command(
-        "analyze",
-        str(workdir / "traces"),
-        "--configs",
-        str(workdir / "configs"),
-        "--only",
-        *CONFIGS,
-        "--server-from",
-        str(runs),
-        "--calibrate",
-        str(workdir / "reports" / calibrate_from),
-        "--band",
-        str(BAND_REPLAYS),
-        "--json",
-        str(out),
-        timeout_s=3600,
-    )
+    result = analyze_for(workdir, label, calibrate_from, CONFIGS, out, "--band", str(BAND_REPLAYS))
     if result.returncode != 0:
         raise RuntimeError(f"analyze for {label} exited {result.returncode}: {result.stderr[-600:]}")
     return json.loads(out.read_text())

@@ -18,6 +18,7 @@ __all__ = [
     "CHECKOUT",
     "VENVS",
     "add_venv",
+    "analyze_for",
     "bakeoff",
     "compare",
     "exit_problem",
@@ -62,6 +63,31 @@ def fastgen_command(*args: str, timeout_s: float = 1800) -> subprocess.Completed
     """`python -m fastgen ARGS` from the checkout, its output captured."""
     return subprocess.run(
         [sys.executable, "-m", "fastgen", *args], capture_output=True, text=True, timeout=timeout_s, cwd=CHECKOUT
+    )
+
+
+def analyze_for(
+    workdir: Path, label: str, calibrate_from: str, configs: Sequence[str], out: Path, *options: str
+) -> subprocess.CompletedProcess:
+    """`fastgen analyze` of `configs` of the workdir's dataset for the server `label`'s runs were made against
+    (--server-from), at the speeds fitted to `calibrate_from`'s runs (--calibrate), with `options`; its JSON to
+    `out`."""
+    reports = workdir / "reports"
+    return fastgen_command(
+        "analyze",
+        str(workdir / "traces"),
+        "--configs",
+        str(workdir / "configs"),
+        "--only",
+        *configs,
+        "--server-from",
+        str(reports / label),
+        "--calibrate",
+        str(reports / calibrate_from),
+        "--json",
+        str(out),
+        *options,
+        timeout_s=3600,
     )
 
 
