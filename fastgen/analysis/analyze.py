@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from functools import partial
-from typing import Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, Union
 
 import numpy as np
 import yaml
@@ -347,13 +347,12 @@ class _Tally:
     """What one replay counted: its cached tokens in all, per label and per replica ([requests, prompt, cached])."""
 
     fleet: Fleet
-    replicas: int
     cached: int = 0
     labels: dict[str, int] = field(default_factory=dict)
     by_replica: list[list[int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.by_replica = [[0, 0, 0] for _ in range(self.replicas)]
+        self.by_replica = [[0, 0, 0] for _ in self.fleet.engines]
 
     def count(self, outcome: RequestOutcome, _request: PlannedRequest) -> None:
         self.cached += outcome.cached_tokens
@@ -384,11 +383,12 @@ class _Tallies:
         self._infinite: list[_Tally] = []  # the unjittered replay first, then the band's
         self._finite: list[_Tally] = []
         self._aiperf: Optional[AiperfRate] = None
+        self.replays: list[Replay] = []
         if options.definition == "aiperf":
             self._aiperf = AiperfRate()
-            self.replays = [
+            self.replays.append(
                 Replay(slots, target.load, options.fleet(), self._count_aiperf, on_forget=self._aiperf.forget)
-            ]
+            )
             return
         if options.replicas > len(slots):
             raise SpecError(
@@ -396,23 +396,30 @@ class _Tallies:
                 f"any; give at most {len(slots)} replicas"
             )
         band = options.band_replays(target.name)
-        self._infinite = [_Tally(options.fleet(), options.replicas)]
-        self._infinite += [_Tally(options.fleet(jitter=j, service=s), options.replicas) for j, s in band]
-        self.replays = [Replay(slots, target.load, self._infinite[0].fleet, self._count_infinite)]
-        self.replays += [
-            Replay(slots, target.load, tally.fleet, tally.count, jitter=j)
-            for tally, (j, _) in zip(self._infinite[1:], band)
-        ]
+        self._infinite = self._replayed(options, band, None, self._count_infinite)
         if options.capacity_tokens is not None:
-            capacity = options.capacity_tokens
-            self._finite = [_Tally(options.fleet(capacity), options.replicas)]
-            self._finite += [_Tally(options.fleet(capacity, jitter=j, service=s), options.replicas) for j, s in band]
-            unjittered = self._finite[0]
-            self.replays.append(Replay(slots, target.load, unjittered.fleet, unjittered.count, self._check_fits))
-            self.replays += [
-                Replay(slots, target.load, tally.fleet, tally.count, jitter=j)
-                for tally, (j, _) in zip(self._finite[1:], band)
-            ]
+            self._finite = self._replayed(options, band, options.capacity_tokens, on_session=self._check_fits)
+
+    def _replayed(
+        self,
+        options: AnalysisOptions,
+        band: list[tuple[Jitter, ServiceModel]],
+        capacity: Optional[int],
+        on_start: Optional[Callable[[RequestOutcome, PlannedRequest], None]] = None,
+        on_session: Optional[Callable[[list[PlannedRequest]], None]] = None,
+    ) -> list[_Tally]:
+        """The unjittered replay at `capacity` (None: unbounded) and the band's, added to self.replays, each counted
+        in its own tally (the unjittered one's first); `on_start` (else its tally) and `on_session` are the
+        unjittered replay's."""
+        tallies = [_Tally(options.fleet(capacity))]
+        tallies += [_Tally(options.fleet(capacity, jitter=j, service=s)) for j, s in band]
+        first = tallies[0]
+        self.replays.append(Replay(self.slots, self.target.load, first.fleet, on_start or first.count, on_session))
+        self.replays += [
+            Replay(self.slots, self.target.load, tally.fleet, tally.count, jitter=j)
+            for tally, (j, _) in zip(tallies[1:], band)
+        ]
+        return tallies
 
     def _count_aiperf(self, outcome: RequestOutcome, request: PlannedRequest) -> None:
         assert self._aiperf is not None  # the callback of the replay made with it
