@@ -105,10 +105,11 @@ class _TokenizedTexts:
 
     VERIFY = 8  # texts checked against their whole tokenization
 
-    def __init__(self, tokenizer) -> None:  # a fastgen Tokenizer
+    def __init__(self, tokenizer, line_cache: int = _LINE_CACHE) -> None:  # a fastgen Tokenizer
         self._tokenizer = tokenizer
         self._texts: OrderedDict[bytes, np.ndarray] = OrderedDict()  # whole texts, the most recent few
-        self._lines: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._lines: OrderedDict[bytes, np.ndarray] = OrderedDict()  # least recently used first
+        self._line_cache = line_cache
         self._checked = 0
         self.in_lines = True
 
@@ -133,12 +134,15 @@ class _TokenizedTexts:
         keys = [xxhash.xxh3_128_digest(line.encode()) for line in lines]
         known = self._lines
         missing = {k: line for k, line in zip(keys, lines) if k not in known}
-        if missing:
-            for k, ids in zip(missing, self._tokenizer.encode_batch(list(missing.values()))):
-                known[k] = np.asarray(ids, dtype=np.uint32)
-            while len(known) > _LINE_CACHE:
-                known.popitem(last=False)
+        for k, line_ids in zip(missing, self._tokenizer.encode_batch(list(missing.values())) if missing else ()):
+            known[k] = np.asarray(line_ids, dtype=np.uint32)
         ids = np.concatenate([known[k] for k in keys])
+        # Trimmed only once the text is whole: a text with more distinct lines than the cache holds would otherwise
+        # lose its own first lines before they are read.
+        for k in keys:
+            known.move_to_end(k)
+        while len(known) > self._line_cache:
+            known.popitem(last=False)
         if self._checked < self.VERIFY:
             self._checked += 1
             whole = self._whole(text)
