@@ -146,6 +146,17 @@ def test_an_interval_the_spread_of_two_runs_holds_up_is_flagged_with_the_runs_it
     assert run_figure([1.0, 1.0], 2).informative is True
 
 
+def test_with_two_runs_an_interval_shows_where_its_sessions_carry_it_not_its_runs():
+    sessions = jittered(20, seed=5)
+    close = [run({s: [v * scale for v in values] for s, values in sessions.items()}, repeat=k) for k, scale in
+             ((1, 1.0), (2, 1.02))]  # fmt: skip
+    got = figure(close, TTFT50)
+    assert (got.informative, got.needs_runs) == (True, None) and got.high / got.low < 3
+    apart = [run({s: [v * scale for v in values] for s, values in sessions.items()}, repeat=k) for k, scale in
+             ((1, 1.0), (2, 2.0))]  # fmt: skip
+    assert (figure(apart, TTFT50).informative, figure(apart, TTFT50).needs_runs) == (False, 3)
+
+
 def test_a_hit_ratio_whose_runs_agree_rests_on_its_sessions_and_shows_its_interval_from_two_runs():
     groups = [[rec(f"s{i}", prompt=1000, cached=100 * (i % 9), repeat=k) for i in range(20)] for k in (1, 2)]
     got = figure(groups, hit_ratio())

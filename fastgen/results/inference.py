@@ -33,11 +33,12 @@ estimated: from two runs, one side's figure has one degree of freedom (t = 12.7)
 runs' TTFT p95 becomes an interval over five orders of magnitude; a B/A pools both sides' spreads over 2 degrees of
 freedom (t = 4.30), and the same gap on both sides still spans more than two. So an interval is informative when its
 Welch-Satterthwaite degrees of freedom reach what MIN_INTERVAL_RUNS runs a side give the runs' part (2 for a side's
-figure, 4 for a B/A): a hit ratio whose runs agree rests on its sessions and shows its interval from one run on; a
-time that two runs spread does not. One that is not keeps its interval in the data, flagged, with the runs that
-would make it informative (needs_runs; None where its sessions, not its runs, hold it back), and the report prints
-that instead of the range. The test is not touched: the same t on the same degrees of freedom, and a B/A whose
-interval lies beyond its margin is a difference, and shows its interval, however few its degrees of freedom.
+figure, 4 for a B/A) and, with fewer runs, its runs' part is at most RUNS_SHARE of its variance (its sessions carry
+it): a hit ratio whose runs agree shows its interval from one run on; a time that two runs spread does not. One that
+is not keeps its interval in the data, flagged, with the runs that would make it informative (needs_runs; None where
+its sessions, not its runs, hold it back), and the report prints that instead of the range. The test is not touched:
+the same t on the same degrees of freedom, and a B/A whose interval lies beyond its margin is a difference, and
+shows its interval, however few its degrees of freedom.
 
 Too few to tell (no interval, no test): a figure of requests over fewer than MIN_SESSIONS sessions (with data on both
 sides, for a B/A); a time, or a figure of whole runs (throughput, a KV peak), with fewer than MIN_RUNS runs on a
@@ -76,6 +77,7 @@ ALPHA = 0.05
 MIN_SESSIONS = 8  # fewer and the sessions' resamples are too few to trust (e2e/suites/aa_simulation.py measured it)
 MIN_RUNS = 2  # a figure of whole runs has one value per run: it needs two a side to have a spread
 MIN_INTERVAL_RUNS = 3  # an interval the runs' spread holds up is shown from this many runs a side: see the docstring
+RUNS_SHARE = 0.5  # with fewer, it is shown where the runs' spread is at most this share of its variance
 BOOTSTRAP = 1000
 BOOTSTRAP_SEED = 20240522
 _CELLS = 4_000_000  # request weights held at once: resamples are drawn in batches under this
@@ -317,14 +319,15 @@ def _too_few(sessions: int, what: str, one_run: bool) -> Optional[str]:
     return "; ".join(reasons + ([_ONE_RUN] if one_run else [])) or None
 
 
-def _shown(df: float, runs_part: tuple[float, float], floor: int) -> dict:
-    """df, informative and needs_runs of an interval on df degrees of freedom whose runs' spread is `runs_part`
-    (variance, df): informative from `floor` (the runs' part's df at MIN_INTERVAL_RUNS runs a side) on; below it,
-    MIN_INTERVAL_RUNS, or None where the runs' part is not what holds it below (too few sessions in the strata)."""
-    if math.isinf(df) or int(df) >= floor:
+def _shown(variance: float, df: float, runs_part: tuple[float, float], floor: int) -> dict:
+    """df, informative and needs_runs of an interval of this variance on df degrees of freedom, whose runs' spread
+    is `runs_part` (variance, df), `floor` the df MIN_INTERVAL_RUNS runs a side give that part. Informative: on
+    at least `floor` df, and with its runs' part on fewer, that part at most RUNS_SHARE of the variance. Else
+    needs_runs is MIN_INTERVAL_RUNS, or None where its runs are not what hold it back (its sessions' strata)."""
+    few_runs = runs_part[0] > 0 and runs_part[1] < floor
+    if (math.isinf(df) or int(df) >= floor) and not (few_runs and runs_part[0] > RUNS_SHARE * variance):
         return {"df": df, "informative": True, "needs_runs": None}
-    by_runs = runs_part[0] > 0 and runs_part[1] < floor
-    return {"df": df, "informative": False, "needs_runs": MIN_INTERVAL_RUNS if by_runs else None}
+    return {"df": df, "informative": False, "needs_runs": MIN_INTERVAL_RUNS if few_runs else None}
 
 
 def _interval(value: float, parts: list[tuple[float, float]], upper: Optional[float]) -> dict:
@@ -334,7 +337,7 @@ def _interval(value: float, parts: list[tuple[float, float]], upper: Optional[fl
     half = t_quantile(df) * math.sqrt(variance)
     high = value * math.exp(half)
     low, high = value * math.exp(-half), high if upper is None else min(upper, high)
-    return {"low": low, "high": high, **_shown(df, parts[-1], MIN_INTERVAL_RUNS - 1)}
+    return {"low": low, "high": high, **_shown(variance, df, parts[-1], MIN_INTERVAL_RUNS - 1)}
 
 
 def _side_figure(side: _Side, measure: Measure, counts: np.ndarray, strata: list[np.ndarray]) -> Figure:
@@ -422,7 +425,7 @@ def _tested(difference: float, parts: list[tuple[float, float]], margin: float, 
         p=_margin_p(difference, se, df, math.log1p(margin)),
         margin=margin,
         sessions=sessions,
-        **_shown(df, parts[-1], 2 * (MIN_INTERVAL_RUNS - 1)),
+        **_shown(variance, df, parts[-1], 2 * (MIN_INTERVAL_RUNS - 1)),
     )
 
 
