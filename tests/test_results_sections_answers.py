@@ -145,3 +145,17 @@ def test_the_first_page_computes_nothing_again(tmp_path):
     first = answers.build(pair)
     assert first is not None and len(first.findings) == 7
     assert pair.tests.found == tests and set(pair.tests._memo) == memo  # the same figures, looked up
+
+
+def test_a_verdict_in_words_is_the_rules():
+    from fastgen.results.stats import Ratio
+
+    assert answers.verdict(Ratio(0.5, 0.4, 0.6, distinguishable=True, p=0.001)) == "a difference, B lower"
+    # beyond its margin alone, not once the report's tests are corrected
+    beyond = answers.verdict(Ratio(2.9, 1.2, 6.9, distinguishable=False, p=0.02))
+    assert beyond == "not a difference once the report's many tests are corrected (Summary)"
+    assert (
+        answers.verdict(Ratio(1.0, 0.9, 1.1, distinguishable=False, p=0.9)) == "not a difference by the report's rule"
+    )
+    assert answers.verdict(Ratio(1.0, too_few="2 sessions, 8 needed")) == "too few to tell (2 sessions, 8 needed)"
+    assert answers.verdict(Ratio(None, left_out="incomplete")) == "not compared (incomplete run)"

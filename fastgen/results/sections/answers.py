@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from ..inference import ALPHA
 from ..report import Cell, Pair, Section, Table
 from ..stats import Figure, Ratio
 from . import scenario3
@@ -89,13 +90,15 @@ def lead(found: list[Found]) -> Optional[Found]:
 def verdict(r: Ratio) -> str:
     """What the report's rule says of a B/A, in words."""
     if r.left_out:
-        return f"not compared (a run {r.left_out})"
+        return f"not compared ({r.left_out} run)"
     if r.value is None:
         return "no B/A (a side has no figure)"
     if r.too_few:
         return f"too few to tell ({r.too_few})"
     if r.distinguishable:
         return f"a difference, B {'higher' if r.value > 1 else 'lower'}"
+    if r.p is not None and r.p < ALPHA:  # its interval lies beyond the margin, but not once the tests are corrected
+        return "not a difference once the report's many tests are corrected (Summary)"
     return "not a difference by the report's rule" if r.p is not None else "not tested"
 
 
