@@ -159,3 +159,19 @@ def test_a_verdict_in_words_is_the_rules():
     )
     assert answers.verdict(Ratio(1.0, too_few="2 sessions, 8 needed")) == "too few to tell (2 sessions, 8 needed)"
     assert answers.verdict(Ratio(None, left_out="incomplete")) == "not compared (incomplete run)"
+
+
+def test_a_question_no_config_answers_says_so(tmp_path):
+    for side in ("a", "b"):
+        write_repeat(tmp_path / side / "scenario1" / "c4", _requests("scenario1", 10, 1.0, random.Random(1)))
+    compare_runs(tmp_path / "a", tmp_path / "b", tmp_path / "out", plots=False)
+    first = section(report_of(tmp_path / "out"), "answers")
+    assert first["findings"][1] == (
+        "**Does it reuse a forked context across parallel branches?** Not answered: no config of it ran on both sides."
+    )
+    assert first["findings"][3].endswith(
+        "Not answered: no load level ran both a stable and a noisy config on both sides."
+    )
+    # one run a side: times are too few to tell, and the sentence says why
+    assert "too few to tell (a time, and one run a side: 2 needed)" in first["findings"][4]
+    assert all(len(row) == len(first["tables"][0]["columns"]) for row in first["tables"][0]["rows"])

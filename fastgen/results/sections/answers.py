@@ -143,8 +143,10 @@ def _stable_noisy(pair: Pair) -> tuple[str, list[list[Cell]]]:
     levels = scenario3.stable_noisy(pair)
     if not levels:
         none = "no load level ran both a stable and a noisy config on both sides"
-        return f"**{STABLE_NOISY}** Not answered: {none}.", [[STABLE_NOISY, GAP, None, None, None, None, none]]
-    parts, rows, wide = [], [], {}
+        return f"**{STABLE_NOISY}** Not answered: {none}.", [[STABLE_NOISY, GAP, None, None, None, None, none, 0, 0, 0]]
+    parts: list[str] = []
+    rows: list[list[Cell]] = []
+    wide: dict[int, Optional[bool]] = {}
     for level, found in levels.items():
         gaps = [scenario3.gap(hs, hn) for hs, hn, _, _ in found]
         parts.append(f"at c{level} by {_points(gaps[0])} points on A and {_points(gaps[1])} on B")

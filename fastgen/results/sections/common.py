@@ -53,7 +53,7 @@ def interval_text(x: Figure | Ratio) -> str:
     if x.low is None or x.high is None:
         return ""
     ratio = isinstance(x, Ratio)
-    if x.informative is False and not (ratio and x.distinguishable):
+    if x.informative is False and not (isinstance(x, Ratio) and x.distinguishable):
         runs = f"{x.needs_runs} runs{' a side' if ratio else ''}" if x.needs_runs else "more sessions"
         return f"[needs {runs}]"
     show = (lambda v: f"{v:.2f}") if ratio else number
