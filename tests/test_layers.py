@@ -97,6 +97,7 @@ LAYERS: list[tuple[str, ...]] = [
         "results.sections.prompts",
         "results.sections.steady",
         "results.sections.summary",
+        "results.sections.answers",
         "results.sections.slo",
         "results.sections.replicas",
         "results.sections",

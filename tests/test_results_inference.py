@@ -14,6 +14,7 @@ from records import record
 from fastgen.results import compare_runs
 from fastgen.results.inference import (
     BOOTSTRAP,
+    MIN_INTERVAL_RUNS,
     MIN_SESSIONS,
     _weighted_quantile,
     benjamini_hochberg,
@@ -120,6 +121,46 @@ def test_a_figure_over_runs_is_the_mean_with_a_t_interval_over_runs():
         pytest.approx(20 * math.exp(-half), rel=1e-3),
         pytest.approx(20 * math.exp(half), rel=1e-3),
     )
+
+
+def spread_runs(values_ms: tuple[float, ...], sessions: int = 8) -> list[list[RequestRecord]]:
+    """Runs whose sessions all took the same TTFT, one value a run: only the runs' spread is left."""
+    return [run({f"s{i}": [v] for i in range(sessions)}, repeat=k) for k, v in enumerate(values_ms, 1)]
+
+
+def test_an_interval_the_spread_of_two_runs_holds_up_is_flagged_with_the_runs_it_needs():
+    # two runs 2.6 times apart: t on one degree of freedom makes the interval span five orders of magnitude
+    two = figure(spread_runs((1000.0, 2600.0)), TTFT50)
+    assert math.log10(two.high / two.low) > 5 and two.df == pytest.approx(1.0)
+    assert (two.informative, two.needs_runs, MIN_INTERVAL_RUNS) == (False, 3, 3)  # the range kept, flagged
+    three = figure(spread_runs((1000.0, 2600.0, 1400.0)), TTFT50)
+    assert (three.informative, three.needs_runs, three.df) == (True, None, pytest.approx(2.0))
+    # B/A: two runs a side pool 2 degrees of freedom (t = 4.30), still more than two orders of magnitude here
+    _, _, r = compare(spread_runs((1000.0, 2600.0)), spread_runs((3000.0, 7800.0)), TTFT50)
+    assert math.log10(r.high / r.low) > 2 and (r.df, r.informative, r.needs_runs) == (pytest.approx(2.0), False, 3)
+    _, _, r = compare(spread_runs((1000.0, 2600.0, 1400.0)), spread_runs((3000.0, 7800.0, 4200.0)), TTFT50)
+    assert (r.df, r.informative, r.needs_runs) == (pytest.approx(4.0), True, None)
+    # whole-run figures alike; runs that agree leave no runs' spread, and the interval is informative
+    assert (run_figure([1.0, 2.6], 2).informative, run_figure([1.0, 2.6], 2).needs_runs) == (False, 3)
+    assert run_compare([1.0, 2.6], [3.0, 7.8], n_a=2, n_b=2, margin=0.05)[2].needs_runs == 3
+    assert run_figure([1.0, 1.0], 2).informative is True
+
+
+def test_with_two_runs_an_interval_shows_where_its_sessions_carry_it_not_its_runs():
+    sessions = jittered(20, seed=5)
+    close = [run({s: [v * scale for v in values] for s, values in sessions.items()}, repeat=k) for k, scale in
+             ((1, 1.0), (2, 1.02))]  # fmt: skip
+    got = figure(close, TTFT50)
+    assert (got.informative, got.needs_runs) == (True, None) and got.high / got.low < 3
+    apart = [run({s: [v * scale for v in values] for s, values in sessions.items()}, repeat=k) for k, scale in
+             ((1, 1.0), (2, 2.0))]  # fmt: skip
+    assert (figure(apart, TTFT50).informative, figure(apart, TTFT50).needs_runs) == (False, 3)
+
+
+def test_a_hit_ratio_whose_runs_agree_rests_on_its_sessions_and_shows_its_interval_from_two_runs():
+    groups = [[rec(f"s{i}", prompt=1000, cached=100 * (i % 9), repeat=k) for i in range(20)] for k in (1, 2)]
+    got = figure(groups, hit_ratio())
+    assert got.informative is True and got.low < got.value < got.high and got.df > 2
 
 
 def test_hit_ratio_resamples_whole_sessions_with_their_prompt_lengths():

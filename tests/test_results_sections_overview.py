@@ -46,6 +46,9 @@ def test_compare_shows_status_and_failed_counts_and_leaves_an_incomplete_run_out
         "margin": None,
         "sessions": 0,
         "offset_free": None,
+        "df": None,
+        "informative": None,
+        "needs_runs": None,
     }
     (level,) = table(report, "scenario1", "TTFT of text answers by concurrency")
     assert level["status"] == "B incomplete (1/6 requests, 1/2 sessions failed)"

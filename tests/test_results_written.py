@@ -32,7 +32,7 @@ def test_compare_force_keeps_the_users_file_as_edited_and_writes_the_new_one(two
     (out / "report.json").write_text("mine")
     comparison = compare_runs(*two_sides, out, plots=False, force=True)
     assert comparison.moved == ["report.json.edited"] and (out / "report.json.edited").read_text() == "mine"
-    assert report_of(out)["format"] == 3
+    assert report_of(out)["format"] == 4
     (out / "report.json").write_text("mine again")
     compare_runs(*two_sides, out, plots=False, force=True)
     assert (out / "report.json.edited-2").read_text() == "mine again"  # the first one kept too

@@ -28,6 +28,18 @@ not differ (an A/A comparison), each family claims any difference with probabili
 it claims, ALPHA are expected false. A zero spread
 is no special case: equal values are no difference; values apart beyond the margin in every session and run are one.
 
+An interval is shown only where it says something. The runs' spread needs MIN_INTERVAL_RUNS runs a side to be
+estimated: from two runs, one side's figure has one degree of freedom (t = 12.7), and a 2.6-fold gap between two
+runs' TTFT p95 becomes an interval over five orders of magnitude; a B/A pools both sides' spreads over 2 degrees of
+freedom (t = 4.30), and the same gap on both sides still spans more than two. So an interval is informative when its
+Welch-Satterthwaite degrees of freedom reach what MIN_INTERVAL_RUNS runs a side give the runs' part (2 for a side's
+figure, 4 for a B/A) and, with fewer runs, its runs' part is at most RUNS_SHARE of its variance (its sessions carry
+it): a hit ratio whose runs agree shows its interval from one run on; a time that two runs spread does not. One that
+is not keeps its interval in the data, flagged, with the runs that would make it informative (needs_runs; None where
+its sessions, not its runs, hold it back), and the report prints that instead of the range. The test is not touched:
+the same t on the same degrees of freedom, and a B/A whose interval lies beyond its margin is a difference, and
+shows its interval, however few its degrees of freedom.
+
 Too few to tell (no interval, no test): a figure of requests over fewer than MIN_SESSIONS sessions (with data on both
 sides, for a B/A); a time, or a figure of whole runs (throughput, a KV peak), with fewer than MIN_RUNS runs on a
 side; a value of 0 (no ratio).
@@ -49,6 +61,7 @@ __all__ = [
     "ALPHA",
     "BOOTSTRAP",
     "BOOTSTRAP_SEED",
+    "MIN_INTERVAL_RUNS",
     "MIN_RUNS",
     "MIN_SESSIONS",
     "benjamini_hochberg",
@@ -63,6 +76,8 @@ __all__ = [
 ALPHA = 0.05
 MIN_SESSIONS = 8  # fewer and the sessions' resamples are too few to trust (e2e/suites/aa_simulation.py measured it)
 MIN_RUNS = 2  # a figure of whole runs has one value per run: it needs two a side to have a spread
+MIN_INTERVAL_RUNS = 3  # an interval the runs' spread holds up is shown from this many runs a side: see the docstring
+RUNS_SHARE = 0.5  # with fewer, it is shown where the runs' spread is at most this share of its variance
 BOOTSTRAP = 1000
 BOOTSTRAP_SEED = 20240522
 _CELLS = 4_000_000  # request weights held at once: resamples are drawn in batches under this
@@ -304,12 +319,25 @@ def _too_few(sessions: int, what: str, one_run: bool) -> Optional[str]:
     return "; ".join(reasons + ([_ONE_RUN] if one_run else [])) or None
 
 
-def _interval(value: float, parts: list[tuple[float, float]], upper: Optional[float]) -> tuple[float, float]:
-    """The t interval of a positive value from variances of its log: value x exp(-+ t se), cut at `upper`."""
+def _shown(variance: float, df: float, runs_part: tuple[float, float], floor: int) -> dict:
+    """df, informative and needs_runs of an interval of this variance on df degrees of freedom, whose runs' spread
+    is `runs_part` (variance, df), `floor` the df MIN_INTERVAL_RUNS runs a side give that part. Informative: on
+    at least `floor` df, and with its runs' part on fewer, that part at most RUNS_SHARE of the variance. Else
+    needs_runs is MIN_INTERVAL_RUNS, or None where its runs are not what hold it back (its sessions' strata)."""
+    few_runs = runs_part[0] > 0 and runs_part[1] < floor
+    if (math.isinf(df) or int(df) >= floor) and not (few_runs and runs_part[0] > RUNS_SHARE * variance):
+        return {"df": df, "informative": True, "needs_runs": None}
+    return {"df": df, "informative": False, "needs_runs": MIN_INTERVAL_RUNS if few_runs else None}
+
+
+def _interval(value: float, parts: list[tuple[float, float]], upper: Optional[float]) -> dict:
+    """The t interval of a positive value from variances of its log: value x exp(-+ t se), cut at `upper`; the
+    last part is the runs' spread. As a Figure's fields: low, high, df, informative, needs_runs."""
     variance, df = _combined(parts)
     half = t_quantile(df) * math.sqrt(variance)
     high = value * math.exp(half)
-    return value * math.exp(-half), high if upper is None else min(upper, high)
+    low, high = value * math.exp(-half), high if upper is None else min(upper, high)
+    return {"low": low, "high": high, **_shown(variance, df, parts[-1], MIN_INTERVAL_RUNS - 1)}
 
 
 def _side_figure(side: _Side, measure: Measure, counts: np.ndarray, strata: list[np.ndarray]) -> Figure:
@@ -332,8 +360,8 @@ def _side_figure(side: _Side, measure: Measure, counts: np.ndarray, strata: list
     if within is None:
         return Figure(value, n, repeats=runs, sessions=len(sessions), too_few="too few sessions in the resamples")
     between = float(np.var(np.log(per_run), ddof=1)) / runs if runs >= 2 else 0.0
-    low, high = _interval(value, [(within, _strata_df(strata, sessions)), (between, runs - 1)], measure.upper)
-    return Figure(value, n, low, high, runs, len(sessions))
+    interval = _interval(value, [(within, _strata_df(strata, sessions)), (between, runs - 1)], measure.upper)
+    return Figure(value, n, repeats=runs, sessions=len(sessions), **interval)
 
 
 def figure(groups: Sequence[Sequence[RequestRecord]], measure: Measure) -> Figure:
@@ -385,6 +413,8 @@ def _ratio(
 
 
 def _tested(difference: float, parts: list[tuple[float, float]], margin: float, sessions: int) -> Ratio:
+    """The B/A of a log difference, its interval and test; the last part is the runs' spread, pooled over both
+    sides (runs - 2 degrees of freedom)."""
     variance, df = _combined(parts)
     se = math.sqrt(variance)
     half = t_quantile(df) * se
@@ -395,6 +425,7 @@ def _tested(difference: float, parts: list[tuple[float, float]], margin: float, 
         p=_margin_p(difference, se, df, math.log1p(margin)),
         margin=margin,
         sessions=sessions,
+        **_shown(variance, df, parts[-1], 2 * (MIN_INTERVAL_RUNS - 1)),
     )
 
 
@@ -409,8 +440,8 @@ def run_figure(values: Sequence[Optional[float]], n: int, upper: Optional[float]
         return Figure(value, n, repeats=len(found), too_few=f"{len(found)} run, {MIN_RUNS} needed")
     if min(found) <= 0:
         return Figure(value, n, repeats=len(found), too_few="a value of 0")
-    low, high = _interval(value, [(float(np.var(np.log(found), ddof=1)) / len(found), len(found) - 1)], upper)
-    return Figure(value, n, low, high, len(found))
+    interval = _interval(value, [(float(np.var(np.log(found), ddof=1)) / len(found), len(found) - 1)], upper)
+    return Figure(value, n, repeats=len(found), **interval)
 
 
 def run_compare(

@@ -73,6 +73,11 @@ class Figure:
     repeats: int = 0  # runs it was computed from
     sessions: int = 0  # sessions behind it (0: a figure of whole runs)
     too_few: Optional[str] = None  # why it has no interval (too few sessions or runs)
+    df: Optional[float] = None  # the degrees of freedom of its interval's t (None: no interval, or an exact one)
+    # whether the interval says something (inference.MIN_INTERVAL_RUNS); None: no interval. Not informative, the
+    # report prints what would make it so instead of the range: `needs_runs` runs (None: more sessions)
+    informative: Optional[bool] = None
+    needs_runs: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,9 @@ class Ratio:
     margin: Optional[float] = None  # the smallest difference claimed: B/A beyond 1 + margin or 1 / (1 + margin)
     sessions: int = 0  # sessions with data on both sides (paired)
     offset_free: Optional[str] = None  # whose constant prompt offset was taken out before the test (a hit ratio)
+    df: Optional[float] = None  # as a Figure's: its interval's degrees of freedom, whether it is informative and,
+    informative: Optional[bool] = None  # if not, the runs a side that would make it so (the test is the same)
+    needs_runs: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -9,17 +9,19 @@ from typing import Callable, Optional
 from ...engines import ENGINES
 from ..report import Cell, Pair, Section, Table
 from ..runs import ConfigRun, Repeat, RequestRecord
-from ..stats import PERCENTILES, kv_tokens, mean, peak, percentile_ms
+from ..stats import PERCENTILES, Figure, Ratio, kv_tokens, mean, peak, percentile_ms
 
 __all__ = [
     "TEXT_ANSWERS",
     "TTFT",
     "abr",
     "engine_metric",
+    "interval_text",
     "kind_of",
     "kv_peak_percent",
     "kv_peak_tokens",
     "kv_source",
+    "number",
     "output_tokens_table",
     "scenario_section",
     "status_cell",
@@ -33,6 +35,29 @@ __all__ = [
 TEXT_ANSWERS = "text answers"
 
 KINDS = ("text", "tool_call", "root", "branch")
+
+
+def number(value: Optional[float]) -> str:
+    """A figure's value as every table and sentence prints it: 3,542, 56.0, 8.25; `-` for none."""
+    if value is None:
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def interval_text(x: Figure | Ratio) -> str:
+    """A figure's or B/A's 95 % interval as printed: "[low-high]" where it says something, "[needs 3 runs]" where it
+    rests on too few degrees of freedom (inference.MIN_INTERVAL_RUNS; a B/A that is a difference even so keeps its
+    range: it lies beyond the margin), "" without one."""
+    if x.low is None or x.high is None:
+        return ""
+    ratio = isinstance(x, Ratio)
+    if x.informative is False and not (isinstance(x, Ratio) and x.distinguishable):
+        runs = f"{x.needs_runs} runs{' a side' if ratio else ''}" if x.needs_runs else "more sessions"
+        return f"[needs {runs}]"
+    show = (lambda v: f"{v:.2f}") if ratio else number
+    return f"[{show(x.low)}-{show(x.high)}]"
 
 
 def abr(measure: str) -> list[str]:

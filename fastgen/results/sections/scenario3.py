@@ -10,7 +10,7 @@ from typing import Optional
 from ..inference import figure
 from ..report import Pair, Plot, Section, Side, Table
 from ..runs import ConfigRun, Repeat, RequestRecord
-from ..stats import counter_delta, hit_ratio, over_time, ratio, window_offsets
+from ..stats import Figure, counter_delta, hit_ratio, over_time, ratio, window_offsets
 from .common import (
     TEXT_ANSWERS,
     TTFT,
@@ -88,12 +88,10 @@ def build(pair: Pair) -> Optional[Section]:
         "run (mean over runs); empty where the engine does not export them or no metrics were "
         "sampled.",
     )
-    levels: dict[int, dict[str, str]] = {}
     for name in names:
         a, b = pair.requests([name])
         layout = layout_of(name, a + b)
         level = pair.a.runs[name].concurrency or 0
-        levels.setdefault(level, {})[layout] = name
         per_config.rows.append(
             [
                 name,
@@ -124,20 +122,10 @@ def build(pair: Pair) -> Optional[Section]:
             "noisy/stable",
         ],
     )
-    for level in sorted(levels):
-        pair_names = levels[level]
-        if not {"stable", "noisy"} <= set(pair_names):
-            continue
-        gaps, engine_gap = [], []
-        for side in pair.sides:
-            stable, noisy = ([r.requests for r in side.runs[pair_names[k]].repeats] for k in ("stable", "noisy"))
-            hs, hn = figure(stable, HIT), figure(noisy, HIT)
-            ts, tn = figure(stable, TTFT[50]), figure(noisy, TTFT[50])
-            gap = None if hs.value is None or hn.value is None else hs.value - hn.value
-            gaps.append(gap)
-            engine_gap.append((hs.value, hn.value))
-            layouts.rows.append([level, side.label, hs, hn, gap, ts, tn, ratio(ts.value, tn.value)])
-        section.findings.append(_verdict(level, gaps, engine_gap, pair))
+    for level, found in stable_noisy(pair).items():
+        for side, (hs, hn, ts, tn) in zip(pair.sides, found):
+            layouts.rows.append([level, side.label, hs, hn, gap(hs, hn), ts, tn, ratio(ts.value, tn.value)])
+        section.findings.append(_verdict(level, found, pair))
     section.tables += [per_config, layouts, pressure, output_tokens_table(pair, names)]
 
     for name in names:
@@ -171,17 +159,62 @@ def _counter_delta(quantity: str, repeat: Repeat, run: ConfigRun) -> Optional[fl
     return counter_delta(repeat, engine_metric(run, quantity))
 
 
-def _verdict(level: int, gaps: list[Optional[float]], hits: list[tuple], pair: Pair) -> str:
-    """The design's question: if stable beats noisy by a wide margin on both engines, prompt canonicalization
-    matters more than the engine. Wide: at least WIDE_MARGIN_POINTS, and more than the engines differ by."""
-    if any(g is None for g in gaps) or any(None in h for h in hits):
+# Per side, (hit % stable, hit % noisy, TTFT p50 stable, TTFT p50 noisy) of one concurrency level
+Layouts = list[tuple[Figure, Figure, Figure, Figure]]
+
+
+def stable_noisy(pair: Pair) -> dict[int, Layouts]:
+    """Each concurrency level that ran both a stable and a noisy config: per side (A, B), its stable and noisy hit %
+    and TTFT p50 (computed once: the table and the first page show the same)."""
+    return pair.tests.memo(("stable_noisy",), lambda: _stable_noisy(pair))
+
+
+def _stable_noisy(pair: Pair) -> dict[int, Layouts]:
+    levels: dict[int, dict[str, str]] = {}
+    for name in pair.configs(SCENARIO):
+        a, b = pair.requests([name])
+        levels.setdefault(pair.a.runs[name].concurrency or 0, {})[layout_of(name, a + b)] = name
+    found: dict[int, Layouts] = {}
+    for level, names in sorted(levels.items()):
+        if {"stable", "noisy"} <= set(names):
+            found[level] = []
+            for side in pair.sides:
+                stable, noisy = ([r.requests for r in side.runs[names[k]].repeats] for k in ("stable", "noisy"))
+                found[level].append(
+                    (figure(stable, HIT), figure(noisy, HIT), figure(stable, TTFT[50]), figure(noisy, TTFT[50]))
+                )
+    return found
+
+
+def gap(stable: Figure, noisy: Figure) -> Optional[float]:
+    """Hit-% points by which stable beats noisy (None: a side has no hit ratio)."""
+    return None if stable.value is None or noisy.value is None else stable.value - noisy.value
+
+
+def wide(found: Layouts) -> tuple[Optional[bool], float]:
+    """The design's question for one level: does stable beat noisy by a wide margin on both engines (at least
+    WIDE_MARGIN_POINTS, and more than the engines differ by on the same layout)? (None: not enough data; the
+    engines' largest difference on one layout, in points.)"""
+    gaps = [gap(hs, hn) for hs, hn, _, _ in found]
+    if any(g is None for g in gaps):  # a gap is None exactly where a hit ratio is
+        return None, 0.0
+    (sa, na), (sb, nb) = ((hs.value or 0.0, hn.value or 0.0) for hs, hn, _, _ in found)
+    engines = max(abs(sa - sb), abs(na - nb))
+    smallest = min(g or 0.0 for g in gaps)
+    return smallest >= WIDE_MARGIN_POINTS and smallest > engines, engines
+
+
+def _verdict(level: int, found: Layouts, pair: Pair) -> str:
+    """If stable beats noisy by a wide margin on both engines, prompt canonicalization matters more than the
+    engine (wide())."""
+    verdict, engines = wide(found)
+    if verdict is None:
         return f"c{level}: not enough data for a verdict on stable against noisy"
-    widths = [g for g in gaps if g is not None]  # every one
-    engine_difference = max(abs(hits[0][0] - hits[1][0]), abs(hits[0][1] - hits[1][1]))
+    gaps = [gap(hs, hn) or 0.0 for hs, hn, _, _ in found]
     stated = (
-        f"c{level}: stable beats noisy by {widths[0]:.1f} points on {pair.a.label} and {widths[1]:.1f} on "
-        f"{pair.b.label}; the engines differ by at most {engine_difference:.1f} points on the same layout"
+        f"c{level}: stable beats noisy by {gaps[0]:.1f} points on {pair.a.label} and {gaps[1]:.1f} on "
+        f"{pair.b.label}; the engines differ by at most {engines:.1f} points on the same layout"
     )
-    if min(widths) >= WIDE_MARGIN_POINTS and min(widths) > engine_difference:
+    if verdict:
         return stated + ": prompt canonicalization matters more than the engine."
     return stated + ": the layout's margin is not wide on both engines, so the engine matters as much or more."

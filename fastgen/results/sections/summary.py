@@ -13,7 +13,7 @@ from typing import Optional
 from ..inference import ALPHA, MIN_RUNS, MIN_SESSIONS
 from ..report import Pair, Section
 from ..stats import HIT_MARGIN, MARGIN, Figure, Ratio, hit_ratio
-from .common import TEXT_ANSWERS, TTFT
+from .common import TEXT_ANSWERS, TTFT, interval_text, number
 from .prompts import prompt_check
 from .steady import whole_output_tokens_per_s
 
@@ -28,12 +28,6 @@ HEADLINE = (
 OUTPUT = "output tok/s"
 
 
-def _number(value: Optional[float]) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
-
-
 def _runs(figure: Figure) -> str:
     return f"{figure.repeats} run{'s' if figure.repeats != 1 else ''}"
 
@@ -42,12 +36,14 @@ def _line(pair: Pair, name: str, label: str, a: Figure, b: Figure, r: Ratio) -> 
     behind = f"n {b.n} and {a.n}" + (f", {r.sessions} sessions" if r.sessions else "")
     offset = f", {r.offset_free}" if r.offset_free else ""
     return (
-        f"{name}: {label} {_number(b.value)} on B ({pair.b.label}) against {_number(a.value)} on A ({pair.a.label}), "
-        f"B/A {r.value:.2f} [{r.low:.2f}-{r.high:.2f}] ({behind}; {_runs(b)} and {_runs(a)}{offset})"
+        f"{name}: {label} {number(b.value)} on B ({pair.b.label}) against {number(a.value)} on A ({pair.a.label}), "
+        f"B/A {r.value:.2f} {interval_text(r)} ({behind}; {_runs(b)} and {_runs(a)}{offset})"
     )
 
 
-def _headline(pair: Pair, name: str) -> list[tuple[str, tuple[Figure, Figure, Ratio]]]:
+def headline(pair: Pair, name: str) -> list[tuple[str, tuple[Figure, Figure, Ratio]]]:
+    """A config's headline figures, (label, (A, B, B/A)), in HEADLINE's order and output tok/s: the same tests as
+    the tables that show them (Runs, Steady state, Throughput), declared the headline family."""
     cells = [(label, pair.triple(measure, [name], headline=True)) for label, measure in HEADLINE]
     cells.append((OUTPUT, pair.run_triple(name, whole_output_tokens_per_s, what=OUTPUT, headline=True)))
     return cells
@@ -67,16 +63,22 @@ def rule(pair: Pair) -> str:
     )
 
 
+def compared_configs(pair: Pair) -> list[str]:
+    """The configs the summary (and the first page) speak of: both sides ran them and were sent the same prompts,
+    or the same plus a constant."""
+    return [name for name in sorted(set(pair.a.runs) & set(pair.b.runs)) if prompt_check(pair, name).compared]
+
+
 def build(pair: Pair) -> Optional[Section]:
     names = sorted(set(pair.a.runs) & set(pair.b.runs))
     section = Section("summary", "Summary")
     section.findings.append(rule(pair))
     checks = {name: prompt_check(pair, name) for name in names}
-    compared = [name for name in names if checks[name].compared]
+    compared = compared_configs(pair)
     found: list[tuple] = []
     too_few: dict[str, dict[str, list[str]]] = {}  # why -> figure -> configs
     for name in compared:
-        for label, (a, b, r) in _headline(pair, name):
+        for label, (a, b, r) in headline(pair, name):
             if r.distinguishable and r.value:
                 found.append((-abs(math.log(r.value)), name, label, a, b, r))
             elif r.too_few is not None:
