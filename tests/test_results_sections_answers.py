@@ -158,6 +158,9 @@ def test_a_verdict_in_words_is_the_rules():
         answers.verdict(Ratio(1.0, 0.9, 1.1, distinguishable=False, p=0.9)) == "not a difference by the report's rule"
     )
     assert answers.verdict(Ratio(1.0, too_few="2 sessions, 8 needed")) == "too few to tell (2 sessions, 8 needed)"
+    # tested, but on an interval its two runs a side cannot hold up: a B/A of 3 is not "the same"
+    unheld = Ratio(3.1, 0.01, 900.0, distinguishable=False, p=0.4, informative=False, needs_runs=3)
+    assert answers.verdict(unheld) == "too few runs to tell either way"
     assert answers.verdict(Ratio(None, left_out="incomplete")) == "not compared (incomplete run)"
 
 

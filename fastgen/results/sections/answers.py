@@ -99,6 +99,8 @@ def verdict(r: Ratio) -> str:
         return f"a difference, B {'higher' if r.value > 1 else 'lower'}"
     if r.p is not None and r.p < ALPHA:  # its interval lies beyond the margin, but not once the tests are corrected
         return "not a difference once the report's many tests are corrected (Summary)"
+    if r.informative is False and r.needs_runs:  # "not a difference" read beside a B/A of 3 would say "the same"
+        return "too few runs to tell either way"
     return "not a difference by the report's rule" if r.p is not None else "not tested"
 
 
