@@ -118,19 +118,20 @@ def test_the_schema_check_needs_no_network(exported, monkeypatch):
         kubernetes_validate.validate(doc, VERSIONS[-1], strict=True)
 
 
-def _pod(job: dict, index: int) -> dict:
-    """The container of pod `index` as Kubernetes starts it: the annotation the Job controller sets, the env it
-    defines from it, and $(VAR) in args expanded from that env."""
+def _pod(job: dict, index: int, uid: str = "0a1b") -> dict:
+    """The container of pod `index` as Kubernetes starts it: the annotation and the label the Job controller sets,
+    the env it defines from them, and $(VAR) in args expanded from that env."""
     container = job["spec"]["template"]["spec"]["containers"][0]
-    annotations = {"batch.kubernetes.io/job-completion-index": str(index)}
+    fields = {
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']": str(index),
+        "metadata.labels['controller-uid']": uid,
+    }
     env = {}
     for var in container["env"]:
         if "value" in var:
             env[var["name"]] = var["value"]
         else:
-            path = var["valueFrom"]["fieldRef"]["fieldPath"]
-            key = path.removeprefix("metadata.annotations['").removesuffix("']")
-            env[var["name"]] = annotations[key]
+            env[var["name"]] = fields[var["valueFrom"]["fieldRef"]["fieldPath"]]
     args = list(container["args"])
     for name, value in env.items():
         args = [a.replace(f"$({name})", value) for a in args]
@@ -305,14 +306,21 @@ def test_cli_writes_the_export_and_names_its_steps(small_dataset, tmp_path, caps
     out = tmp_path / "k8s"
     config = small_dataset / "configs" / CONFIG
     args = ["export", "kubernetes", str(config), "--shards", "2", "--out", str(out), "--name", "c100", "--base-url"]
-    assert main([*args, "http://vllm:8000"]) == 0
+    assert main([*args, "http://vllm:8000", "--shell-image", "mirror.local/busybox:1.36", "--cpu", "2.5"]) == 0
     assert "README.md" in capsys.readouterr().out
     readme = (out / "README.md").read_text()
     assert "kubectl apply -f volume.yaml" in readme and "job/c100-loader" in readme
     job = list(yaml.safe_load_all((out / "replay.yaml").read_text()))[1]
     assert job["metadata"]["name"] == "c100" and job["spec"]["completions"] == 2
     configs = list(yaml.safe_load_all((out / "replay.yaml").read_text()))[0]["data"]
-    assert {yaml.safe_load(t)["server"]["base_url"] for t in configs.values()} == {"http://vllm:8000"}
+    shard_configs = [yaml.safe_load(t) for k, t in configs.items() if k.startswith("shard-")]
+    assert len(shard_configs) == 2 and {c["server"]["base_url"] for c in shard_configs} == {"http://vllm:8000"}
     assert PurePosixPath(
         yaml.safe_load(configs["shard-1.yml"])["tokenizer"]["pretrained_model_name_or_path"]
     ).is_absolute()
+    spec = job["spec"]["template"]["spec"]
+    assert spec["initContainers"][0]["image"] == "mirror.local/busybox:1.36"
+    assert spec["containers"][0]["resources"]["limits"]["cpu"] == "2.5"
+    # the engine the config names (vLLM), reset at the URL the pods reach: pod 0 posts it before the start
+    args = spec["containers"][0]["args"]
+    assert args[args.index("--reset") + 1] == "http://vllm:8000/reset_prefix_cache"
