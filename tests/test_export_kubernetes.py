@@ -21,11 +21,13 @@ from fastgen.errors import OutputError, SpecError
 from fastgen.export.kubernetes import (
     IMAGE,
     KubernetesOptions,
+    collected_run,
     container_config,
     default_name,
     replay_manifests,
     write_kubernetes,
 )
+from fastgen.export.pods import sized_resources
 from fastgen.export.shards import Shard, plan_shards
 
 CONFIG = "scenario3/c100_stable.yml"  # 20 sessions in the small set
@@ -324,3 +326,104 @@ def test_cli_writes_the_export_and_names_its_steps(small_dataset, tmp_path, caps
     # the engine the config names (vLLM), reset at the URL the pods reach: pod 0 posts it before the start
     args = spec["containers"][0]["args"]
     assert args[args.index("--reset") + 1] == "http://vllm:8000/reset_prefix_cache"
+
+
+def _pod_specs(docs: dict) -> dict[str, dict]:
+    kinds = _kinds(docs)
+    return {
+        name: kinds[f"Job/{name}"]["spec"]["template"]
+        for name in ("fastgen-scenario3-c100-stable", "fastgen-scenario3-c100-stable-loader")
+    }
+
+
+def test_every_container_meets_the_restricted_pod_security_profile(exported):
+    """The restricted profile's rules (Pod Security Standards), on every container, init containers included."""
+    _, _, docs = exported
+    for template in _pod_specs(docs).values():
+        spec = template["spec"]
+        assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] > 0
+        containers = spec.get("initContainers", []) + spec["containers"]
+        assert containers
+        for container in containers:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"]["drop"] == ["ALL"] and "add" not in context["capabilities"]
+            assert context["seccompProfile"]["type"] == "RuntimeDefault" and context["runAsNonRoot"] is True
+            assert set(container["resources"]) == {"requests", "limits"}
+        volumes = {next(k for k in v if k != "name") for v in spec["volumes"]}
+        assert volumes <= {"configMap", "emptyDir", "persistentVolumeClaim"}  # the profile's allowed types
+
+
+def test_the_load_pods_spread_over_nodes_and_are_sized_from_their_shard(exported):
+    config, export, docs = exported
+    template = _pod_specs(docs)["fastgen-scenario3-c100-stable"]
+    (constraint,) = template["spec"]["topologySpreadConstraints"]
+    assert constraint["topologyKey"] == "kubernetes.io/hostname" and constraint["whenUnsatisfiable"] == "DoNotSchedule"
+    selector = constraint["labelSelector"]["matchLabels"]
+    assert selector.items() <= template["metadata"]["labels"].items()  # it counts the load pods
+    loader = _pod_specs(docs)["fastgen-scenario3-c100-stable-loader"]
+    assert not selector.items() <= loader["metadata"]["labels"].items()  # and not the loader's
+    workers = yaml.safe_load(config.read_text())["load"]["num_workers"]
+    largest = max(
+        (export.out / "data" / s.name / s.config["data"]["otel_trace_replay"]["hf_dataset_path"]["data_files"])
+        .stat()
+        .st_size
+        for s in export.shards
+    )
+    resources = template["spec"]["containers"][0]["resources"]
+    cores, gib = sized_resources(workers, largest)
+    assert resources["requests"] == resources["limits"] == {"cpu": str(cores), "memory": f"{gib}Gi"}
+
+
+def test_the_load_pods_start_through_the_barrier_in_a_folder_of_their_own_job(exported):
+    _, _, docs = exported
+    job = _kinds(docs)["Job/fastgen-scenario3-c100-stable"]
+    configmap = _kinds(docs)["ConfigMap/fastgen-scenario3-c100-stable-configs"]
+    pod = _pod(job, 2, uid="uid-7")
+    assert pod["args"][:8] == ["--ready-dir", "/reports/.start/uid-7", "--index", "2", "--count", "3", "--margin", "30"]
+    assert pod["args"][pod["args"].index("--") + 1 :] == ["inference-perf", "--config_file", "/cfg/shard-2.yml"]
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    script = container["command"][1]
+    mount, key = _mount_of(pod["mounts"], script)
+    assert container["command"][0] == "python3" and configmap["data"][key].startswith('"""The common start')
+
+
+def _reports(folder: Path, session: str) -> None:
+    """What one pod's inference-perf writes: a session of two requests."""
+    folder.mkdir(parents=True)
+    requests = [
+        {
+            "start_time": float(turn),
+            "end_time": turn + 1.0,
+            "error": None,
+            "info": {"labels": {"session": session, "turn": str(turn)}},
+            "computed_metrics": {"output_tokens": 5},
+        }
+        for turn in range(2)
+    ]
+    sessions = [{"session_id": f"trace0_{session}", "success": True, "error": None, "num_events": 2}]
+    sessions[0].update(start_time=0.0, end_time=2.0)
+    (folder / "per_request_lifecycle_metrics.json").write_text(json.dumps(requests))
+    (folder / "per_session_lifecycle_metrics.json").write_text(json.dumps(sessions))
+
+
+def test_the_readme_collects_the_pods_reports_where_compare_reads_them_as_one_run(exported, tmp_path):
+    """The pods' reports (the volume's reports/shard-KK), collected as the README says, are one run of the config
+    for compare's reader, its load read from run-config.yml, paired by name with a bakeoff's run of the config."""
+    from fastgen.results.runs import read_runs
+
+    config, export, _ = exported
+    run = collected_run(config)
+    readme = (export.out / "README.md").read_text()
+    assert f"mkdir -p {run}/shards && cp run-config.yml {run}/" in readme
+    assert f"tar -xf - -C {run}/shards" in readme and "tar -cf - shard-*" in readme
+    results = tmp_path / PurePosixPath(run).relative_to("results").as_posix().replace("$LABEL", "vllm-k8s")
+    for k in range(SHARDS):
+        _reports(results / "shards" / f"shard-{k:02d}", f"s{k}")
+    (results / "run-config.yml").write_bytes((export.out / "run-config.yml").read_bytes())
+    runs, problems = read_runs(tmp_path / "vllm-k8s")
+    assert list(runs) == ["scenario3/c100_stable"], problems
+    (repeat,) = runs["scenario3/c100_stable"].repeats
+    assert sorted((r.session, r.turn) for r in repeat.requests) == [(f"s{k}", t) for k in range(SHARDS) for t in (0, 1)]
+    stage = yaml.safe_load(config.read_text())["load"]["stages"][0]
+    assert runs["scenario3/c100_stable"].concurrency == stage["concurrent_sessions"]
