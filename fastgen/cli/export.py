@@ -107,7 +107,9 @@ def _kubernetes_options(p: Parser) -> None:
         help="pod 0 POSTs this before the start to empty the engine's prefix cache; repeat it for each replica behind "
         "a router (unset: the engine's reset endpoint at the server's URL, e.g. BASE/reset_prefix_cache for vLLM)",
     )
-    k.add_argument("--no-reset", action="store_true", default=None, help="do not empty the engine's cache before")
+    k.add_argument(
+        "--no-reset", action="store_true", default=None, help="do not empty the engine's cache before the load starts"
+    )
 
 
 _KUBERNETES_ONLY = (
