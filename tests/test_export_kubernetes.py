@@ -308,7 +308,21 @@ def test_cli_writes_the_export_and_names_its_steps(small_dataset, tmp_path, caps
     out = tmp_path / "k8s"
     config = small_dataset / "configs" / CONFIG
     args = ["export", "kubernetes", str(config), "--shards", "2", "--out", str(out), "--name", "c100", "--base-url"]
-    assert main([*args, "http://vllm:8000", "--shell-image", "mirror.local/busybox:1.36", "--cpu", "2.5"]) == 0
+    assert (
+        main(
+            [
+                *args,
+                "http://vllm:8000",
+                "--shell-image",
+                "mirror.local/busybox:1.36",
+                "--cpu",
+                "2.5",
+                "--start-margin",
+                "5",
+            ]
+        )
+        == 0
+    )
     assert "README.md" in capsys.readouterr().out
     readme = (out / "README.md").read_text()
     assert "kubectl apply -f volume.yaml" in readme and "job/c100-loader" in readme
@@ -326,6 +340,7 @@ def test_cli_writes_the_export_and_names_its_steps(small_dataset, tmp_path, caps
     # the engine the config names (vLLM), reset at the URL the pods reach: pod 0 posts it before the start
     args = spec["containers"][0]["args"]
     assert args[args.index("--reset") + 1] == "http://vllm:8000/reset_prefix_cache"
+    assert args[args.index("--margin") + 1] == "5"
 
 
 def _pod_specs(docs: dict) -> dict[str, dict]:
@@ -427,3 +442,35 @@ def test_the_readme_collects_the_pods_reports_where_compare_reads_them_as_one_ru
     assert sorted((r.session, r.turn) for r in repeat.requests) == [(f"s{k}", t) for k in range(SHARDS) for t in (0, 1)]
     stage = yaml.safe_load(config.read_text())["load"]["stages"][0]
     assert runs["scenario3/c100_stable"].concurrency == stage["concurrent_sessions"]
+
+
+@pytest.mark.parametrize(
+    ("given", "resets"),
+    [
+        (["--no-reset"], []),
+        (
+            [
+                "--reset-url",
+                "http://vllm-0:8000/reset_prefix_cache",
+                "--reset-url",
+                "http://vllm-1:8000/reset_prefix_cache",
+            ],
+            ["http://vllm-0:8000/reset_prefix_cache", "http://vllm-1:8000/reset_prefix_cache"],
+        ),
+    ],
+    ids=["no-reset", "each-replica"],
+)
+def test_cli_reset_options_name_what_pod_0_posts(small_dataset, tmp_path, given, resets):
+    out = tmp_path / "k8s"
+    args = ["export", "kubernetes", str(small_dataset / "configs" / CONFIG), "--shards", "2", "--out", str(out)]
+    assert main([*args, "--base-url", "http://router:8000", *given]) == 0
+    job = list(yaml.safe_load_all((out / "replay.yaml").read_text()))[1]
+    container_args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [container_args[i + 1] for i, a in enumerate(container_args) if a == "--reset"] == resets
+
+
+def test_cli_refuses_no_reset_beside_a_reset_url(small_dataset, tmp_path, capsys):
+    out = tmp_path / "k8s"
+    args = ["export", "kubernetes", str(small_dataset / "configs" / CONFIG), "--shards", "2", "--out", str(out)]
+    assert _run([*args, "--no-reset", "--reset-url", "http://x/reset"]) == 2
+    assert "--no-reset and --reset-url" in capsys.readouterr().err and not out.exists()

@@ -257,8 +257,8 @@ def _export_kubernetes(args) -> int:
         shell_image=args.shell_image or SHELL_IMAGE,
         cpu=args.cpu,
         memory_gib=args.memory_gib,
-        start_margin_s=30.0 if args.start_margin is None else args.start_margin,
         reset=reset,
+        **({} if args.start_margin is None else {"start_margin_s": args.start_margin}),
     )
     export = write_kubernetes(args.dir, args.shards, args.out, options)
     if not args.quiet:
