@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import socket
 from pathlib import Path, PurePosixPath
 
@@ -442,6 +443,13 @@ def test_the_readme_collects_the_pods_reports_where_compare_reads_them_as_one_ru
     assert sorted((r.session, r.turn) for r in repeat.requests) == [(f"s{k}", t) for k in range(SHARDS) for t in (0, 1)]
     stage = yaml.safe_load(config.read_text())["load"]["stages"][0]
     assert runs["scenario3/c100_stable"].concurrency == stage["concurrent_sessions"]
+    # and `fastgen compare` itself: one row for the config, every shard's requests in it
+    shutil.copytree(tmp_path / "vllm-k8s", tmp_path / "other")
+    assert main(["compare", str(tmp_path / "vllm-k8s"), str(tmp_path / "other"), "--out", str(tmp_path / "r")]) == 0
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    table = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
+    (row,) = [dict(zip(table["columns"], r)) for r in table["rows"]]
+    assert row["config"] == "scenario3/c100_stable" and row["requests A"] == row["requests B"] == 2 * SHARDS
 
 
 @pytest.mark.parametrize(
