@@ -482,3 +482,12 @@ def test_cli_refuses_no_reset_beside_a_reset_url(small_dataset, tmp_path, capsys
     args = ["export", "kubernetes", str(small_dataset / "configs" / CONFIG), "--shards", "2", "--out", str(out)]
     assert _run([*args, "--no-reset", "--reset-url", "http://x/reset"]) == 2
     assert "--no-reset and --reset-url" in capsys.readouterr().err and not out.exists()
+
+
+def test_cli_warns_when_the_pods_would_call_localhost(small_dataset, tmp_path, capsys):
+    """A generated config names localhost:8000, which inside a pod is the pod itself."""
+    args = ["export", "kubernetes", str(small_dataset / "configs" / CONFIG), "--shards", "2", "--out"]
+    assert main([*args, str(tmp_path / "a")]) == 0
+    assert "give --base-url" in capsys.readouterr().err
+    assert main([*args, str(tmp_path / "b"), "--base-url", "http://vllm.serving.svc:8000"]) == 0
+    assert "warning" not in capsys.readouterr().err

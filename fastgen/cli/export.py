@@ -4,9 +4,10 @@ as disjoint shards for several load generators, plain or as a Kubernetes Indexed
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .analysis import targets_of
-from .options import Parser, UsageError, int_in, positive_float
+from .options import Parser, UsageError, int_in, positive_float, warn
 
 __all__ = ["export_parser", "run_export"]
 
@@ -261,6 +262,9 @@ def _export_kubernetes(args) -> int:
         **({} if args.start_margin is None else {"start_margin_s": args.start_margin}),
     )
     export = write_kubernetes(args.dir, args.shards, args.out, options)
+    url = str((export.shards[0].config.get("server") or {}).get("base_url") or "")
+    if urlsplit(url).hostname in ("localhost", "127.0.0.1", "::1"):
+        warn(f"the pods' configs name the server {url}, which inside a pod is the pod: give --base-url")
     if not args.quiet:
         sessions = sum(len(s.slots) for s in export.shards)
         print(
