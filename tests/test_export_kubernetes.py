@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import socket
 from pathlib import Path, PurePosixPath
 
@@ -21,11 +22,13 @@ from fastgen.errors import OutputError, SpecError
 from fastgen.export.kubernetes import (
     IMAGE,
     KubernetesOptions,
+    collected_run,
     container_config,
     default_name,
     replay_manifests,
     write_kubernetes,
 )
+from fastgen.export.pods import sized_resources
 from fastgen.export.shards import Shard, plan_shards
 
 CONFIG = "scenario3/c100_stable.yml"  # 20 sessions in the small set
@@ -118,19 +121,20 @@ def test_the_schema_check_needs_no_network(exported, monkeypatch):
         kubernetes_validate.validate(doc, VERSIONS[-1], strict=True)
 
 
-def _pod(job: dict, index: int) -> dict:
-    """The container of pod `index` as Kubernetes starts it: the annotation the Job controller sets, the env it
-    defines from it, and $(VAR) in args expanded from that env."""
+def _pod(job: dict, index: int, uid: str = "0a1b") -> dict:
+    """The container of pod `index` as Kubernetes starts it: the annotation and the label the Job controller sets,
+    the env it defines from them, and $(VAR) in args expanded from that env."""
     container = job["spec"]["template"]["spec"]["containers"][0]
-    annotations = {"batch.kubernetes.io/job-completion-index": str(index)}
+    fields = {
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']": str(index),
+        "metadata.labels['controller-uid']": uid,
+    }
     env = {}
     for var in container["env"]:
         if "value" in var:
             env[var["name"]] = var["value"]
         else:
-            path = var["valueFrom"]["fieldRef"]["fieldPath"]
-            key = path.removeprefix("metadata.annotations['").removesuffix("']")
-            env[var["name"]] = annotations[key]
+            env[var["name"]] = fields[var["valueFrom"]["fieldRef"]["fieldPath"]]
     args = list(container["args"])
     for name, value in env.items():
         args = [a.replace(f"$({name})", value) for a in args]
@@ -305,14 +309,185 @@ def test_cli_writes_the_export_and_names_its_steps(small_dataset, tmp_path, caps
     out = tmp_path / "k8s"
     config = small_dataset / "configs" / CONFIG
     args = ["export", "kubernetes", str(config), "--shards", "2", "--out", str(out), "--name", "c100", "--base-url"]
-    assert main([*args, "http://vllm:8000"]) == 0
+    assert (
+        main(
+            [
+                *args,
+                "http://vllm:8000",
+                "--shell-image",
+                "mirror.local/busybox:1.36",
+                "--cpu",
+                "2.5",
+                "--start-margin",
+                "5",
+            ]
+        )
+        == 0
+    )
     assert "README.md" in capsys.readouterr().out
     readme = (out / "README.md").read_text()
     assert "kubectl apply -f volume.yaml" in readme and "job/c100-loader" in readme
     job = list(yaml.safe_load_all((out / "replay.yaml").read_text()))[1]
     assert job["metadata"]["name"] == "c100" and job["spec"]["completions"] == 2
     configs = list(yaml.safe_load_all((out / "replay.yaml").read_text()))[0]["data"]
-    assert {yaml.safe_load(t)["server"]["base_url"] for t in configs.values()} == {"http://vllm:8000"}
+    shard_configs = [yaml.safe_load(t) for k, t in configs.items() if k.startswith("shard-")]
+    assert len(shard_configs) == 2 and {c["server"]["base_url"] for c in shard_configs} == {"http://vllm:8000"}
     assert PurePosixPath(
         yaml.safe_load(configs["shard-1.yml"])["tokenizer"]["pretrained_model_name_or_path"]
     ).is_absolute()
+    spec = job["spec"]["template"]["spec"]
+    assert spec["initContainers"][0]["image"] == "mirror.local/busybox:1.36"
+    assert spec["containers"][0]["resources"]["limits"]["cpu"] == "2.5"
+    # the engine the config names (vLLM), reset at the URL the pods reach: pod 0 posts it before the start
+    args = spec["containers"][0]["args"]
+    assert args[args.index("--reset") + 1] == "http://vllm:8000/reset_prefix_cache"
+    assert args[args.index("--margin") + 1] == "5"
+
+
+def _pod_specs(docs: dict) -> dict[str, dict]:
+    kinds = _kinds(docs)
+    return {
+        name: kinds[f"Job/{name}"]["spec"]["template"]
+        for name in ("fastgen-scenario3-c100-stable", "fastgen-scenario3-c100-stable-loader")
+    }
+
+
+def test_every_container_meets_the_restricted_pod_security_profile(exported):
+    """The restricted profile's rules (Pod Security Standards), on every container, init containers included."""
+    _, _, docs = exported
+    for template in _pod_specs(docs).values():
+        spec = template["spec"]
+        assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] > 0
+        containers = spec.get("initContainers", []) + spec["containers"]
+        assert containers
+        for container in containers:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"]["drop"] == ["ALL"] and "add" not in context["capabilities"]
+            assert context["seccompProfile"]["type"] == "RuntimeDefault" and context["runAsNonRoot"] is True
+            assert set(container["resources"]) == {"requests", "limits"}
+        volumes = {next(k for k in v if k != "name") for v in spec["volumes"]}
+        assert volumes <= {"configMap", "emptyDir", "persistentVolumeClaim"}  # the profile's allowed types
+
+
+def test_the_load_pods_spread_over_nodes_and_are_sized_from_their_shard(exported):
+    config, export, docs = exported
+    template = _pod_specs(docs)["fastgen-scenario3-c100-stable"]
+    (constraint,) = template["spec"]["topologySpreadConstraints"]
+    assert constraint["topologyKey"] == "kubernetes.io/hostname" and constraint["whenUnsatisfiable"] == "DoNotSchedule"
+    selector = constraint["labelSelector"]["matchLabels"]
+    assert selector.items() <= template["metadata"]["labels"].items()  # it counts the load pods
+    loader = _pod_specs(docs)["fastgen-scenario3-c100-stable-loader"]
+    assert not selector.items() <= loader["metadata"]["labels"].items()  # and not the loader's
+    workers = yaml.safe_load(config.read_text())["load"]["num_workers"]
+    largest = max(
+        (export.out / "data" / s.name / s.config["data"]["otel_trace_replay"]["hf_dataset_path"]["data_files"])
+        .stat()
+        .st_size
+        for s in export.shards
+    )
+    resources = template["spec"]["containers"][0]["resources"]
+    cores, gib = sized_resources(workers, largest)
+    assert resources["requests"] == resources["limits"] == {"cpu": str(cores), "memory": f"{gib}Gi"}
+
+
+def test_the_load_pods_start_through_the_barrier_in_a_folder_of_their_own_job(exported):
+    _, _, docs = exported
+    job = _kinds(docs)["Job/fastgen-scenario3-c100-stable"]
+    configmap = _kinds(docs)["ConfigMap/fastgen-scenario3-c100-stable-configs"]
+    pod = _pod(job, 2, uid="uid-7")
+    assert pod["args"][:8] == ["--ready-dir", "/reports/.start/uid-7", "--index", "2", "--count", "3", "--margin", "30"]
+    assert pod["args"][pod["args"].index("--") + 1 :] == ["inference-perf", "--config_file", "/cfg/shard-2.yml"]
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    script = container["command"][1]
+    mount, key = _mount_of(pod["mounts"], script)
+    assert container["command"][0] == "python3" and configmap["data"][key].startswith('"""The common start')
+
+
+def _reports(folder: Path, session: str) -> None:
+    """What one pod's inference-perf writes: a session of two requests."""
+    folder.mkdir(parents=True)
+    requests = [
+        {
+            "start_time": float(turn),
+            "end_time": turn + 1.0,
+            "error": None,
+            "info": {"labels": {"session": session, "turn": str(turn)}},
+            "computed_metrics": {"output_tokens": 5},
+        }
+        for turn in range(2)
+    ]
+    sessions = [{"session_id": f"trace0_{session}", "success": True, "error": None, "num_events": 2}]
+    sessions[0].update(start_time=0.0, end_time=2.0)
+    (folder / "per_request_lifecycle_metrics.json").write_text(json.dumps(requests))
+    (folder / "per_session_lifecycle_metrics.json").write_text(json.dumps(sessions))
+
+
+def test_the_readme_collects_the_pods_reports_where_compare_reads_them_as_one_run(exported, tmp_path):
+    """The pods' reports (the volume's reports/shard-KK), collected as the README says, are one run of the config
+    for compare's reader, its load read from run-config.yml, paired by name with a bakeoff's run of the config."""
+    from fastgen.results.runs import read_runs
+
+    config, export, _ = exported
+    run = collected_run(config)
+    readme = (export.out / "README.md").read_text()
+    assert f"mkdir -p {run}/shards && cp run-config.yml {run}/" in readme
+    assert f"tar -xf - -C {run}/shards" in readme and "tar -cf - shard-*" in readme
+    results = tmp_path / PurePosixPath(run).relative_to("results").as_posix().replace("$LABEL", "vllm-k8s")
+    for k in range(SHARDS):
+        _reports(results / "shards" / f"shard-{k:02d}", f"s{k}")
+    (results / "run-config.yml").write_bytes((export.out / "run-config.yml").read_bytes())
+    runs, problems = read_runs(tmp_path / "vllm-k8s")
+    assert list(runs) == ["scenario3/c100_stable"], problems
+    (repeat,) = runs["scenario3/c100_stable"].repeats
+    assert sorted((r.session, r.turn) for r in repeat.requests) == [(f"s{k}", t) for k in range(SHARDS) for t in (0, 1)]
+    stage = yaml.safe_load(config.read_text())["load"]["stages"][0]
+    assert runs["scenario3/c100_stable"].concurrency == stage["concurrent_sessions"]
+    # and `fastgen compare` itself: one row for the config, every shard's requests in it
+    shutil.copytree(tmp_path / "vllm-k8s", tmp_path / "other")
+    assert main(["compare", str(tmp_path / "vllm-k8s"), str(tmp_path / "other"), "--out", str(tmp_path / "r")]) == 0
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    table = next(s for s in report["sections"] if s["id"] == "runs")["tables"][0]
+    (row,) = [dict(zip(table["columns"], r)) for r in table["rows"]]
+    assert row["config"] == "scenario3/c100_stable" and row["requests A"] == row["requests B"] == 2 * SHARDS
+
+
+@pytest.mark.parametrize(
+    ("given", "resets"),
+    [
+        (["--no-reset"], []),
+        (
+            [
+                "--reset-url",
+                "http://vllm-0:8000/reset_prefix_cache",
+                "--reset-url",
+                "http://vllm-1:8000/reset_prefix_cache",
+            ],
+            ["http://vllm-0:8000/reset_prefix_cache", "http://vllm-1:8000/reset_prefix_cache"],
+        ),
+    ],
+    ids=["no-reset", "each-replica"],
+)
+def test_cli_reset_options_name_what_pod_0_posts(small_dataset, tmp_path, given, resets):
+    out = tmp_path / "k8s"
+    args = ["export", "kubernetes", str(small_dataset / "configs" / CONFIG), "--shards", "2", "--out", str(out)]
+    assert main([*args, "--base-url", "http://router:8000", *given]) == 0
+    job = list(yaml.safe_load_all((out / "replay.yaml").read_text()))[1]
+    container_args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [container_args[i + 1] for i, a in enumerate(container_args) if a == "--reset"] == resets
+
+
+def test_cli_refuses_no_reset_beside_a_reset_url(small_dataset, tmp_path, capsys):
+    out = tmp_path / "k8s"
+    args = ["export", "kubernetes", str(small_dataset / "configs" / CONFIG), "--shards", "2", "--out", str(out)]
+    assert _run([*args, "--no-reset", "--reset-url", "http://x/reset"]) == 2
+    assert "--no-reset and --reset-url" in capsys.readouterr().err and not out.exists()
+
+
+def test_cli_warns_when_the_pods_would_call_localhost(small_dataset, tmp_path, capsys):
+    """A generated config names localhost:8000, which inside a pod is the pod itself."""
+    args = ["export", "kubernetes", str(small_dataset / "configs" / CONFIG), "--shards", "2", "--out"]
+    assert main([*args, str(tmp_path / "a")]) == 0
+    assert "give --base-url" in capsys.readouterr().err
+    assert main([*args, str(tmp_path / "b"), "--base-url", "http://vllm.serving.svc:8000"]) == 0
+    assert "warning" not in capsys.readouterr().err

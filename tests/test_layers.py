@@ -72,6 +72,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("traffic.fitted",),  # a fitted workload checked against the window and generated at a small scale
     ("verify", "validate"),
     ("dataset_validation",),  # validate handed the shapes a dataset's workload plans: above both wings
+    ("export.start_barrier", "export.pods"),  # the Kubernetes pods' common start (stdlib only), and their spec
     ("export.shards",),  # one config's replay split for several load generators: below the bakeoff that runs them
     ("export.kubernetes",),  # a config's shards as an Indexed Job: above the shards it runs
     # bakeoff: runs against a live server; results reads the run folders it writes

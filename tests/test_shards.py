@@ -43,11 +43,12 @@ def test_plan_shards_configs_share_the_load_and_keep_their_own_seed_and_reports(
     assert sum(rates) == pytest.approx(stage["session_rate"])
     assert [s.config["load"]["stages"][0]["num_sessions"] for s in shards] == [len(s.slots) for s in shards]
     assert len({s.config["load"]["base_seed"] for s in shards}) == 3
-    paths = [s.config["storage"]["local_storage"]["path"] for s in shards]
-    assert len(set(paths)) == 3 and all(p.endswith(f"shard-{k:02d}") for k, p in enumerate(paths))
+    # the reports go into the shard's own folder; the tokenizer is the shard's copy of the config's folder
+    assert [s.config["storage"]["local_storage"]["path"] for s in shards] == ["."] * 3
     for shard in shards:
         assert shard.config["load"]["stages"][0]["concurrent_sessions"] >= 1
-        assert Path(shard.config["tokenizer"]["pretrained_model_name_or_path"]).is_absolute()
+        assert shard.config["tokenizer"]["pretrained_model_name_or_path"] == "./tokenizer"
+        assert shard.tokenizer == (small_dataset / "traces" / "tokenizer").resolve()
 
 
 def test_plan_shards_gives_every_remote_report_path_a_shard_suffix(tmp_path, small_dataset):
@@ -79,9 +80,17 @@ def test_write_shards_files_hold_exactly_each_shards_rows_byte_for_byte(tmp_path
         order = replay_slots(len(rows), shard.config["load"]["base_seed"], len(rows))
         assert [rows[r] for r in order] == [source[i] for i in shard.slots]
         assert yaml.safe_load(path.read_text()) == shard.config
-    listed = json.loads((tmp_path / "out" / "manifest.json").read_text())["files"]
-    assert sorted(listed) == sorted(
-        f"shard-{k:02d}/{name}" for k in range(3) for name in ("c100_stable.yml", "scenario3_stable.jsonl")
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert (manifest["format_version"], manifest["shard_count"], manifest["source_config"]) == (2, 3, "c100_stable.yml")
+    assert "shards" not in manifest  # format 1's name for its version, beside a count it was not
+    tokenizer = sorted(
+        p.relative_to(small_dataset / "traces").as_posix()
+        for p in (small_dataset / "traces" / "tokenizer").rglob("*")
+        if p.is_file()
+    )
+    assert tokenizer and sorted(manifest["files"]) == sorted(
+        [f"shard-{k:02d}/{name}" for k in range(3) for name in ("c100_stable.yml", "scenario3_stable.jsonl")]
+        + [f"shard-{k:02d}/{name}" for k in range(3) for name in tokenizer]
     )
 
 
@@ -105,6 +114,38 @@ def test_shard_configs_load_in_inference_perfs_config_model(tmp_path, small_data
         config = read_config(str(path))
         assert config.load.stages[0].num_sessions == 10
         assert config.data.otel_trace_replay.hf_dataset_path == {"path": "json", "data_files": "scenario3_stable.jsonl"}
+
+
+def test_a_shard_copied_to_another_folder_loads_there_with_inference_perfs_own_loaders(
+    tmp_path, small_dataset, monkeypatch
+):
+    """Another machine's stand-in: the shard's folder copied elsewhere, the export removed; inference-perf's config
+    model, its dataset loader and the tokenizer find everything from inside the copy."""
+    from inference_perf.config import read_config
+    from inference_perf.datagen.replay.otel_trace_replay_datagen import _download_hf_dataset
+    from transformers import AutoTokenizer
+
+    out = tmp_path / "out"
+    paths = write_shards(small_dataset / CONFIG, 2, out, base_url="http://gpu-host:8000")
+    away = tmp_path / "elsewhere" / "shard-01"
+    shutil.copytree(paths[1].parent, away)
+    shutil.rmtree(out)
+    text = (away / "c100_stable.yml").read_text()
+    assert str(small_dataset) not in text and str(tmp_path) not in text  # nothing names the machine it came from
+    monkeypatch.chdir(away)
+    config = read_config("c100_stable.yml")
+    assert config.server.base_url == "http://gpu-host:8000"
+    assert config.storage.local_storage.path == "."  # its reports are written beside it
+    source = config.data.otel_trace_replay.hf_dataset_path
+    dataset = _download_hf_dataset({**source, "cache_dir": str(tmp_path / "datasets-cache")})
+    assert sorted(json.dumps(dict(row), sort_keys=True) for row in dataset) == sorted(
+        json.dumps(json.loads(line), sort_keys=True)
+        for line in (away / "scenario3_stable.jsonl").read_text().splitlines()
+    )
+    assert len(dataset) == config.load.stages[0].num_sessions == 10
+    tokenizer = AutoTokenizer.from_pretrained(config.tokenizer.pretrained_model_name_or_path)
+    reference = AutoTokenizer.from_pretrained(str(small_dataset / "traces" / "tokenizer"))
+    assert tokenizer("def f(): pass")["input_ids"] == reference("def f(): pass")["input_ids"]
 
 
 @pytest.mark.parametrize("count", [0, -1, 21])
@@ -166,9 +207,14 @@ def test_export_shards_command_writes_the_shards(tmp_path, small_dataset, capsys
     from fastgen.cli import main
 
     out = tmp_path / "out"
-    assert main(["export", "shards", str(small_dataset / CONFIG), "--shards", "2", "--out", str(out)]) == 0
+    args = ["export", "shards", str(small_dataset / CONFIG), "--shards", "2", "--out", str(out)]
+    assert main([*args, "--base-url", "http://vllm.serving:8000"]) == 0
     assert "wrote 2 shards" in capsys.readouterr().out
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "shard-00", "shard-01"]
+    for shard in ("shard-00", "shard-01"):
+        config = yaml.safe_load((out / shard / "c100_stable.yml").read_text())
+        assert config["server"]["base_url"] == "http://vllm.serving:8000"
+        assert (out / shard / "tokenizer" / "tokenizer.json").is_file()
 
 
 def _request_entry(session: str, turn: int, start: float) -> dict:
@@ -307,3 +353,33 @@ def test_sharded_bakeoff_sends_the_single_runs_requests_and_compare_merges_the_s
     row = dict(zip(runs_table["columns"], runs_table["rows"][0]))
     assert row["requests A"] == row["requests B"] == len(single.requests)
     assert row["hit % A"]["value"] == row["hit % B"]["value"] and row["hit % A"]["n"] == row["hit % B"]["n"]
+
+
+@pytest.mark.slow  # real inference-perf replaying one exported shard against the fake engine
+def test_a_copied_shard_replays_with_real_inference_perf_from_its_new_folder(bakeoff_dataset, tmp_path):
+    """A shard exported with --base-url, copied to another folder (another machine's stand-in) and the export
+    removed, replays there as it is: inference-perf run from inside the copy sends its sessions' requests to the
+    server the export named, and writes its reports into the copy."""
+    from e2e.suites.bakeoff import FakeEngineProcess
+    from fastgen.bakeoff.inference_perf import inference_perf_command, run_inference_perf
+
+    config = bakeoff_dataset / "configs" / f"{SHARDED}.yml"
+    with FakeEngineProcess(bakeoff_dataset / "traces" / "tokenizer", tmp_path / "engine.jsonl", "vllm") as engine:
+        paths = write_shards(config, 2, tmp_path / "out", base_url=engine.url)
+        away = tmp_path / "elsewhere" / "shard-01"
+        shutil.copytree(paths[1].parent, away)
+        shutil.rmtree(tmp_path / "out")
+        log = tmp_path / "inference-perf.log"
+        code = run_inference_perf(
+            inference_perf_command(), away / config.name, away, log, 600, cache=tmp_path / "datasets-cache"
+        )
+        sent = [e for e in engine.log() if e.get("status") == 200]
+    assert code == 0, log.read_text()[-2000:]
+    requests = json.loads((away / "per_request_lifecycle_metrics.json").read_text())
+    sessions = json.loads((away / "per_session_lifecycle_metrics.json").read_text())
+    shard = yaml.safe_load((away / config.name).read_text())
+    dataset = away / shard["data"]["otel_trace_replay"]["hf_dataset_path"]["data_files"]
+    rows = [json.loads(line)["session_id"] for line in dataset.read_text().splitlines()]
+    assert len(sessions) == len(rows) == 10 and all(s["success"] for s in sessions)
+    assert {s["session_id"].split("_", 1)[1] for s in sessions} == set(rows)  # trace{slot}_{row's session_id}
+    assert len(requests) == len(sent) > 10 and not any(r.get("error") for r in requests)

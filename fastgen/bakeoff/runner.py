@@ -19,12 +19,12 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Callable, Optional
 
 import yaml
 
-from ..export.shards import plan_shards, shard_folder, write_shards
+from ..export.shards import SHARD_TOKENIZER, plan_shards, shard_folder, write_shards
 from ..formats.config_dialect import check_label
 from ..formats.rows import DATASET_SUFFIX, trace_dir_of
 from ..formats.run_record import RunRecord, read_run, write_run
@@ -390,11 +390,12 @@ def _cache(partial: Path, options: BakeoffOptions) -> Path:
 
 
 def _drop_shard_data(partial: Path) -> None:
-    """The shards' dataset files (copies of the dataset's rows) and their Arrow cache, once the run has ended: a run
-    folder keeps what tells what ran (each shard's config, the shards' manifest with the rows' hashes) and the
-    reports, not gigabytes of rows the dataset holds already."""
+    """The shards' dataset files (copies of the dataset's rows), their copies of the tokenizer and their Arrow cache,
+    once the run has ended: a run folder keeps what tells what ran (each shard's config, the shards' manifest with
+    the files' hashes) and the reports, not gigabytes of what the dataset holds already."""
     shutil.rmtree(partial / SHARDS_FOLDER / DATASETS_CACHE, ignore_errors=True)
     for folder in report_folders(partial):
+        shutil.rmtree(folder / PurePosixPath(SHARD_TOKENIZER).name, ignore_errors=True)
         for path in folder.glob(f"*{DATASET_SUFFIX}"):
             path.unlink(missing_ok=True)
 

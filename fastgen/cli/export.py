@@ -4,9 +4,10 @@ as disjoint shards for several load generators, plain or as a Kubernetes Indexed
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .analysis import targets_of
-from .options import Parser, UsageError, int_in, positive_float
+from .options import Parser, UsageError, int_in, positive_float, warn
 
 __all__ = ["export_parser", "run_export"]
 
@@ -44,6 +45,11 @@ def export_parser() -> Parser:
         "--shards", type=int, metavar="N", help="shards, kubernetes: how many (1 up to the config's sessions)"
     )
     p.add_argument(
+        "--base-url",
+        help="shards, kubernetes: the server as the load generators reach it, e.g. http://vllm.serving.svc:8000 "
+        "(unset: as the config names it; a generated config names localhost:8000)",
+    )
+    p.add_argument(
         "--config",
         metavar="NAME",
         help="the config whose replay to export (e.g. scenario1/c10; "
@@ -73,16 +79,63 @@ def _kubernetes_options(p: Parser) -> None:
         "--volume-gib", type=int_in(1, 1 << 20, "--volume-gib"), help="the volume's size (unset: twice the data + 1)"
     )
     k.add_argument("--name", help="the Job's name, and the others' prefix (unset: fastgen-FOLDER-CONFIG)")
-    k.add_argument("--base-url", help="the server as the pods reach it (unset: as the config names it)")
+    k.add_argument(
+        "--shell-image", help="the image of the loader and the dataset wait: sh, tar (default: busybox:1.36)"
+    )
+    k.add_argument(
+        "--cpu",
+        type=positive_float("--cpu", most=1024),
+        help="each load pod's cores, requested and its limit (unset: one a process, inference-perf's main process and "
+        "its load.num_workers)",
+    )
+    k.add_argument(
+        "--memory-gib",
+        type=int_in(1, 4096, "--memory-gib"),
+        help="each load pod's memory in GiB, requested and its limit (unset: 1, 0.5 a process, and 4x the largest "
+        "shard's dataset file, rounded up: an estimate)",
+    )
+    k.add_argument(
+        "--start-margin",
+        type=positive_float("--start-margin", most=86400),
+        default=None,
+        metavar="S",
+        help="the pods start their load together S seconds after the last one is ready (unset: 30)",
+    )
+    k.add_argument(
+        "--reset-url",
+        action="append",
+        metavar="URL",
+        help="pod 0 POSTs this before the start to empty the engine's prefix cache; repeat it for each replica behind "
+        "a router (unset: the engine's reset endpoint at the server's URL, e.g. BASE/reset_prefix_cache for vLLM)",
+    )
+    k.add_argument(
+        "--no-reset", action="store_true", default=None, help="do not empty the engine's cache before the load starts"
+    )
 
 
-_KUBERNETES_ONLY = ("image", "namespace", "storage_class", "volume_gib", "name", "base_url")
+_KUBERNETES_ONLY = (
+    "image",
+    "namespace",
+    "storage_class",
+    "volume_gib",
+    "name",
+    "shell_image",
+    "cpu",
+    "memory_gib",
+    "start_margin",
+    "reset_url",
+    "no_reset",
+)
+_SHARDED_ONLY = ("base_url",)
 
 
 def run_export(args) -> int:
     given = [f"--{name.replace('_', '-')}" for name in _KUBERNETES_ONLY if getattr(args, name) is not None]
     if given and args.format != "kubernetes":
         raise UsageError(f"{', '.join(given)} is for fastgen export kubernetes, not {args.format}")
+    sharded = [f"--{name.replace('_', '-')}" for name in _SHARDED_ONLY if getattr(args, name) is not None]
+    if sharded and args.format not in ("shards", "kubernetes"):
+        raise UsageError(f"{', '.join(sharded)} is for fastgen export shards and kubernetes, not {args.format}")
     if args.format == "shards":
         return _export_shards(args)
     if args.format == "kubernetes":
@@ -129,9 +182,12 @@ def _export_shards(args) -> int:
 
     if args.shards is None:
         raise UsageError("fastgen export shards needs --shards N (how many load generators)")
-    paths = write_shards(args.dir, args.shards, args.out)
+    paths = write_shards(args.dir, args.shards, args.out, base_url=args.base_url)
     if not args.quiet:
-        print(f"wrote {len(paths)} shards of {args.dir} to {args.out}: run inference-perf in each shard-NN folder")
+        print(
+            f"wrote {len(paths)} shards of {args.dir} to {args.out}: copy each shard-NN folder to its machine and "
+            f"run inference-perf from inside it (its reports are written there)"
+        )
     return 0
 
 
@@ -173,10 +229,25 @@ def _export_dag(args, target, corpus) -> int:
 
 
 def _export_kubernetes(args) -> int:
-    from ..export.kubernetes import IMAGE, KubernetesOptions, check_name, default_name, write_kubernetes
+    from ..export.kubernetes import (
+        IMAGE,
+        SHELL_IMAGE,
+        KubernetesOptions,
+        check_name,
+        default_name,
+        default_reset,
+        write_kubernetes,
+    )
+    from ..export.shards import plan_shards
 
     if args.shards is None:
         raise UsageError("fastgen export kubernetes needs --shards N: how many pods share the replay")
+    if args.no_reset and args.reset_url:
+        raise UsageError("--no-reset and --reset-url say opposite things; give one")
+    if args.no_reset:
+        reset: tuple[str, ...] = ()
+    else:
+        reset = tuple(args.reset_url or default_reset(plan_shards(args.dir, args.shards, base_url=args.base_url)[0]))
     options = KubernetesOptions(
         name=check_name(args.name) if args.name else default_name(args.dir),
         image=args.image or IMAGE,
@@ -184,8 +255,16 @@ def _export_kubernetes(args) -> int:
         storage_class=args.storage_class,
         volume_gib=args.volume_gib,
         base_url=args.base_url,
+        shell_image=args.shell_image or SHELL_IMAGE,
+        cpu=args.cpu,
+        memory_gib=args.memory_gib,
+        reset=reset,
+        **({} if args.start_margin is None else {"start_margin_s": args.start_margin}),
     )
     export = write_kubernetes(args.dir, args.shards, args.out, options)
+    url = str((export.shards[0].config.get("server") or {}).get("base_url") or "")
+    if urlsplit(url).hostname in ("localhost", "127.0.0.1", "::1"):
+        warn(f"the pods' configs name the server {url}, which inside a pod is the pod: give --base-url")
     if not args.quiet:
         sessions = sum(len(s.slots) for s in export.shards)
         print(

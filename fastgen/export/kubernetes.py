@@ -3,12 +3,17 @@ written as manifests a team applies with kubectl.
 
     OUT/volume.yaml   a PersistentVolumeClaim (ReadWriteMany) and a loader Job whose pod holds it while the dataset is
                       copied in (tar through kubectl exec) and, after the replay, while the reports are copied out
-    OUT/replay.yaml   a ConfigMap with one key per shard (shard-K.yml, K = 0..N-1) and the Indexed Job
-                      (completionMode Indexed, completions = parallelism = N): pod K runs
-                      `inference-perf --config_file /cfg/shard-$(JOB_COMPLETION_INDEX).yml`
-    OUT/data/         what goes on the volume: shard-KK/ (each shard's dataset file and, for reading, its config as
-                      written for a local run) and tokenizer/ (the folder the configs name, when it is a folder)
-    OUT/README.md     the kubectl steps, with this export's names
+    OUT/replay.yaml   a ConfigMap with one key per shard (shard-K.yml, K = 0..N-1) and start.py (start_barrier.py),
+                      and the Indexed Job (completionMode Indexed, completions = parallelism = N): pod K runs
+                      `python3 /cfg/start.py ... -- inference-perf --config_file /cfg/shard-$(JOB_COMPLETION_INDEX).yml`
+                      (every pod starts its load at one time, after all are ready; pod 0 empties the cache first)
+    OUT/data/         what goes on the volume: shard-KK/ (each shard as `fastgen export shards` writes it: its dataset
+                      file, its tokenizer folder, its config as written for a local run)
+    OUT/run-config.yml  the config the shards were cut from: beside the collected reports, compare reads its load
+    OUT/README.md     the kubectl steps, with this export's names, ending with the reports where compare reads them
+                      as one run (collected_run)
+
+The pods' resources, spread and securityContext: pods.py.
 
 Why a volume and a loader rather than the inference-perf chart's dataset fetch (deploy/inference-perf: an init
 container copies one file from a GCS or S3 bucket, gcsPath/s3Path, to a fixed name): the chart fetches one file to
@@ -22,11 +27,11 @@ dataset file relative to its folder):
     /cfg       the ConfigMap (read-only)           /data     the volume (read-only): data/ of OUT
     /reports   the volume's reports/ (read-write)  /cache    an emptyDir: HF_HOME, where datasets keeps its Arrow copy
 
-A shard's dataset file becomes /data/shard-KK/FILE; a tokenizer folder /data/tokenizer (then HF_HUB_OFFLINE=1: nothing
-is fetched from the hub; a hub id stays as it is); the local report folder /reports/shard-KK, so the reports land on
-the volume beside each other; a GCS or S3 report path stays as the shard config has it (already ending in shard-KK).
-With --base-url the server's URL is replaced (a config written for a local run names localhost, which inside a pod
-is the pod).
+A shard's dataset file becomes /data/shard-KK/FILE; its tokenizer folder /data/shard-KK/tokenizer (then
+HF_HUB_OFFLINE=1: nothing is fetched from the hub; a hub id stays as it is); the local report folder
+/reports/shard-KK, so the reports land on the volume beside each other; a GCS or S3 report path stays as the shard
+config has it (already ending in shard-KK). With --base-url the server's URL is replaced (a config written for a
+local run names localhost, which inside a pod is the pod).
 
 The Job's backoffLimit is 0: a shard that fails is not run again, since a second run would replay its sessions
 against a cache the first run filled. Pods wait in an init container until the dataset is marked loaded
@@ -39,26 +44,31 @@ import copy
 import json
 import math
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Optional, Sequence
 
 import yaml
 
+from ..engines import ENGINES
 from ..errors import OutputError, SpecError
 from ..formats.manifest import MANIFEST_NAME, FileRecord, listed_record, record, rewrite_files
 from ..formats.outdir import discard, open_staging, place_all
-from .shards import Shard, plan_shards, shard_folder, write_shards
+from . import start_barrier
+from .pods import SHELL_RESOURCES, container_security, pod_security, replay_resources, sized_resources, spread
+from .shards import SHARD_TOKENIZER, Shard, plan_shards, shard_folder, write_shards
 
 __all__ = [
     "IMAGE",
     "KubernetesExport",
     "KubernetesOptions",
+    "SHELL_IMAGE",
+    "collected_run",
     "check_name",
     "config_key",
     "container_config",
     "default_name",
+    "default_reset",
     "replay_manifests",
     "steps",
     "volume_gib",
@@ -69,16 +79,18 @@ __all__ = [
 # inference-perf's chart (deploy/inference-perf/values.yaml) names the repository; its release workflow tags each
 # image with the release's git tag (publish-on-release.yml: IMAGE_NAME:RELEASE_VERSION), v0.7.0 for 0.7.0
 IMAGE = "quay.io/inference-perf/inference-perf:v0.7.0"
-SHELL_IMAGE = "busybox:1.36"  # the loader and the wait: sh, tar, sleep
+SHELL_IMAGE = "busybox:1.36"  # the loader and the wait: sh, tar, sleep (--shell-image)
 CONFIG_MOUNT = "/cfg"  # the chart's mount point for its ConfigMap
 DATA_MOUNT = "/data"
 REPORTS_MOUNT = "/reports"
 REPORTS_FOLDER = "reports"  # on the volume
 CACHE_MOUNT = "/cache"
-TOKENIZER_FOLDER = "tokenizer"  # on the volume
+START_SCRIPT = "start.py"  # the ConfigMap's copy of start_barrier.py
+START_FOLDER = ".start"  # under the reports: the barrier's readiness files, a folder per Job
 LOADED = ".loaded"  # on the volume: the dataset is complete
 DONE = ".done"  # on the volume: the reports were copied out, the loader may end
 INDEX = "JOB_COMPLETION_INDEX"
+JOB_UID = "JOB_UID"
 CONFIGMAP_LIMIT = 1_000_000  # bytes: Kubernetes refuses a larger ConfigMap (1 MiB, with its keys and metadata)
 NAME_MOST = 40  # the Job's name, so that `NAME-loader` and the pods' `NAME-K-xxxxx` stay valid DNS labels
 
@@ -91,6 +103,11 @@ class KubernetesOptions:
     storage_class: Optional[str] = None  # None: the cluster's default class (it must offer ReadWriteMany)
     volume_gib: Optional[int] = None  # None: twice the data, and 1 GiB more, for the reports
     base_url: Optional[str] = None  # the server as the pods reach it; None: as the configs name it
+    shell_image: str = SHELL_IMAGE
+    cpu: Optional[float] = None  # the replay container's cores (requests = limits); None: sized (pods.py)
+    memory_gib: Optional[int] = None  # its memory; None: sized (pods.py)
+    start_margin_s: float = 30.0  # the barrier's margin (start_barrier.py)
+    reset: tuple[str, ...] = ()  # URLs pod 0 POSTs before the start, to empty the engine's cache
 
 
 @dataclass(frozen=True)
@@ -129,26 +146,27 @@ def _names(options: KubernetesOptions) -> dict[str, str]:
     }
 
 
-def _metadata(name: str, options: KubernetesOptions) -> dict:
+def _metadata(name: str, options: KubernetesOptions, component: str) -> dict:
     meta: dict = {"name": name}
     if options.namespace:
         meta["namespace"] = options.namespace
-    meta["labels"] = _labels(options)
+    meta["labels"] = _labels(options, component)
     return meta
 
 
-def _labels(options: KubernetesOptions) -> dict[str, str]:
+def _labels(options: KubernetesOptions, component: str) -> dict[str, str]:
+    """component: "load" for the replay's pods (what the spread counts), "data" for the volume and its loader."""
     return {
         "app.kubernetes.io/name": "inference-perf",
         "app.kubernetes.io/part-of": "fastgen",
+        "app.kubernetes.io/component": component,
         "fastgen/replay": options.name,
     }
 
 
 def _is_local_tokenizer(config: dict) -> bool:
-    """plan_shards makes a tokenizer folder's path absolute; a hub id is not a path."""
-    name = (config.get("tokenizer") or {}).get("pretrained_model_name_or_path")
-    return isinstance(name, str) and PurePosixPath(name).is_absolute()
+    """A shard names its copy of a tokenizer folder SHARD_TOKENIZER; a hub id stays as it was."""
+    return (config.get("tokenizer") or {}).get("pretrained_model_name_or_path") == SHARD_TOKENIZER
 
 
 def container_config(shard: Shard, *, base_url: Optional[str] = None) -> dict:
@@ -157,7 +175,8 @@ def container_config(shard: Shard, *, base_url: Optional[str] = None) -> dict:
     source = config["data"]["otel_trace_replay"]["hf_dataset_path"]
     source["data_files"] = f"{DATA_MOUNT}/{shard_folder(shard.index)}/{PurePosixPath(source['data_files']).name}"
     if _is_local_tokenizer(config):
-        config["tokenizer"]["pretrained_model_name_or_path"] = f"{DATA_MOUNT}/{TOKENIZER_FOLDER}"
+        folder = PurePosixPath(SHARD_TOKENIZER).name
+        config["tokenizer"]["pretrained_model_name_or_path"] = f"{DATA_MOUNT}/{shard_folder(shard.index)}/{folder}"
     storage = config.setdefault("storage", {})
     local = dict(storage.get("local_storage") or {})
     local["path"] = f"{REPORTS_MOUNT}/{shard_folder(shard.index)}"
@@ -165,6 +184,14 @@ def container_config(shard: Shard, *, base_url: Optional[str] = None) -> dict:
     if base_url:
         config.setdefault("server", {})["base_url"] = base_url
     return config
+
+
+def default_reset(shard: Shard) -> tuple[str, ...]:
+    """The reset endpoint of the engine the config names (server.type), at its base_url; () for another engine."""
+    server = shard.config.get("server") or {}
+    engine = ENGINES.get(str(server.get("type")))
+    url = server.get("base_url")
+    return (f"{str(url).rstrip('/')}{engine.reset_path}",) if engine and url else ()
 
 
 def config_key(index: int) -> str:
@@ -179,51 +206,68 @@ def _configmap(shards: Sequence[Shard], options: KubernetesOptions) -> dict:
         )
         for s in shards
     }
+    data[START_SCRIPT] = Path(start_barrier.__file__).read_text(encoding="utf-8")
     size = sum(len(k) + len(v.encode()) for k, v in data.items())
     if size > CONFIGMAP_LIMIT:
         raise SpecError(
-            f"the {len(shards)} shard configs are {size:,} bytes, more than a ConfigMap holds (1 MiB); give fewer --shards"
+            f"the {len(shards)} shard configs and {START_SCRIPT} are {size:,} bytes, more than a ConfigMap holds "
+            f"(1 MiB); give fewer --shards"
         )
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _metadata(_names(options)["configs"], options),
+        "metadata": _metadata(_names(options)["configs"], options, "load"),
         "data": data,
     }
 
 
-def _wait_for_dataset() -> dict:
+def _wait_for_dataset(options: KubernetesOptions) -> dict:
     return {
         "name": "wait-for-dataset",
-        "image": SHELL_IMAGE,
+        "image": options.shell_image,
         "command": [
             "sh",
             "-c",
             f"until [ -f {DATA_MOUNT}/{LOADED} ]; do echo 'waiting for the dataset ({DATA_MOUNT}/{LOADED})'; sleep 5; done",
         ],
         "volumeMounts": [{"name": "dataset", "mountPath": DATA_MOUNT, "readOnly": True}],
+        "resources": SHELL_RESOURCES,
+        "securityContext": container_security(),
     }
 
 
-def _replay_container(options: KubernetesOptions, *, offline: bool) -> dict:
+def _start_args(options: KubernetesOptions, count: int) -> list[str]:
+    """start.py's arguments: the barrier (start_barrier.py), pod 0's reset, then inference-perf on the pod's shard."""
+    args = ["--ready-dir", f"{REPORTS_MOUNT}/{START_FOLDER}/$({JOB_UID})", "--index", f"$({INDEX})"]
+    args += ["--count", str(count), "--margin", f"{options.start_margin_s:g}"]
+    for url in options.reset:
+        args += ["--reset", url]
+    return [*args, "--", "inference-perf", "--config_file", f"{CONFIG_MOUNT}/shard-$({INDEX}).yml"]
+
+
+def _field(name: str, path: str) -> dict:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def _replay_container(options: KubernetesOptions, count: int, *, offline: bool, sized: tuple[int, int]) -> dict:
     env = [
         # declared here (the Job controller would add it too) so that $(JOB_COMPLETION_INDEX) in args is defined
-        {
-            "name": INDEX,
-            "valueFrom": {
-                "fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
-            },
-        },
+        _field(INDEX, "metadata.annotations['batch.kubernetes.io/job-completion-index']"),
+        # the Job's uid: the barrier's folder is this replay's, never an earlier one's
+        _field(JOB_UID, "metadata.labels['controller-uid']"),
         {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"},
+        {"name": "HOME", "value": CACHE_MOUNT},  # the pods' user has no home in the image
     ]
     if offline:
         env.append({"name": "HF_HUB_OFFLINE", "value": "1"})
     return {
         "name": "inference-perf",
         "image": options.image,
-        "command": ["inference-perf"],
-        "args": ["--config_file", f"{CONFIG_MOUNT}/shard-$({INDEX}).yml"],
+        "command": ["python3", f"{CONFIG_MOUNT}/{START_SCRIPT}"],
+        "args": _start_args(options, count),
         "env": env,
+        "resources": replay_resources(options.cpu, options.memory_gib, sized),
+        "securityContext": container_security(),
         "volumeMounts": [
             {"name": "configs", "mountPath": CONFIG_MOUNT, "readOnly": True},
             {"name": "dataset", "mountPath": DATA_MOUNT, "readOnly": True},
@@ -233,25 +277,29 @@ def _replay_container(options: KubernetesOptions, *, offline: bool) -> dict:
     }
 
 
-def _replay_job(shards: Sequence[Shard], options: KubernetesOptions) -> dict:
+def _replay_job(shards: Sequence[Shard], options: KubernetesOptions, dataset_bytes: int) -> dict:
     names = _names(options)
     count = len(shards)
     offline = all(_is_local_tokenizer(s.config) for s in shards)
+    workers = max(int(s.config["load"].get("num_workers") or 1) for s in shards)
+    sized = sized_resources(workers, dataset_bytes)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(names["job"], options),
+        "metadata": _metadata(names["job"], options, "load"),
         "spec": {
             "completionMode": "Indexed",
             "completions": count,
             "parallelism": count,
             "backoffLimit": 0,
             "template": {
-                "metadata": {"labels": _labels(options)},
+                "metadata": {"labels": _labels(options, "load")},
                 "spec": {
                     "restartPolicy": "Never",
-                    "initContainers": [_wait_for_dataset()],
-                    "containers": [_replay_container(options, offline=offline)],
+                    "securityContext": pod_security(),
+                    "topologySpreadConstraints": spread(_labels(options, "load")),
+                    "initContainers": [_wait_for_dataset(options)],
+                    "containers": [_replay_container(options, count, offline=offline, sized=sized)],
                     "volumes": [
                         {"name": "configs", "configMap": {"name": names["configs"]}},
                         {"name": "dataset", "persistentVolumeClaim": {"claimName": names["claim"]}},
@@ -263,11 +311,12 @@ def _replay_job(shards: Sequence[Shard], options: KubernetesOptions) -> dict:
     }
 
 
-def replay_manifests(shards: Sequence[Shard], options: KubernetesOptions) -> list[dict]:
-    """replay.yaml: the ConfigMap of the shards' configs, then the Indexed Job that runs them."""
+def replay_manifests(shards: Sequence[Shard], options: KubernetesOptions, dataset_bytes: int = 0) -> list[dict]:
+    """replay.yaml: the ConfigMap of the shards' configs and start.py, then the Indexed Job that runs them
+    (dataset_bytes: the largest shard's dataset file, which sizes the pods' memory)."""
     if not shards:
         raise SpecError("no shards to run; give --shards 1 or more")
-    return [_configmap(shards, options), _replay_job(shards, options)]
+    return [_configmap(shards, options), _replay_job(shards, options, dataset_bytes)]
 
 
 def volume_gib(data_bytes: int) -> int:
@@ -282,7 +331,7 @@ def volume_manifests(options: KubernetesOptions, gib: int) -> list[dict]:
     claim: dict = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": _metadata(names["claim"], options),
+        "metadata": _metadata(names["claim"], options, "data"),
         "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": f"{gib}Gi"}}},
     }
     if options.storage_class:
@@ -295,19 +344,22 @@ def volume_manifests(options: KubernetesOptions, gib: int) -> list[dict]:
     loader = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(names["loader"], options),
+        "metadata": _metadata(names["loader"], options, "data"),
         "spec": {
             "backoffLimit": 0,
             "template": {
-                "metadata": {"labels": _labels(options)},
+                "metadata": {"labels": _labels(options, "data")},
                 "spec": {
                     "restartPolicy": "Never",
+                    "securityContext": pod_security(),
                     "containers": [
                         {
                             "name": "loader",
-                            "image": SHELL_IMAGE,
+                            "image": options.shell_image,
                             "command": ["sh", "-c", hold],
                             "volumeMounts": [{"name": "dataset", "mountPath": DATA_MOUNT}],
+                            "resources": SHELL_RESOURCES,
+                            "securityContext": container_security(),
                         }
                     ],
                     "volumes": [{"name": "dataset", "persistentVolumeClaim": {"claimName": names["claim"]}}],
@@ -318,30 +370,54 @@ def volume_manifests(options: KubernetesOptions, gib: int) -> list[dict]:
     return [claim, loader]
 
 
-def steps(options: KubernetesOptions, count: int) -> str:
+RUN_CONFIG = "run-config.yml"  # bakeoff/runs.py's RUN_CONFIG_FILE: where compare reads a run's load level
+
+
+def collected_run(config_path: Path) -> PurePosixPath:
+    """Where the README puts the pods' reports: a run folder as `fastgen bakeoff` lays it out
+    (LABEL/<scenario>/<config>/repeat-1/shards/shard-KK/, run-config.yml beside shards/), so that `fastgen compare`
+    reads the shards as one run of the config, and pairs it with another server's run of the same config."""
+    config_path = Path(config_path)
+    return PurePosixPath("results", "$LABEL", config_path.parent.name, config_path.stem, "repeat-1")
+
+
+def steps(options: KubernetesOptions, count: int, run: PurePosixPath) -> str:
     """README.md of an export: the kubectl steps, run from the export's folder."""
     names = _names(options)
     ns = f" -n {options.namespace}" if options.namespace else ""
     loader = f"kubectl{ns} exec -i job/{names['loader']} --"
+    reset = (
+        f"Pod 0 empties the engine's prefix cache before the start (POST {', '.join(options.reset)}; not verified "
+        f"with a probe as `fastgen bakeoff` does)."
+        if options.reset
+        else "Nothing empties the engine's prefix cache (exported with --no-reset): empty it before applying replay.yaml."
+    )
     return f"""# {names["job"]}: {count} inference-perf pods, one shard each (fastgen export kubernetes)
 
-Run from this folder, with kubectl pointed at the cluster.
+Run from this folder, with kubectl pointed at the cluster; set LABEL to a name for this server's runs (as
+`fastgen bakeoff --label`).
 
 ```
+LABEL=my-server
 kubectl{ns} apply -f volume.yaml
 kubectl{ns} wait --for=jsonpath='{{.status.ready}}'=1 job/{names["loader"]} --timeout=10m
 tar -C data -cf - . | {loader} tar -xf - -C {DATA_MOUNT}
 {loader} touch {DATA_MOUNT}/{LOADED}
 kubectl{ns} apply -f replay.yaml
 kubectl{ns} wait --for=condition=Complete job/{names["job"]} --timeout=24h
-mkdir -p reports && {loader} tar -C {DATA_MOUNT}/{REPORTS_FOLDER} -cf - . | tar -xf - -C reports
+mkdir -p {run}/shards && cp {RUN_CONFIG} {run}/
+{loader} sh -c 'cd {DATA_MOUNT}/{REPORTS_FOLDER} && tar -cf - shard-*' | tar -xf - -C {run}/shards
 {loader} touch {DATA_MOUNT}/{DONE}
+fastgen compare results/$LABEL results/OTHER --out report
 ```
 
 Pod K (0..{count - 1}) runs ConfigMap key shard-K.yml: the sessions in data/shard-KK (K in two digits), its
-reports into reports/shard-KK. The pods wait until {DATA_MOUNT}/{LOADED} exists. A failed shard is not retried (backoffLimit 0):
-rerun the whole replay (`kubectl delete -f replay.yaml`, then apply it again) against a freshly started server.
-Remove everything with `kubectl{ns} delete -f replay.yaml -f volume.yaml`.
+reports into {run}/shards/shard-KK, which `fastgen compare` reads as one run of the config (every shard's records
+merged; {RUN_CONFIG} gives its load). The pods wait until {DATA_MOUNT}/{LOADED} exists, then until all {count} are
+ready; each starts its load at the same time, {options.start_margin_s:g} s after the last one was ready. {reset}
+A failed shard is not retried (backoffLimit 0): rerun the whole replay (`kubectl delete -f replay.yaml`, then apply
+it again) against a freshly started server. Remove everything with
+`kubectl{ns} delete -f replay.yaml -f volume.yaml`.
 """
 
 
@@ -364,19 +440,20 @@ def write_kubernetes(config_path: Path, count: int, out_dir: Path, options: Kube
     """The config's replay in `count` shards as an export folder (module docstring). All or nothing: on any error
     out_dir is left as it was (a previous export in it is replaced whole)."""
     config_path = Path(config_path)
-    shards = plan_shards(config_path, count)  # bad input ends here, before anything is written
-    replay = replay_manifests(shards, options)
+    shards = plan_shards(config_path, count, base_url=options.base_url)  # bad input ends here, before any writing
+    replay_manifests(shards, options)
     staging = open_staging(Path(out_dir), option="--out")
     try:
         data = staging.folder / "data"
-        write_shards(config_path, count, data)
-        _copy_tokenizer(shards, data)
+        paths = write_shards(config_path, count, data, base_url=options.base_url)
         data_bytes = sum(p.stat().st_size for p in data.rglob("*") if p.is_file())
         gib = options.volume_gib or volume_gib(data_bytes)
+        rows = max(_dataset_bytes(path) for path in paths)
         texts = {
-            "replay.yaml": _dump(replay),
+            "replay.yaml": _dump(replay_manifests(shards, options, rows)),
             "volume.yaml": _dump(volume_manifests(options, gib)),
-            "README.md": steps(options, count),
+            "README.md": steps(options, count, collected_run(config_path)),
+            RUN_CONFIG: config_path.read_text(encoding="utf-8"),
         }
         for name, text in texts.items():
             (staging.folder / name).write_text(text, encoding="utf-8")
@@ -392,13 +469,10 @@ def write_kubernetes(config_path: Path, count: int, out_dir: Path, options: Kube
     return KubernetesExport(staging.out, shards, sorted(Path(r.path) for r in records), data_bytes, gib)
 
 
-def _copy_tokenizer(shards: Sequence[Shard], data: Path) -> None:
-    """The tokenizer folder the configs name, once, into data/tokenizer."""
-    folders = {s.config["tokenizer"]["pretrained_model_name_or_path"] for s in shards if _is_local_tokenizer(s.config)}
-    if len(folders) > 1:
-        raise OutputError(f"the shards name {len(folders)} tokenizer folders; they come from one config and name one")
-    for folder in folders:
-        shutil.copytree(folder, data / TOKENIZER_FOLDER)
+def _dataset_bytes(config: Path) -> int:
+    """The size of the dataset file a written shard's config names (relative to its folder)."""
+    document = yaml.safe_load(config.read_text(encoding="utf-8"))
+    return (config.parent / document["data"]["otel_trace_replay"]["hf_dataset_path"]["data_files"]).stat().st_size
 
 
 def _data_records(data: Path) -> list[FileRecord]:

@@ -13,16 +13,19 @@ config:
 - `load.base_seed` is base_seed x 1000 + k (its own random stream). The rows are written in the order that this
   seed's shuffle turns back into the shard's slot order, so each shard starts its sessions in the order the single
   config would have;
-- the report storage path (local, GCS, S3) ends in `shard-k`: inference-perf's uploaders skip keys that exist, so a
-  path shared by the shards would lose reports without a word;
+- the local report folder is the shard's own folder (`.`), and a GCS or S3 report path ends in `shard-k`:
+  inference-perf's uploaders skip keys that exist, so a path shared by the shards would lose reports without a word;
+- `server.base_url` is `base_url` when one is given (the server as the load generators reach it);
 - session identity is left as it is. inference-perf's runtime id (the `session_id_header_key` header, the reports'
   session_id) is `trace{slot}_{session_id}`; slots restart at 0 in every shard, but the session_id part is the row's
   own, and the shards hold disjoint rows, so ids stay distinct wherever the dataset's session ids are (fastgen's
   are, by construction). `attribute_to_header_map` values are span attributes of a session: disjoint too. Rewriting
   ids would change the rows' bytes, and with them the requests.
 
-Paths in a shard's config are absolute (the tokenizer, a local report folder), except its dataset file, named
-relative to the shard's folder: run inference-perf from there.
+A shard travels as it is: every path in its config is relative to the shard's folder (its dataset file, the
+tokenizer, which is copied into the shard as `tokenizer/` when the config names a folder, and its reports, written
+beside its config), so a shard copied to another machine runs there with inference-perf started from inside it; a hub
+tokenizer id stays as it is. The shards' manifest.json (in the folder above them) lists every file with its hash.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from __future__ import annotations
 import copy
 import math
 import mmap
+import shutil
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Iterator, Optional
 
 import numpy as np
@@ -54,11 +58,23 @@ from ..formats.outdir import discard, open_staging, place_all
 from ..formats.rows import dataset_file, replay_slots, row_chunks
 from ..formats.writer import SessionWriter
 
-__all__ = ["SHARD_SEED_FACTOR", "Shard", "check_dataset", "plan_shards", "shard_folder", "write_shards"]
+__all__ = [
+    "SHARD_SEED_FACTOR",
+    "SHARD_TOKENIZER",
+    "SHARDS_FORMAT",
+    "Shard",
+    "check_dataset",
+    "plan_shards",
+    "shard_folder",
+    "write_shards",
+]
 
 SHARD_SEED_FACTOR = 1000  # shard k's load.base_seed: base_seed * SHARD_SEED_FACTOR + k
 _STORAGE = ("local_storage", "google_cloud_storage", "simple_storage_service")
-SHARDS_FORMAT = 1
+# the shards' manifest.json: 2 names its keys (format_version, shard_count, source_config); 1 wrote the version
+# under "shards" and the config's absolute path. Nothing reads either back: the files are checked by their hashes.
+SHARDS_FORMAT = 2
+SHARD_TOKENIZER = "./tokenizer"  # a shard's copy of a tokenizer folder, as its config names it
 
 
 @dataclass(frozen=True)
@@ -67,6 +83,7 @@ class Shard:
     count: int
     slots: tuple[int, ...]  # file indices of the sessions this shard replays: disjoint, union = the config's replay
     config: dict  # the inference-perf config this shard runs
+    tokenizer: Optional[Path] = None  # the tokenizer folder copied into the shard (SHARD_TOKENIZER); None: a hub id
 
     @property
     def name(self) -> str:
@@ -155,7 +172,7 @@ def _row_count(source: _Source, config_path: Path) -> int:
         return len(rows)
 
 
-def plan_shards(config_path: Path, count: int) -> list[Shard]:
+def plan_shards(config_path: Path, count: int, *, base_url: Optional[str] = None) -> list[Shard]:
     """The `count` shards of the config's replay: slots dealt round-robin, each shard's config (module docstring).
     Reads the config and the dataset listing (the trace directory's names, or the dataset file's line ends)."""
     config_path = Path(config_path)
@@ -172,10 +189,21 @@ def plan_shards(config_path: Path, count: int) -> list[Shard]:
             f"--shards {count} is more than the {len(slots)} sessions {config_path.name} replays; give at most "
             f"{len(slots)}"
         )
+    tokenizer = _tokenizer_folder(document, source.config_dir)
+    if base_url:
+        document.setdefault("server", {})["base_url"] = base_url
     return [
-        Shard(k, count, tuple(slots[k::count]), _shard_config(document, source, k, count, len(slots)))
+        Shard(k, count, tuple(slots[k::count]), _shard_config(document, source, k, count, len(slots)), tokenizer)
         for k in range(count)
     ]
+
+
+def _tokenizer_folder(document: dict, config_dir: Path) -> Optional[Path]:
+    """The tokenizer folder the config names (relative to its folder), or None for a hub id."""
+    name = (document.get("tokenizer") or {}).get("pretrained_model_name_or_path")
+    if isinstance(name, str) and (config_dir / name).is_dir():
+        return (config_dir / name).resolve()
+    return None
 
 
 def _shard_config(document: dict, source: _Source, k: int, count: int, total: int) -> dict:
@@ -193,11 +221,9 @@ def _shard_config(document: dict, source: _Source, k: int, count: int, total: in
     concurrent = int(stage.get("concurrent_sessions") or 0)
     if concurrent:  # 0 is "all at once": so for every shard
         stage["concurrent_sessions"] = max(1, math.ceil(concurrent * share / total))
-    tokenizer = config.get("tokenizer") or {}
-    name = tokenizer.get("pretrained_model_name_or_path")
-    if isinstance(name, str) and (source.config_dir / name).exists():  # a folder; a hub id stays as it is
-        tokenizer["pretrained_model_name_or_path"] = (source.config_dir / name).resolve().as_posix()
-    config["storage"] = _shard_storage(config.get("storage") or {}, source.config_dir, k)
+    if _tokenizer_folder(document, source.config_dir) is not None:  # copied into the shard; a hub id stays
+        config["tokenizer"]["pretrained_model_name_or_path"] = SHARD_TOKENIZER
+    config["storage"] = _shard_storage(config.get("storage") or {}, k)
     return config
 
 
@@ -205,15 +231,11 @@ def _shard_seed(base_seed: int, k: int) -> int:
     return base_seed * SHARD_SEED_FACTOR + k
 
 
-def _shard_storage(storage: dict, config_dir: Path, k: int) -> dict:
-    """Every report path with the shard's own last part: a shared path loses reports (uploaders skip keys that
-    exist; local files are overwritten)."""
+def _shard_storage(storage: dict, k: int) -> dict:
+    """The local reports in the shard's own folder, and every remote path with the shard's own last part: a shared
+    path loses reports (uploaders skip keys that exist; local files are overwritten)."""
     storage = dict(storage)
-    local = dict(storage.get("local_storage") or {})
-    path = local.get("path")
-    base = (config_dir / path).resolve().as_posix() if path else "reports-{timestamp}"  # inference-perf's default
-    local["path"] = f"{base.rstrip('/')}/{shard_folder(k)}"
-    storage["local_storage"] = local
+    storage["local_storage"] = {**(storage.get("local_storage") or {}), "path": "."}
     for key in _STORAGE[1:]:
         if storage.get(key):
             remote = dict(storage[key])
@@ -325,12 +347,12 @@ def _file_record(path: Path, name: str) -> FileRecord:
     return FileRecord(name, size, digest.hexdigest())
 
 
-def write_shards(config_path: Path, count: int, out_dir: Path) -> list[Path]:
-    """Each shard of the config into out_dir/shard-{k:02d}/: its config (the config's file name) and its dataset
-    file, with a manifest of them in out_dir; the config paths, in shard order. All or nothing: on any error out_dir
-    is left as it was (a previous export of shards in it is replaced whole)."""
+def write_shards(config_path: Path, count: int, out_dir: Path, *, base_url: Optional[str] = None) -> list[Path]:
+    """Each shard of the config into out_dir/shard-{k:02d}/: its config (the config's file name), its dataset file and
+    its copy of the tokenizer folder, with a manifest of them in out_dir; the config paths, in shard order. All or
+    nothing: on any error out_dir is left as it was (a previous export of shards in it is replaced whole)."""
     config_path = Path(config_path)
-    shards = plan_shards(config_path, count)
+    shards = plan_shards(config_path, count, base_url=base_url)
     check_dataset(config_path)
     source = _source(_section(_read_config(config_path), config_path)[0], config_path.parent.resolve(), config_path)
     staging = open_staging(Path(out_dir), option="--out")
@@ -338,7 +360,12 @@ def write_shards(config_path: Path, count: int, out_dir: Path) -> list[Path]:
         records = _stage_shards(shards, source, staging.folder, config_path)
         rewrite_files(
             staging.folder,
-            {"generator": GENERATOR, "shards": SHARDS_FORMAT, "config": config_path.resolve().as_posix()},
+            {
+                "generator": GENERATOR,
+                "format_version": SHARDS_FORMAT,
+                "shard_count": len(shards),
+                "source_config": config_path.name,
+            },
             records,
         )
         place_all([staging])
@@ -364,7 +391,30 @@ def _stage_shards(shards: list[Shard], source: _Source, folder: Path, config_pat
                 why = exc.strerror or exc
                 raise OutputError(f"cannot write {target}: {why}; free space or choose another --out") from None
             records.append(record(f"{shard.name}/{config_path.name}", text.encode()))
+            records += _copy_tokenizer(shard, folder)
     return records
+
+
+def _copy_tokenizer(shard: Shard, folder: Path) -> list[FileRecord]:
+    """The tokenizer folder into the shard (its config names it SHARD_TOKENIZER), with a record of each file."""
+    if shard.tokenizer is None:
+        return []
+    target = folder / shard.name / PurePosixPath(SHARD_TOKENIZER).name
+    try:
+        shutil.copytree(shard.tokenizer, target)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot copy {shard.tokenizer} into {target} ({exc}); free space or choose another --out"
+        ) from None
+    return _folder_records(target, folder)
+
+
+def _folder_records(target: Path, folder: Path) -> list[FileRecord]:
+    return [
+        record(path.relative_to(folder).as_posix(), path.read_bytes())
+        for path in sorted(target.rglob("*"))
+        if path.is_file()
+    ]
 
 
 def _chunks(rows: _Rows, order: list[int]) -> Iterator[list[bytes | memoryview]]:
@@ -377,6 +427,7 @@ def _config_text(shard: Shard, config_path: Path) -> str:
     head = (
         f"# shard {shard.index + 1} of {shard.count} of {config_path.name} (fastgen export shards): "
         f"{stage['num_sessions']} of its sessions, load.base_seed {shard.config['load']['base_seed']};\n"
-        f"# run inference-perf from this folder: inference-perf --config_file {config_path.name}\n"
+        f"# every path here is relative to this folder, reports included: copy the folder anywhere, then from inside\n"
+        f"# it run: inference-perf --config_file {config_path.name}\n"
     )
     return head + yaml.safe_dump(shard.config, sort_keys=False, default_flow_style=False, allow_unicode=True)
