@@ -8,7 +8,15 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from _support.results import identity, report_of, scenario1_requests, section, table, write_repeat
+from _support.results import (
+    identity,
+    report_of,
+    router_identity,
+    scenario1_requests,
+    section,
+    table,
+    write_repeat,
+)
 from conftest import run_fastgen
 
 from fastgen.predicted import analysis_options, recorded_ceilings, recorded_setup
@@ -94,26 +102,16 @@ def test_a_side_whose_runs_recorded_two_engines_or_no_trace_folder_has_no_single
     assert recorded_setup(read_runs(plain)[0]) == (None, "its runs recorded no trace folder (run-config.yml)")
 
 
-def router(policy: str, *capacities: int, engine: str = "vllm", block: int = 32) -> dict:
-    """The run identity's router as the bakeoff records it (fleet.py's router_identity): one replica per capacity."""
-    urls = [f"http://replica-{k}:8000" for k in range(len(capacities))]
-    return {
-        "url": "http://router:30000",
-        "policy": policy,
-        "policy_from": "--router-policy",
-        "listed_by": "GET /workers",
-        "replica_urls": urls,
-        "replicas": [
-            {"url": url, "engine": engine, "kv_capacity_tokens": capacity, "block_size": block}
-            for url, capacity in zip(urls, capacities)
-        ],
-    }
-
-
 def fleet_side(root: Path, dataset: Path, label: str, policy: str, *capacities: int) -> Path:
     """A side whose run went through a router: the server's capacity is the replicas' summed, as fleet.py records."""
     return side(
-        root, dataset, label, engine="vllm", capacity=sum(capacities), block=32, router=router(policy, *capacities)
+        root,
+        dataset,
+        label,
+        engine="vllm",
+        capacity=sum(capacities),
+        block=32,
+        router=router_identity(policy, *capacities),
     )
 
 
