@@ -143,10 +143,9 @@ def recorded_ceilings(label: str, runs: dict[str, ConfigRun]) -> tuple[Optional[
 def _analyze(setup: RecordedSetup) -> tuple[Optional[Ceilings], Optional[str]]:
     from .analysis import analyze, config_targets
     from .analysis.report import analysis_document
+    from .analysis.routing import POLICIES
     from .analysis.rules import ENGINE_RULES
     from .extras import require_extra
-
-    from .analysis.routing import POLICIES
 
     if setup.engine not in ENGINE_RULES:
         return None, f"analyze has no cache rules for the engine {setup.engine!r}"
@@ -181,5 +180,5 @@ def analysis_options(setup: RecordedSetup):
         engine=setup.engine,
         settings=settings,
         replicas=setup.replicas,
-        router=setup.router if setup.replicas > 1 else "round_robin",  # with one replica every policy is the same
+        router=(setup.router if setup.replicas > 1 else None) or "round_robin",  # one replica: every policy is one
     )
