@@ -43,7 +43,7 @@ class ServerSpec:
         capacity = f"{self.capacity_tokens:,} tokens" if self.capacity_tokens else "not recorded"
         fleet = f"{self.replicas} replicas behind {self.router}, " if self.replicas > 1 else ""
         line = (
-            f"server from {self.source}: {name}, {fleet}KV capacity {capacity}{' per replica' if fleet else ''}, "
+            f"server from {self.source}: {name}, {fleet}KV capacity {capacity}{' per replica' if fleet and self.capacity_tokens else ''}, "
             f"{'page size' if self.engine == 'sglang' else 'block size'} {self.block_size}; "
             f"{self.settings.describe(self.engine)}"
         )

@@ -35,19 +35,15 @@ class Ceilings:
 
     def describe(self) -> str:
         """One line: where the ceilings come from and what they assume."""
-        capacity = f"{self.capacity_tokens:,} tokens" if self.capacity_tokens is not None else "none (unbounded only)"
-        block = self.block_size if self.block_size is not None else "not recorded"
         fleet = self.fleet()
-        return (
-            f"{self.source}: "
-            + (
-                f"ceilings for {fleet} (each replica its own cache, pooled over the fleet's requests), "
-                if fleet
-                else ""
-            )
-            + f"KV capacity {capacity}{' per replica' if fleet else ''}, block size {block}, "
-            f"rules {self.rules or 'not recorded'}"
+        capacity = (
+            "none (unbounded only)"
+            if self.capacity_tokens is None
+            else f"{self.capacity_tokens:,} tokens{' per replica' if fleet else ''}"
         )
+        block = self.block_size if self.block_size is not None else "not recorded"
+        of = f"ceilings for {fleet} (each replica its own cache, pooled over the fleet's requests), " if fleet else ""
+        return f"{self.source}: {of}KV capacity {capacity}, block size {block}, rules {self.rules or 'not recorded'}"
 
     def fleet(self) -> str:
         """The fleet the ceilings are of ("2 replicas behind round_robin"); "" for one engine."""
