@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _support.analysis import fleet_record
 
 from fastgen.analysis import ConfigTarget
 from fastgen.analysis.request import all_config_targets, analysis_options, dataset_targets, matching_targets
@@ -72,3 +73,19 @@ def test_analysis_options_aiperf_has_no_band_and_mooncake_blocks() -> None:
 def test_analysis_options_refusals_name_the_flag(given: dict, message: str) -> None:
     with pytest.raises(SpecError, match=message):
         analysis_options(**given)
+
+
+def test_analysis_options_from_a_fleets_runs_are_the_fleets_unless_flags_say_otherwise(tmp_path) -> None:
+    from dataclasses import replace
+
+    from fastgen.analysis.serving import server_from
+
+    server = server_from(fleet_record(tmp_path / "fleet", "cache_aware", 16448, 16448))
+    options = analysis_options(server=server)
+    assert (options.replicas, options.router, options.capacity_tokens) == (2, "cache_aware", 16448)
+    given = analysis_options(server=server, replicas=4, router="round_robin")
+    assert (given.replicas, given.router) == (4, "round_robin")
+    odd = replace(server, router="power_of_two")
+    with pytest.raises(SpecError, match="policy 'power_of_two', which analyze cannot model; give --router"):
+        analysis_options(server=odd)
+    assert analysis_options(server=odd, router="consistent_hash").router == "consistent_hash"

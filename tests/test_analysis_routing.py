@@ -99,3 +99,7 @@ def test_analyze_prints_the_load_spread_and_each_replica_with_verbose(small):
     assert result.returncode == 0, result.stderr
     assert "load spread" in result.stdout and "2 replicas behind a cache_aware router" in result.stdout
     assert "per replica (cache_aware router)" in result.stdout
+    # the unbounded ceiling moves with the router: the legend says whose it is
+    assert "hit % infinite and capacity are the fleet's, pooled over all its requests, each replica its own cache" in (
+        result.stdout
+    )

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from _support.analysis import fleet_record
+
 from fastgen.analysis.rules import ENGINE_RULES
 from fastgen.analysis.serving import server_from, settings_from_record
 from fastgen.errors import SpecError
@@ -82,3 +84,13 @@ def test_server_from_refuses_runs_of_two_servers_and_a_folder_without_runs(tmp_p
     (tmp_path / "empty").mkdir()
     with pytest.raises(SpecError, match="holds no run.json that names its server"):
         server_from(tmp_path / "empty")
+
+
+def test_server_from_runs_through_a_router_is_their_fleet_at_each_replicas_capacity(tmp_path):
+    spec = server_from(fleet_record(tmp_path / "fleet", "round_robin", 16448, 16448))
+    assert (spec.replicas, spec.router, spec.capacity_tokens) == (2, "round_robin", 16448)
+    assert (
+        "vllm, 2 replicas behind round_robin, KV capacity 16,448 tokens per replica, block size 32" in spec.describe()
+    )
+    with pytest.raises(SpecError, match=r"its replicas recorded different KV capacities \(16448, 32896\)"):
+        server_from(fleet_record(tmp_path / "uneven", "round_robin", 16448, 32896))

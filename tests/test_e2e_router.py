@@ -56,3 +56,5 @@ def test_bakeoff_through_the_router_counts_what_each_replica_served(tmp_path):
     report = (tmp_path / "report" / "report.md").read_text()
     assert "## Replicas" in report
     assert "| router (policy, replicas) | round_robin, 2 replicas | cache_aware, 2 replicas |" in report
+    # compare's ceilings are each fleet's: analyze for the replicas behind the policy each side's runs recorded
+    assert "ceilings for 2 replicas behind round_robin" in report and "--replicas 2 --router cache_aware" in report

@@ -16,6 +16,7 @@ from ..errors import SpecError
 from ..traces.blocks import load_reading
 from .analyze import AnalysisOptions, ConfigTarget, config_targets, directory_targets, kv_bytes_per_token
 from .calibrate import calibrate, calibrated_options
+from .routing import POLICIES
 from .rules import ENGINE_RULES
 from .serving import ServerSpec, server_from
 
@@ -94,6 +95,19 @@ def _capacity(
     return kv_cache_tokens
 
 
+def _fleet(server: ServerSpec | None, replicas: int | None, router: str | None) -> tuple[int, str]:
+    """(replicas, router policy): as given, else as the server's runs recorded them (behind a router: the fleet's),
+    else one engine."""
+    replicas = replicas or (server.replicas if server is not None else 1)
+    router = router or (server.router if server is not None and server.router else "round_robin")
+    if replicas > 1 and router not in POLICIES:
+        raise SpecError(
+            f"--server-from: its runs went through a router with the policy {router!r}, which analyze cannot model; "
+            f"give --router ({', '.join(POLICIES)}) to predict for a policy it models"
+        )
+    return replicas, router
+
+
 def analysis_options(
     *,
     server: ServerSpec | None = None,
@@ -109,11 +123,12 @@ def analysis_options(
     schedule_policy: str | None = None,
     sweep: bool = False,
     band: int = 8,
-    replicas: int = 1,
-    router: str = "round_robin",
+    replicas: int | None = None,
+    router: str | None = None,
 ) -> AnalysisOptions:
     """AnalysisOptions from what was given, over the server's recorded settings where given, over the engine's
     defaults."""
+    replicas, router = _fleet(server, replicas, router)
     chosen = engine or (server.engine if server is not None else "vllm")
     capacity = _capacity(server, kv_cache_tokens, kv_cache_gib, model_config)
     if definition == "aiperf":

@@ -34,13 +34,16 @@ class ServerSpec:
     source: Path
     defaulted: tuple[str, ...] = ()  # settings the record did not give: the engine's defaults stand in
     notes: tuple[str, ...] = field(default_factory=tuple)  # settings the model does not follow
+    replicas: int = 1  # behind a router: how many (capacity_tokens is each one's)
+    router: Optional[str] = None  # the router's policy, as the runs recorded it; None: no router
 
     def describe(self) -> str:
         """One line: the server the prediction is for, and where its settings come from."""
         name = f"{self.engine} {self.version}" if self.version else self.engine
         capacity = f"{self.capacity_tokens:,} tokens" if self.capacity_tokens else "not recorded"
+        fleet = f"{self.replicas} replicas behind {self.router}, " if self.replicas > 1 else ""
         line = (
-            f"server from {self.source}: {name}, KV capacity {capacity}, "
+            f"server from {self.source}: {name}, {fleet}KV capacity {capacity}{' per replica' if fleet and self.capacity_tokens else ''}, "
             f"{'page size' if self.engine == 'sglang' else 'block size'} {self.block_size}; "
             f"{self.settings.describe(self.engine)}"
         )
@@ -62,12 +65,12 @@ def server_from(run_dir: Path) -> ServerSpec:
         record = read_run(folder)
         server = record.identity.get("server") if record else None  # format 2's: one that names its block size
         if isinstance(server, dict) and server.get("engine"):
-            servers.append((folder, server))
+            servers.append((folder, {**server, "fleet": _fleet(folder, record.identity.get("router"))}))  # type: ignore[union-attr]
     if not servers:
         raise SpecError(f"--server-from {run_dir} holds no {RUN_FILE} that names its server; {_FIX}")
     first_folder, first = servers[0]
     for folder, server in servers[1:]:
-        for key in ("engine", "kv_capacity_tokens", "block_size"):
+        for key in ("engine", "kv_capacity_tokens", "block_size", "fleet"):
             if server.get(key) != first.get(key):
                 raise SpecError(
                     f"--server-from {run_dir}: {first_folder} and {folder} ran against different servers ({key} "
@@ -84,7 +87,7 @@ def server_from(run_dir: Path) -> ServerSpec:
     if not isinstance(block, int) or block <= 0:
         block = ENGINE_RULES[engine].default_block_size
         defaulted = ("block size", *defaulted)
-    capacity = first.get("kv_capacity_tokens")
+    replicas, router, capacity = first["fleet"] if first["fleet"][0] > 1 else (1, None, first.get("kv_capacity_tokens"))
     return ServerSpec(
         engine=engine,
         version=first.get("version"),
@@ -94,7 +97,26 @@ def server_from(run_dir: Path) -> ServerSpec:
         source=run_dir,
         defaulted=defaulted,
         notes=notes,
+        replicas=replicas,
+        router=router,
     )
+
+
+def _fleet(folder: Path, router) -> tuple[int, Optional[str], Optional[int]]:
+    """(replicas, the router's policy, each replica's KV capacity) of a run through a router (the identity's router:
+    its policy and each replica's server), (1, None, None) of one without; a SpecError for replicas that recorded
+    different capacities (analyze models replicas of one)."""
+    if not isinstance(router, dict) or len(router.get("replicas") or []) < 2:
+        return 1, None, None
+    found = {r.get("kv_capacity_tokens") if isinstance(r, dict) else None for r in router["replicas"]}
+    if len(found) > 1:
+        raise SpecError(
+            f"--server-from {folder}: its replicas recorded different KV capacities "
+            f"({', '.join(sorted(map(str, found)))}); analyze models replicas of one: give --replicas and "
+            "--kv-cache-tokens"
+        )
+    capacity = found.pop()
+    return len(router["replicas"]), str(router.get("policy")), capacity if isinstance(capacity, int) else None
 
 
 def settings_from_record(

@@ -145,8 +145,11 @@ def summary_legend(options: AnalysisOptions) -> list[str]:
         )
     if options.replicas > 1:
         lines.append(
-            f"{options.replicas} replicas behind a {options.router} router, each with the KV capacity given; load "
-            f"spread: the busiest replica's prompt tokens over the mean (1.00: even); per replica: --verbose, --json"
+            f"{options.replicas} replicas behind a {options.router} router, each with the KV capacity given; hit % "
+            "infinite and capacity are the fleet's, pooled over all its requests, each replica its own cache "
+            "(unbounded, or at the capacity): a request meets only the cache of the replica the router sends it to, "
+            "so they move with the router; load spread: the busiest replica's prompt tokens over the mean (1.00: "
+            "even); per replica: --verbose, --json"
         )
     band = band_legend(options)
     if band:

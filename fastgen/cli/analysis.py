@@ -103,16 +103,16 @@ def analyze_parser() -> Parser:
     p.add_argument(
         "--replicas",
         type=int_in(1, 4096, "--replicas"),
-        default=1,
         metavar="N",
-        help="N engine replicas, each with the KV capacity given, behind a router (--router)",
+        help="N engine replicas, each with the KV capacity given, behind a router (--router); default: the replicas "
+        "the --server-from runs went through behind their router, else 1",
     )
     p.add_argument(
         "--router",
         choices=["round_robin", "consistent_hash", "cache_aware"],
-        default="round_robin",
         help="how requests reach the replicas (vllm-router's names): round_robin, consistent_hash (session "
-        "affinity), cache_aware (longest routed prefix, as vllm-router's cache_aware)",
+        "affinity), cache_aware (longest routed prefix, as vllm-router's cache_aware); default: the policy the "
+        "--server-from runs recorded behind a router, else round_robin",
     )
     p.add_argument(
         "--band",
@@ -207,7 +207,12 @@ def run_analyze(args) -> int:
         from dataclasses import replace
 
         server_line = replace(
-            server, settings=options.scheduler, capacity_tokens=options.capacity_tokens, block_size=options.block_size
+            server,
+            settings=options.scheduler,
+            capacity_tokens=options.capacity_tokens,
+            block_size=options.block_size,
+            replicas=options.replicas,
+            router=options.router,
         ).describe()
     print(
         analysis_table(

@@ -2,6 +2,12 @@
 
 Read from the JSON document (its format is analysis/report.py's), not by importing the analysis: the report only
 needs the numbers, and a file from another machine serves as well.
+
+An analysis of replicas behind a router (`--replicas N --router POLICY`) predicts the fleet's hit ratio: each replica
+its own cache (unbounded for "inf", at the per-replica capacity for "cap"), each request meeting the cache of the
+replica the policy sends it to, pooled over all the fleet's requests as a measured hit ratio behind a router is. It
+is named so wherever it is described: the unbounded ceiling moves with the router, since a round-robin fleet splits a
+session's turns over caches that one cache would have held together.
 """
 
 from __future__ import annotations
@@ -24,12 +30,24 @@ class Ceilings:
     block_size: Optional[int] = None
     rules: Optional[str] = None  # the cache rules the simulation followed (an older analysis: its definition)
     source: str = ""  # the file's name
+    replicas: int = 1  # engine replicas behind a router, each its own cache (capacity_tokens: each one's)
+    router: Optional[str] = None  # their router's policy; None: one engine
 
     def describe(self) -> str:
         """One line: where the ceilings come from and what they assume."""
-        capacity = f"{self.capacity_tokens:,} tokens" if self.capacity_tokens is not None else "none (unbounded only)"
+        fleet = self.fleet()
+        capacity = (
+            "none (unbounded only)"
+            if self.capacity_tokens is None
+            else f"{self.capacity_tokens:,} tokens{' per replica' if fleet else ''}"
+        )
         block = self.block_size if self.block_size is not None else "not recorded"
-        return f"{self.source}: KV capacity {capacity}, block size {block}, rules {self.rules or 'not recorded'}"
+        of = f"ceilings for {fleet} (each replica its own cache, pooled over the fleet's requests), " if fleet else ""
+        return f"{self.source}: {of}KV capacity {capacity}, block size {block}, rules {self.rules or 'not recorded'}"
+
+    def fleet(self) -> str:
+        """The fleet the ceilings are of ("2 replicas behind round_robin"); "" for one engine."""
+        return "" if self.router is None else f"{self.replicas} replicas behind {self.router}"
 
     def percent(self, names: list[str], turn: Optional[int] = None) -> tuple[Optional[float], Optional[float]]:
         """(infinite %, at-capacity %) pooled over these configs (and one turn), None where not predicted."""
@@ -73,6 +91,9 @@ def ceilings_of(doc: dict, source: str) -> Ceilings:
         doc.get("block_size"),
         doc.get("rules") or doc.get("definition", "vllm"),
         source,
+        int(doc.get("replicas") or 1),
+        # an analysis of one engine names a router too (its default, unused): only replicas make it a fleet's
+        doc.get("router") if int(doc.get("replicas") or 1) > 1 else None,
     )
 
 

@@ -81,6 +81,40 @@ def _ceilings(path: Optional[Path], option: str, problems: list[str]):
     return ceilings
 
 
+def _given(
+    paths: tuple[Optional[Path], Optional[Path], Optional[Path]],
+    sides: tuple[tuple[str, dict[str, ConfigRun]], ...],
+    problems: list[str],
+) -> list[Optional[Ceilings]]:
+    """Each side's ceilings from the files given (--analysis for both, --analysis-a/-b for one), and a line for a
+    side whose runs went through another fleet than the file's analysis is of (one cache beside a fleet's runs)."""
+    shared = _ceilings(paths[0], "--analysis", problems)
+    found = []
+    for option, path, (label, runs) in zip(("--analysis-a", "--analysis-b"), paths[1:], sides):
+        ceilings = _ceilings(path, option, problems) if path else shared
+        ran, given = _ran_fleet(runs), "" if ceilings is None else ceilings.fleet()
+        if ceilings is not None and ran is not None and ran != given:
+            problems.append(
+                f"{label}: its runs went through {ran or 'one engine'}, but {option if path else '--analysis'} is an "
+                f"analysis of {given or 'one engine'}: its ceilings are not those of what ran (fastgen analyze "
+                "--replicas N --router POLICY --kv-cache-tokens PER_REPLICA --json gives a fleet's)"
+            )
+        found.append(ceilings)
+    return found
+
+
+def _ran_fleet(runs: dict[str, ConfigRun]) -> Optional[str]:
+    """The fleet the runs went through, as Ceilings.fleet() names one ("2 replicas behind round_robin"; "": one
+    engine, or one replica behind a router); None where they went through several."""
+    fleets = set()
+    for run in runs.values():
+        for repeat in run.repeats:
+            router = repeat.identity.get("router")
+            count = len(router.get("replica_urls") or []) if isinstance(router, dict) else 1
+            fleets.add(f"{count} replicas behind {router.get('policy')}" if count > 1 else "")  # type: ignore[union-attr]
+    return fleets.pop() if len(fleets) == 1 else None
+
+
 def _predicted(
     ceilings_for: CeilingsFor, label: str, runs: dict[str, ConfigRun], problems: list[str]
 ) -> Optional[Ceilings]:
@@ -123,9 +157,7 @@ def compare_runs(
     problems += more
     a = {n: r for n, r in a.items() if n not in excluded}
     b = {n: r for n, r in b.items() if n not in excluded}
-    shared = _ceilings(analysis, "--analysis", problems)
-    ceilings_a = _ceilings(analysis_a, "--analysis-a", problems) if analysis_a else shared
-    ceilings_b = _ceilings(analysis_b, "--analysis-b", problems) if analysis_b else shared
+    ceilings_a, ceilings_b = _given((analysis, analysis_a, analysis_b), ((label_a, a), (label_b, b)), problems)
     if ceilings_for is not None and analysis is None:
         if analysis_a is None:
             ceilings_a = _predicted(ceilings_for, label_a, a, problems)

@@ -129,6 +129,19 @@ class Pair:
                 columns.append(f"ceiling{tag} % cap")
         return columns
 
+    def ceiling_fleets(self) -> str:
+        """A sentence naming the ceilings that are a fleet's (replicas behind a router), "" where none is."""
+        fleets = [
+            f"{tag.strip() or 'both sides'}: ceilings for {c.fleet()}" for tag, c in self._ceiling_sides() if c.fleet()
+        ]
+        if not fleets:
+            return ""
+        return (
+            f" Behind a router the ceilings are the fleet's ({'; '.join(fleets)}): inf with each replica's cache "
+            "unbounded, cap at each replica's capacity; they move with the routing policy, since a request meets only "
+            "the cache of the replica it is sent to."
+        )
+
     def ceiling_cells(self, names: list[str], turn: Optional[int] = None) -> list[Optional[float]]:
         cells = []
         for _, ceilings in self._ceiling_sides():

@@ -1,10 +1,16 @@
-"""Helpers the analysis tests share: hand-made planned requests over block hashes, and an analysis result."""
+"""Helpers the analysis tests share: hand-made planned requests over block hashes, an analysis result, and a run
+record through a router (for --server-from)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
+from _support.results import router_identity
+
 from fastgen.analysis.schedule import PlannedRequest
+from fastgen.formats.run_record import RunRecord, write_run
 
 BS = 16
 
@@ -31,3 +37,13 @@ def target_result(name, prompt, cached_infinite, cached_capacity=None, sweep=(),
         sweep=list(sweep),
         by_label=by_label or {},
     )
+
+
+def fleet_record(folder: Path, policy: str, *capacities: int) -> Path:
+    """A run through a router, as the bakeoff records it: the server's capacity the replicas' summed, each replica's
+    own in the identity's router (bakeoff/fleet.py)."""
+    server = {"engine": "vllm", "kv_capacity_tokens": sum(capacities), "block_size": 32}
+    folder.mkdir(parents=True)
+    identity = {"server": server, "router": router_identity(policy, *capacities)}
+    write_run(folder, RunRecord(config="scenario1/c10", repeat=1, status="completed", identity=identity))
+    return folder

@@ -131,6 +131,23 @@ def identity(**changes) -> dict:
     return {**IDENTITY, **changes, "server": server}
 
 
+def router_identity(policy: str, *capacities: int, engine: str = "vllm", block: int = 32) -> dict:
+    """A run identity's router as the bakeoff records it (bakeoff/fleet.py's router_identity): one replica per
+    capacity, each with its own server identity."""
+    urls = [f"http://replica-{k}:8000" for k in range(len(capacities))]
+    return {
+        "url": "http://router:30000",
+        "policy": policy,
+        "policy_from": "--router-policy",
+        "listed_by": "GET /workers",
+        "replica_urls": urls,
+        "replicas": [
+            {"url": url, "engine": engine, "kv_capacity_tokens": capacity, "block_size": block}
+            for url, capacity in zip(urls, capacities)
+        ],
+    }
+
+
 def section(report: dict, id_: str) -> dict:
     return next(s for s in report["sections"] if s["id"] == id_)
 

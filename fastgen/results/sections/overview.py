@@ -58,7 +58,7 @@ def build(pair: Pair) -> Optional[Section]:
             "metric samples A",
             "metric samples B",
         ],
-        note=NOTE + (CEILING_NOTE if pair.ceiling_columns() else ""),
+        note=NOTE + (CEILING_NOTE + pair.ceiling_fleets() if pair.ceiling_columns() else ""),
     )
     section = Section("runs", "Runs", tables=[table])
     for name in names:
