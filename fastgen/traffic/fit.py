@@ -18,7 +18,7 @@ can leave. How each field is fitted:
   10th below it, or the 99th well above the 90th): four strata of 50, 40, 8 and 2 % of the sessions whose steps
   run between the traces' percentiles at those edges, in turns a task; cut where a session would pass the 256
   requests inference-perf can queue (one `unexpressed` line says so);
-- subagent_percent: the share of sessions that spawn (where not all do);
+- subagent_percent: the share of sessions that spawn (where not all do; 0 where none does);
 - tool_result: a step's growth (the next prompt, less this one and its answer) over its calls;
 - parallel_calls, subagents, subagent_turns, spawn_at: integer ranges of the same mean;
 - final_output, summary, report: text answers' output tokens;
@@ -118,6 +118,9 @@ def fit_workload(requests: Sequence[Request], *, max_model_len: int = DEFAULT_MA
         scenario.update(_subagent_fields(requests, spawning, compacted, tools, fewest))
         if len(spawning) < len(sessions):
             scenario["subagent_percent"] = max(1, min(99, round(100 * len(spawning) / len(sessions))))
+    else:
+        # no sub-agents (subagents stays {lo: 0, hi: 0}): the share that delegates is 0, not the default's 100
+        scenario["subagent_percent"] = 0
     if "tasks" in scenario:
         # the waits before later tasks at evenly spread quantiles: their median and p90 hold over a few sessions
         scenario["even_waits"] = True
