@@ -116,11 +116,8 @@ def fit_workload(requests: Sequence[Request], *, max_model_len: int = DEFAULT_MA
     if spawning and not mooncake:
         fewest = min(st["turns"]["lo"] for st in scenario.get("turn_strata", [{"turns": scenario["turns"]}]))
         scenario.update(_subagent_fields(requests, spawning, compacted, tools, fewest))
-        if len(spawning) < len(sessions):
-            scenario["subagent_percent"] = max(1, min(99, round(100 * len(spawning) / len(sessions))))
-    else:
-        # no sub-agents (subagents stays {lo: 0, hi: 0}): the share that delegates is 0, not the default's 100
-        scenario["subagent_percent"] = 0
+    share = len(spawning) / len(sessions) if spawning and not mooncake else 0.0  # none fitted: 0, not the default 100
+    scenario["subagent_percent"] = 100 if share == 1 else min(99, max(int(share > 0), round(100 * share)))
     if "tasks" in scenario:
         # the waits before later tasks at evenly spread quantiles: their median and p90 hold over a few sessions
         scenario["even_waits"] = True
