@@ -100,7 +100,8 @@ e2e-sglang: env-all
 e2e-pair: env-all
 	$(BIN)/python -m e2e.suites.bakeoff_pair
 
-# fastgen bakeoff through a real router (vllm-router 0.1.17, installed into .e2e-router/venv on first use: about 20 s;
+# fastgen bakeoff through a real router (vllm-router 0.1.17, installed with sglang-router 0.3.2 into .e2e-router/venv
+# on first use: about 45 s;
 # FASTGEN_ROUTER_VENV=DIR uses another) in front of two real vLLM servers, round_robin then cache_aware, each replica's
 # figures checked against its own counters and the router's (e2e/suites/bakeoff_router.py); installs vLLM as e2e-vllm
 # does

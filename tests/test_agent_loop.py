@@ -18,6 +18,7 @@ from fastgen.generator.workload import parse_workload
 from fastgen.traffic.read import read_traffic
 from fastgen.traffic.stats import PUBLISHED, traffic_stats, within
 from fastgen.validate import check_file
+from _support.figures import quoted, trace_and_dataset_bytes
 from conftest import run_fastgen, write_sessions
 from test_dataset import _output_tokens
 
@@ -516,3 +517,6 @@ def test_the_field_workload_holds_the_published_statistics_a_small_scale_can(tmp
     for key in (*held, "subagent_share", "cross_share"):
         assert within(by_key[key], measured[key], by_key[key].published), (key, measured[key])
     assert within(by_key["input_mean"], measured["input_mean"], 0.1 * by_key["input_mean"].published)
+    # the size docs/fidelity.md quotes for this scale is the one written here
+    (megabytes,) = quoted("fidelity.md", r"--scale 0\.2 --budget-scale 0\.1`: (\d+) MB of trace files")
+    assert int(megabytes) == round(trace_and_dataset_bytes(tmp_path / "t")[0] / 1e6)

@@ -36,6 +36,14 @@ vllm_router_processed_requests_total{worker="http://127.0.0.1:36529"} 6
 vllm_router_active_workers 2
 """
 
+# what sglang-router 0.3.2 answered (2026-12-06): its decision counter is another family, the policy the same label
+SGLANG_ROUTER_METRICS = """\
+# TYPE smg_worker_selection_total counter
+smg_worker_selection_total{worker_type="regular",connection_mode="http",model="m",policy="round_robin"} 4
+# TYPE smg_http_requests_total counter
+smg_http_requests_total{method="GET",path="/workers"} 1
+"""
+
 
 class FakeRouter:
     """A loopback HTTP server that answers GET paths with fixed JSON or text, as a router's listings and metrics."""
@@ -91,6 +99,8 @@ def test_listed_replicas_reads_both_listings_a_router_answers():
 def test_policy_in_metrics_reads_the_routers_decision_counter():
     with FakeRouter({"/metrics": (200, ROUTER_METRICS)}) as router:
         assert policy_in_metrics(router.url + "/metrics") == ["cache_aware"]
+    with FakeRouter({"/metrics": (200, SGLANG_ROUTER_METRICS)}) as router:
+        assert policy_in_metrics(router.url + "/metrics") == ["round_robin"]
         with pytest.raises(ServerError) as missing:
             policy_in_metrics(router.url + "/nothing")
     assert str(missing.value) == f"GET {router.url}/nothing answered HTTP 404; fix --router-metrics"

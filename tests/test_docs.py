@@ -5,6 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+from _support.figures import quoted, trace_and_dataset_bytes
+from conftest import run_fastgen
+
 ROOT = Path(__file__).parent.parent
 DOCS = [
     ROOT / "README.md",
@@ -222,3 +227,14 @@ def test_the_reference_script_rebuilds_the_tables_and_keeps_the_other_sections()
     assert rewritten == page, (
         "docs/reference.md is behind the commands' --help: .venv/bin/python scripts/docs_reference.py"
     )
+
+
+@pytest.mark.slow  # the field workload at full size, as the page's command writes it: about 18 s and 3.7 GB
+def test_the_field_sizes_fidelity_quotes_are_what_its_command_writes(tmp_path):
+    command = next(c for c in _fenced_commands(ROOT / "docs" / "fidelity.md") if "--workload field" in c)
+    result = run_fastgen(*_fastgen_arguments(_words(command)), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    traces, datasets = trace_and_dataset_bytes(tmp_path / "field")
+    pattern = r"([\d.]+) GB of trace files and ([\d.]+) GB of dataset file \(`field/agent_loop\.jsonl`[^)]*\), ([\d.]+) GB in all"
+    written = tuple(f"{n / 1e9:.2f}" for n in (traces, datasets, traces + datasets))
+    assert quoted("fidelity.md", pattern) == written

@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from conftest import run_fastgen
-from fastgen.generator.workload import parse_workload
+from fastgen.generator.workload import parse_workload, workload_yaml
 from fastgen.traffic import PUBLISHED, read_traffic
-from fastgen.traffic.fit import _int_range, _range, _slowest_of, _within_the_request_limit, refined
-from fastgen.traffic.fitted import fit_and_measure, generated_requests
+from fastgen.traffic.fit import _int_range, _range, _slowest_of, _within_the_request_limit, fit_workload, refined
+from fastgen.traffic.fitted import checked_spec, fit_and_measure, generated_requests
 from fastgen.traffic.stats import within
 
 MARKER = "zq-marker-7f3a9c1e"
@@ -130,6 +130,7 @@ def test_cli_fit_reads_a_mooncake_export(agent_traces, tmp_path):
     assert row.endswith("| yes |"), row
     agent = yaml.safe_load(out.read_text())["scenarios"]["agent_loop"]
     assert agent["parallel_calls"] == {"lo": 1, "hi": 1} and agent["subagents"] == {"lo": 0, "hi": 0}
+    assert agent["subagent_percent"] == 0  # none delegate, and the YAML says so
 
 
 def _chat(n: int, session: str, messages: list, output: dict, tokens: tuple, start_s: float, model: str) -> dict:
@@ -181,6 +182,16 @@ def test_cli_fit_writes_no_text_of_the_traces(tmp_path):
     assert MARKER not in result.stdout + result.stderr
     agent = yaml.safe_load(out.read_text())["scenarios"]["agent_loop"]
     assert agent["turns"] == {"lo": 2, "hi": 2} and agent["parallel_calls"] == {"lo": 1, "hi": 1}
+
+
+def test_a_fit_without_sub_agents_says_none_delegate(tmp_path):
+    """Traces whose sessions spawn no sub-agent fit subagents {lo: 0, hi: 0} beside subagent_percent 0: the default's
+    100 there once read as "every session delegates" in the written YAML."""
+    _marked_traces(tmp_path)
+    written = workload_yaml(checked_spec(fit_workload(read_traffic([tmp_path])).document))
+    agent = yaml.safe_load(written)["scenarios"]["agent_loop"]
+    assert (agent["subagents"], agent["subagent_percent"]) == ({"lo": 0, "hi": 0}, 0)
+    assert parse_workload(written, source="the fitted workload").agent_loop.subagent_percent == 0
 
 
 def _no_usage(folder: Path) -> list[str]:

@@ -1,5 +1,6 @@
 """A real router from the package registry in front of engines on loopback: vllm-router 0.1.17, a Rust binary in a
-wheel, installed into a venv of its own.
+wheel, installed into a venv of its own (with sglang-router 0.3.2 beside it, whose command docs/router.md gives and
+tests/test_e2e_router.py runs as written there).
 
     python -m e2e.real.router --venv DIR --worker URL --worker URL [--policy cache_aware] [--port N]
 
@@ -40,9 +41,11 @@ from typing import Optional, Sequence
 
 from .engine_process import HOST, free_port, hold
 
-__all__ = ["POLICIES", "ROUTER_REQUIREMENT", "RouterProcess", "install", "main", "routed_per_worker"]
+__all__ = ["POLICIES", "REQUIREMENTS", "ROUTER_REQUIREMENT", "RouterProcess", "install", "main", "routed_per_worker"]
 
 ROUTER_REQUIREMENT = "vllm-router==0.1.17"
+# both routers of docs/router.md, in one venv: their launchers need the same few web packages
+REQUIREMENTS = (ROUTER_REQUIREMENT, "sglang-router==0.3.2")
 INSTALL_MARKER = ".fastgen-router-installed"  # written last: its presence means the whole install succeeded
 POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "consistent_hash")
 START_TIMEOUT_S = 60.0
@@ -51,20 +54,24 @@ ROUTED = "vllm_router_processed_requests_total"  # the requests it sent each wor
 
 
 def install(venv: Path, *, quiet: bool = True) -> Path:
-    """Install vllm-router into `venv` (created if missing) and return its `vllm-router` executable. Idempotent: the
-    marker written at the end of a successful install makes a later call return at once."""
+    """Install vllm-router and sglang-router (REQUIREMENTS) into `venv` (created if missing) and return its
+    `vllm-router` executable (`sglang-router` is beside it). Idempotent: the marker written at the end of a
+    successful install makes a later call return at once."""
     venv = Path(venv).absolute()
     executable = venv / "bin" / "vllm-router"
     marker = venv / INSTALL_MARKER
-    if executable.exists() and marker.exists() and marker.read_text().strip() == ROUTER_REQUIREMENT:
+    wanted = "\n".join(REQUIREMENTS)
+    if executable.exists() and marker.exists() and marker.read_text().strip() == wanted:
         return executable
     if not (venv / "bin" / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip"] + (["-q"] if quiet else [])
-    subprocess.run(pip + ["install", ROUTER_REQUIREMENT], check=True)
-    if not executable.exists():
-        raise RuntimeError(f"{ROUTER_REQUIREMENT} installed no vllm-router command into {venv}")
-    marker.write_text(ROUTER_REQUIREMENT + "\n")
+    subprocess.run(pip + ["install", *REQUIREMENTS], check=True)
+    for requirement in REQUIREMENTS:
+        command = venv / "bin" / requirement.split("==")[0]
+        if not command.exists():
+            raise RuntimeError(f"{requirement} installed no {command.name} command into {venv}")
+    marker.write_text(wanted + "\n")
     return executable
 
 
@@ -94,7 +101,7 @@ def routed_per_worker(metrics_text: str) -> dict[str, float]:
 class RouterProcess:
     """vllm-router in front of `workers` on a loopback port, as its own process group.
 
-    `start()` launches it and waits until GET /list_workers lists every worker and GET /health answers 200 (it
+    `start()` launches it and waits until GET /workers lists every worker and GET /health answers 200 (it
     checks the workers' health before serving); it fails with the log's tail if the process exits first or
     START_TIMEOUT_S passes. `stop()` ends the whole group (SIGTERM, then SIGKILL), on every exit path."""
 
@@ -166,9 +173,11 @@ class RouterProcess:
         return self.base_url
 
     def _ready(self) -> bool:
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            status, body = _get(self.base_url + "/list_workers")
-            listed = {u.rstrip("/") for u in json.loads(body)["urls"]} if status == 200 else set()
+        # GET /workers: vllm-router and sglang-router both list their workers there (sglang-router 0.3.2 has no
+        # /list_workers)
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            status, body = _get(self.base_url + "/workers")
+            listed = {w["url"].rstrip("/") for w in json.loads(body)["workers"]} if status == 200 else set()
             return listed == set(self.workers) and _get(self.base_url + "/health")[0] == 200
         return False
 

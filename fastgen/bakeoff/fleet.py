@@ -8,7 +8,7 @@ one replica's counters. So it takes the replicas too: `--replica URL` for each, 
 (`GET /workers`, then `GET /list_workers`: vllm-router and sglang-router answer both; llm-d's gateway lists none).
 The policy the router routes by is part of every run's identity: `--router-policy NAME` says it, or the `policy`
 label of the router's own decision counter (`--router-metrics URL`, its Prometheus endpoint:
-vllm_router_policy_decisions_total, sgl_router_policy_decisions_total).
+vllm_router_policy_decisions_total; sglang-router 0.3.2's smg_worker_selection_total).
 
 Before each run every replica is waited on until idle and its cache emptied and verified with the probe (reset.py):
 a replica whose reset cannot be verified stops the bakeoff (its figures would start warm), and so does one that
@@ -40,6 +40,9 @@ __all__ = ["FIGURES", "Fleet", "listed_replicas", "open_fleet", "policy_in_metri
 
 # what the run record's `fleet` counts per replica: its name there -> the engine quantity (engines.METRIC_MEANINGS)
 FIGURES = {"requests": "requests", "prompt_tokens": "prompt_tokens", "cached_tokens": "cache_hits"}
+# the counter families whose `policy` label names the routing policy: vllm-router's and older sglang-routers'
+# (*_policy_decisions_total), sglang-router 0.3.2's (smg_worker_selection_total, seen 2026-12-06)
+_DECISION_FAMILIES = ("policy_decisions", "worker_selection")
 # where routers list their replicas, and how to read the answer
 _LISTINGS = (
     ("/workers", lambda document: [w["url"] for w in document["workers"]]),  # {"workers": [{"url": ...}, ...]}
@@ -262,8 +265,8 @@ def listed_replicas(url: str) -> tuple[list[str], Optional[str]]:
 
 def policy_in_metrics(metrics_url: str) -> list[str]:
     """The policies a router's Prometheus endpoint names on its decision counters (`policy` label of a family
-    ending in policy_decisions); [] when none (no request was routed yet). Raises ServerError when it does not
-    answer."""
+    ending in one of _DECISION_FAMILIES); [] when none (no request was routed yet). Raises ServerError when it does
+    not answer."""
     try:
         answer = fetch(metrics_url)
     except OSError as exc:
@@ -274,7 +277,7 @@ def policy_in_metrics(metrics_url: str) -> list[str]:
     found = set()
     try:
         for family in parser.text_string_to_metric_families(answer.body.decode("utf-8", "replace")):
-            if family.name.removesuffix("_total").endswith("policy_decisions"):
+            if family.name.removesuffix("_total").endswith(_DECISION_FAMILIES):
                 found |= {s.labels["policy"] for s in family.samples if s.labels.get("policy")}
     except ValueError:
         raise ServerError(f"GET {metrics_url} is not Prometheus text; fix --router-metrics") from None

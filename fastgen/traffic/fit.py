@@ -18,7 +18,7 @@ can leave. How each field is fitted:
   10th below it, or the 99th well above the 90th): four strata of 50, 40, 8 and 2 % of the sessions whose steps
   run between the traces' percentiles at those edges, in turns a task; cut where a session would pass the 256
   requests inference-perf can queue (one `unexpressed` line says so);
-- subagent_percent: the share of sessions that spawn (where not all do);
+- subagent_percent: the share of sessions that spawn (where not all do; 0 where none does);
 - tool_result: a step's growth (the next prompt, less this one and its answer) over its calls;
 - parallel_calls, subagents, subagent_turns, spawn_at: integer ranges of the same mean;
 - final_output, summary, report: text answers' output tokens;
@@ -116,8 +116,8 @@ def fit_workload(requests: Sequence[Request], *, max_model_len: int = DEFAULT_MA
     if spawning and not mooncake:
         fewest = min(st["turns"]["lo"] for st in scenario.get("turn_strata", [{"turns": scenario["turns"]}]))
         scenario.update(_subagent_fields(requests, spawning, compacted, tools, fewest))
-        if len(spawning) < len(sessions):
-            scenario["subagent_percent"] = max(1, min(99, round(100 * len(spawning) / len(sessions))))
+    share = len(spawning) / len(sessions) if spawning and not mooncake else 0.0  # none fitted: 0, not the default 100
+    scenario["subagent_percent"] = 100 if share == 1 else min(99, max(int(share > 0), round(100 * share)))
     if "tasks" in scenario:
         # the waits before later tasks at evenly spread quantiles: their median and p90 hold over a few sessions
         scenario["even_waits"] = True
