@@ -491,3 +491,14 @@ def test_cli_warns_when_the_pods_would_call_localhost(small_dataset, tmp_path, c
     assert "give --base-url" in capsys.readouterr().err
     assert main([*args, str(tmp_path / "b"), "--base-url", "http://vllm.serving.svc:8000"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_config_without_num_workers_runs_the_workers_its_pod_was_sized_for():
+    from fastgen.export.kubernetes import SIZED_WORKERS, container_config
+    from fastgen.export.shards import Shard
+
+    replay = {"otel_trace_replay": {"hf_dataset_path": {"path": "json", "data_files": "rows.jsonl"}}}
+    unsized = container_config(Shard(0, 1, (0,), {"load": {"stages": [{}]}, "data": replay}))
+    assert unsized["load"]["num_workers"] == SIZED_WORKERS  # not inference-perf's default: every core of the node
+    sized = container_config(Shard(0, 1, (0,), {"load": {"stages": [{}], "num_workers": 6}, "data": replay}))
+    assert sized["load"]["num_workers"] == 6

@@ -27,3 +27,4 @@ def test_the_restricted_profiles_rules_and_the_spread_over_hostnames():
     (constraint,) = spread({"a": "b"})
     assert constraint["topologyKey"] == "kubernetes.io/hostname" and constraint["maxSkew"] == 1
     assert constraint["labelSelector"] == {"matchLabels": {"a": "b"}}
+    assert constraint["nodeTaintsPolicy"] == "Honor"  # else a tainted node holds the skew's minimum at 0 and pods pend

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -57,9 +58,13 @@ def _script(tmp_path: Path) -> Path:
 
 class _Resets(BaseHTTPRequestHandler):
     posts: list[str] = []
+    seconds = 0.0  # how long a reset takes
+    ended: list[float] = []
 
     def do_POST(self):  # noqa: N802 - http.server's name
         _Resets.posts.append(self.path)
+        time.sleep(_Resets.seconds)
+        _Resets.ended.append(time.time())
         self.send_response(200)
         self.end_headers()
 
@@ -69,7 +74,7 @@ class _Resets(BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def reset_server():
-    _Resets.posts = []
+    _Resets.posts, _Resets.ended, _Resets.seconds = [], [], 0.0
     server = HTTPServer(("127.0.0.1", 0), _Resets)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -78,10 +83,11 @@ def reset_server():
 
 
 def _pods(script: Path, ready: Path, count: int, indices, *extra: str) -> list[subprocess.CompletedProcess]:
+    load = "import time; print('load of pod {}', 'at', repr(time.time()))"
     procs = [
         subprocess.Popen(
             [sys.executable, str(script), "--ready-dir", str(ready), "--index", str(k), "--count", str(count)]
-            + ["--margin", "0.5", "--poll", "0.05", *extra, "--", sys.executable, "-c", f"print('load of pod {k}')"],
+            + ["--margin", "0.5", "--poll", "0.05", *extra, "--", sys.executable, "-c", load.format(k)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -105,12 +111,22 @@ def test_the_script_starts_every_pod_at_one_time_and_only_pod_0_resets(tmp_path,
     assert _Resets.posts == ["/reset_prefix_cache"]  # once, by pod 0
 
 
+def test_no_pod_starts_its_load_before_pod_0_has_emptied_the_cache_however_long_that_takes(tmp_path, reset_server):
+    _Resets.seconds = 2.0  # longer than the margin: a reset after the barrier would still be running at the start
+    ended = _pods(_script(tmp_path), tmp_path / "ready", 3, [1, 2, 0], "--reset", f"{reset_server}/flush_cache")
+    assert [p.returncode for p in ended] == [0, 0, 0], [p.stdout for p in ended]
+    loads = [float(line.split(" at ")[1]) for p in ended for line in p.stdout.splitlines() if "load of pod" in line]
+    assert len(loads) == 3 and len(_Resets.ended) == 1
+    assert min(loads) >= _Resets.ended[0]
+
+
 def test_the_script_gives_up_when_a_pod_never_comes_and_runs_nothing(tmp_path):
     (ended,) = _pods(_script(tmp_path), tmp_path / "ready", 2, [0], "--timeout", "0.3")
     assert ended.returncode == 1 and "pods [1] not ready" in ended.stdout and "load of pod" not in ended.stdout
 
 
-def test_a_reset_that_fails_ends_pod_0_before_its_load(tmp_path):
-    (ended,) = _pods(_script(tmp_path), tmp_path / "ready", 1, [0], "--reset", "http://127.0.0.1:9/reset")
-    assert ended.returncode == 1 and "cannot reset the cache at http://127.0.0.1:9/reset" in ended.stdout
-    assert "load of pod" not in ended.stdout
+def test_a_reset_that_fails_ends_every_pod_before_its_load(tmp_path):
+    other, pod0 = _pods(_script(tmp_path), tmp_path / "ready", 2, [1, 0], "--reset", "http://127.0.0.1:9/reset")
+    assert pod0.returncode == 1 and "cannot reset the cache at http://127.0.0.1:9/reset" in pod0.stdout
+    assert other.returncode == 1 and "pod 0 could not empty the engine's cache" in other.stdout  # not an hour's wait
+    assert "load of pod" not in other.stdout + pod0.stdout

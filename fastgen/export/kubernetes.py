@@ -177,6 +177,8 @@ def container_config(shard: Shard, *, base_url: Optional[str] = None) -> dict:
     if _is_local_tokenizer(config):
         folder = PurePosixPath(SHARD_TOKENIZER).name
         config["tokenizer"]["pretrained_model_name_or_path"] = f"{DATA_MOUNT}/{shard_folder(shard.index)}/{folder}"
+    if not config["load"].get("num_workers"):
+        config["load"]["num_workers"] = SIZED_WORKERS  # what the pod was sized for
     storage = config.setdefault("storage", {})
     local = dict(storage.get("local_storage") or {})
     local["path"] = f"{REPORTS_MOUNT}/{shard_folder(shard.index)}"
@@ -184,6 +186,11 @@ def container_config(shard: Shard, *, base_url: Optional[str] = None) -> dict:
     if base_url:
         config.setdefault("server", {})["base_url"] = base_url
     return config
+
+
+# A config without load.num_workers gets this many, written into the pod's config: inference-perf's own default is
+# every core it sees, the node's, not the pod's limit, and the pod is sized for its workers.
+SIZED_WORKERS = 1
 
 
 def default_reset(shard: Shard) -> tuple[str, ...]:
@@ -281,7 +288,7 @@ def _replay_job(shards: Sequence[Shard], options: KubernetesOptions, dataset_byt
     names = _names(options)
     count = len(shards)
     offline = all(_is_local_tokenizer(s.config) for s in shards)
-    workers = max(int(s.config["load"].get("num_workers") or 1) for s in shards)
+    workers = max(int(s.config["load"].get("num_workers") or SIZED_WORKERS) for s in shards)
     sized = sized_resources(workers, dataset_bytes)
     return {
         "apiVersion": "batch/v1",
@@ -390,7 +397,8 @@ def steps(options: KubernetesOptions, count: int, run: PurePosixPath) -> str:
         f"Pod 0 empties the engine's prefix cache before the start (POST {', '.join(options.reset)}; not verified "
         f"with a probe as `fastgen bakeoff` does)."
         if options.reset
-        else "Nothing empties the engine's prefix cache (exported with --no-reset): empty it before applying replay.yaml."
+        else "Nothing empties the engine's prefix cache (--no-reset, or a server.type whose reset fastgen does not know):"
+        " empty it before applying replay.yaml."
     )
     return f"""# {names["job"]}: {count} inference-perf pods, one shard each (fastgen export kubernetes)
 

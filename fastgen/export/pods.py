@@ -60,6 +60,7 @@ def spread(labels: dict[str, str]) -> list[dict]:
             "maxSkew": 1,
             "topologyKey": "kubernetes.io/hostname",
             "whenUnsatisfiable": "DoNotSchedule",
+            "nodeTaintsPolicy": "Honor",  # a node the pods cannot use (tainted: GPU, control plane) is no domain
             "labelSelector": {"matchLabels": dict(labels)},
         }
     ]

@@ -12,7 +12,8 @@ renamed: a reader never sees half of it). When all N files are there every pod c
 same files (start_decision: the latest reading and a margin) and sleeps until then, so no pod's start depends on
 when it happened to look. The margin covers how long the last file takes to be seen by every pod (the poll, and a
 network file system's cached directory listing) and the offset between the nodes' clocks. Pod 0 empties the
-engine's prefix cache (POST each --reset URL) after every pod is ready and before the start. A pod that sees the
+engine's prefix cache (POST each --reset URL) before it writes its own file, so no pod starts before the cache is
+empty however long the reset takes; where it cannot, it writes DIR/aborted and every pod exits 1. A pod that sees the
 last file only after the start time starts at once and says how late; a pod that waits longer than --timeout for
 the others exits 1 (a pod that is never scheduled would otherwise hold the rest forever).
 
@@ -31,6 +32,7 @@ from typing import Mapping, NamedTuple, Optional, Sequence
 __all__ = ["Decision", "main", "read_ready", "start_decision"]
 
 READY_PREFIX = "pod-"
+ABORTED = "aborted"  # written by pod 0 when it cannot empty the cache: no pod starts its load
 
 
 class Decision(NamedTuple):
@@ -70,11 +72,12 @@ def read_ready(folder: str) -> dict[int, float]:
     return found
 
 
-def _mark_ready(folder: str, index: int, now: float) -> None:
+def _write(folder: str, name: str, text: str) -> None:
+    """Written, then renamed: a reader never sees half of it."""
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"{READY_PREFIX}{index}")
+    path = os.path.join(folder, name)
     with open(path + ".part", "w", encoding="utf-8") as f:
-        f.write(repr(now))
+        f.write(text)
     os.replace(path + ".part", path)
 
 
@@ -87,7 +90,7 @@ def _reset(urls: Sequence[str]) -> None:
                 print(f"start: reset {url}: HTTP {answer.status}", flush=True)
         except Exception as exc:  # noqa: BLE001 - any failure: the cache was not emptied
             raise SystemExit(
-                f"start: cannot reset the cache at {url} ({exc}); fix the URL or export with --no-reset"
+                f"start: cannot reset the cache at {url} ({exc}); export with the engine's --reset-url, or --no-reset"
             ) from None
 
 
@@ -108,9 +111,18 @@ def _args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: Sequence[str]) -> int:
     args, command = _args(argv)
+    if args.index == 0:  # before pod 0 is ready: no pod starts its load until the cache is empty, however long it takes
+        try:
+            _reset(args.reset)
+        except SystemExit:
+            _write(args.ready_dir, ABORTED, "pod 0 could not empty the engine's cache")  # the others stop too
+            raise
     began = time.time()
-    _mark_ready(args.ready_dir, args.index, began)
+    _write(args.ready_dir, f"{READY_PREFIX}{args.index}", repr(began))
     while True:
+        if os.path.exists(os.path.join(args.ready_dir, ABORTED)):
+            print("start: pod 0 could not empty the engine's cache (its log says why); no load", flush=True)
+            return 1
         decision = start_decision(
             read_ready(args.ready_dir),
             args.count,
@@ -124,8 +136,6 @@ def main(argv: Sequence[str]) -> int:
     if decision.at is None:
         print(f"start: pods {list(decision.missing)} not ready after {args.timeout:.0f} s; giving up", flush=True)
         return 1
-    if args.index == 0:
-        _reset(args.reset)
     late = time.time() - decision.at
     print(
         f"start: all {args.count} pods ready; load starts at {decision.at:.3f} ({max(late, 0):.3f} s late)", flush=True
