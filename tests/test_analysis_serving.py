@@ -94,3 +94,6 @@ def test_server_from_runs_through_a_router_is_their_fleet_at_each_replicas_capac
     )
     with pytest.raises(SpecError, match=r"its replicas recorded different KV capacities \(16448, 32896\)"):
         server_from(fleet_record(tmp_path / "uneven", "round_robin", 16448, 32896))
+    # a replica that recorded no capacity is unknown, not different: the others' capacity, as compare takes it
+    unknown = server_from(fleet_record(tmp_path / "unknown", "round_robin", 16448, None))
+    assert (unknown.replicas, unknown.capacity_tokens) == (2, 16448)

@@ -108,14 +108,17 @@ def _fleet(folder: Path, router) -> tuple[int, Optional[str], Optional[int]]:
     different capacities (analyze models replicas of one)."""
     if not isinstance(router, dict) or len(router.get("replicas") or []) < 2:
         return 1, None, None
-    found = {r.get("kv_capacity_tokens") if isinstance(r, dict) else None for r in router["replicas"]}
+    recorded = [r.get("kv_capacity_tokens") if isinstance(r, dict) else None for r in router["replicas"]]
+    found = {
+        c for c in recorded if c is not None
+    }  # a replica that recorded none is unknown, not different (as compare)
     if len(found) > 1:
         raise SpecError(
             f"--server-from {folder}: its replicas recorded different KV capacities "
             f"({', '.join(sorted(map(str, found)))}); analyze models replicas of one: give --replicas and "
             "--kv-cache-tokens"
         )
-    capacity = found.pop()
+    capacity = found.pop() if found else None
     return len(router["replicas"]), str(router.get("policy")), capacity if isinstance(capacity, int) else None
 
 

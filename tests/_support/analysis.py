@@ -4,6 +4,7 @@ record through a router (for --server-from)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -39,10 +40,10 @@ def target_result(name, prompt, cached_infinite, cached_capacity=None, sweep=(),
     )
 
 
-def fleet_record(folder: Path, policy: str, *capacities: int) -> Path:
+def fleet_record(folder: Path, policy: str, *capacities: Optional[int]) -> Path:
     """A run through a router, as the bakeoff records it: the server's capacity the replicas' summed, each replica's
     own in the identity's router (bakeoff/fleet.py)."""
-    server = {"engine": "vllm", "kv_capacity_tokens": sum(capacities), "block_size": 32}
+    server = {"engine": "vllm", "kv_capacity_tokens": sum(c for c in capacities if c), "block_size": 32}
     folder.mkdir(parents=True)
     identity = {"server": server, "router": router_identity(policy, *capacities)}
     write_run(folder, RunRecord(config="scenario1/c10", repeat=1, status="completed", identity=identity))

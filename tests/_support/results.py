@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 from fastgen.formats.run_record import RunRecord, write_run
 
@@ -131,7 +132,7 @@ def identity(**changes) -> dict:
     return {**IDENTITY, **changes, "server": server}
 
 
-def router_identity(policy: str, *capacities: int, engine: str = "vllm", block: int = 32) -> dict:
+def router_identity(policy: str, *capacities: Optional[int], engine: str = "vllm", block: int = 32) -> dict:
     """A run identity's router as the bakeoff records it (bakeoff/fleet.py's router_identity): one replica per
     capacity, each with its own server identity."""
     urls = [f"http://replica-{k}:8000" for k in range(len(capacities))]

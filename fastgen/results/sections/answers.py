@@ -126,7 +126,7 @@ def _answer(pair: Pair, asked: tuple[str, str, str, str], found: list[Found]) ->
     interval = interval_text(r) if not r.too_few else ""
     ratio = f", B/A {r.value:.2f}{' ' + interval if interval else ''}" if r.value is not None else ""
     differ = sum(bool(f[3].distinguishable) for f in found)
-    few = sum(f[3].too_few is not None for f in found)
+    few = sum(verdict(f[3]).startswith("too few") for f in found)  # too few sessions, or runs to hold an interval
     counted = ""
     if len(found) > 1:
         counted = f"; {differ} of {len(found)} configs differ{'s' if differ == 1 else ''}"
