@@ -238,3 +238,30 @@ def test_the_field_sizes_fidelity_quotes_are_what_its_command_writes(tmp_path):
     pattern = r"([\d.]+) GB of trace files and ([\d.]+) GB of dataset file \(`field/agent_loop\.jsonl`[^)]*\), ([\d.]+) GB in all"
     written = tuple(f"{n / 1e9:.2f}" for n in (traces, datasets, traces + datasets))
     assert quoted("fidelity.md", pattern) == written
+
+
+# The code's map (docs/architecture.md) is what the code's citations point at: a module it names that a split or a
+# rename moved is a map that sends a new engineer to a room that is not there.
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def test_every_module_and_folder_the_code_map_names_exists():
+    text = ARCHITECTURE.read_text()
+    named = set(re.findall(r"\bfastgen/[\w/]*\w\.py\b", text))
+    assert len(named) > 40  # the pattern finds the paths (one it missed would be checked by nobody)
+    assert sorted(p for p in named if not (ROOT / p).is_file()) == []
+    # and the short forms in backticks: `analysis/engine.py` inside fastgen/, `e2e/real/`, `tests/test_sizes.py`
+    short = set(re.findall(r"`((?:[\w.]+/)+(?:\w+\.py)?)`", text)) - named
+    assert len(short) > 20
+    assert sorted(p for p in short if not ((ROOT / p).exists() or (ROOT / "fastgen" / p).exists())) == []
+
+
+def test_the_code_cites_the_map_and_no_design_file_the_repository_lacks():
+    cited = [
+        ROOT / "pyproject.toml",
+        *sorted((ROOT / "fastgen").rglob("*.py")),
+        *sorted((ROOT / "tests").rglob("*.py")),
+    ]
+    stale = [p.relative_to(ROOT).as_posix() for p in cited if re.search(r"\b(DESIGN|STYLE)\.md\b", p.read_text())]
+    assert stale == [], "point these at docs/architecture.md (or a section of it)"
+    assert "docs/architecture.md" in (ROOT / "pyproject.toml").read_text()

@@ -185,8 +185,9 @@ def test_the_layer_check_sees_relative_and_function_level_imports():
 
 
 # The wings: the formats (the contracts on disk) sit below both sides; the read side reads what the generator wrote
-# through them and never imports the generator (DESIGN.md: the read side works on any OTel corpus inference-perf
-# reads). traffic.fit and traffic.fitted are not the read side: they fit a workload and generate it.
+# through them and never imports the generator (docs/architecture.md, the wings: the read side works on any OTel
+# corpus inference-perf reads). traffic.fit and traffic.fitted are not the read side: they fit a workload and generate
+# it.
 FORMATS = ("formats",)
 GENERATOR = ("generator",)
 READ_SIDE = (

@@ -33,14 +33,14 @@ def test_a_run_with_timings_writes_the_phases_in_order_and_the_same_bytes(tmp_pa
     assert times == sorted(times)  # one monotonic clock
 
 
-def test_once_marks_only_the_first_time_and_write_reads_back(tmp_path):
+def test_once_marks_only_the_first_time_and_the_document_reads_back(tmp_path):
     timeline = Timeline()
     timeline.mark("a")
     timeline.once("first")
     timeline.once("first")
     timeline.mark("b")
     path = tmp_path / "t.json"
-    timeline.write(path)
+    path.write_bytes(timeline.document())
     assert [name for name, _ in read_timings(path)] == ["a", "first", "b"]
 
 

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from .options import Parser, int_in, positive_float
+from .options import Parser, int_in, positive_float, write_output
 
 __all__ = ["analyze_parser", "run_analyze", "targets_of"]
 
@@ -223,7 +223,7 @@ def run_analyze(args) -> int:
         _write_plots(args.plots, results, options)
     if args.json:
         document = analysis_document(reading, options, results, service_source=service_source, server=server_line)
-        _write_json(args.json, document)
+        write_output(args.json, json.dumps(document, indent=1) + "\n", "--json")
     return 0
 
 
@@ -270,12 +270,3 @@ def _write_plots(folder: Path, results, options) -> None:
     except OSError as exc:
         raise OutputError(f"cannot write the plots into {folder}: {exc.strerror}; choose another --plots") from None
     print(f"{len(written)} plots in {folder}")
-
-
-def _write_json(path: Path, document) -> None:
-    from ..errors import OutputError
-
-    try:
-        path.write_text(json.dumps(document, indent=1) + "\n")
-    except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror}; choose another --json") from None

@@ -21,6 +21,7 @@ from .options import (
     positive_float,
     url_option,
     warn,
+    write_output,
 )
 
 __all__ = ["add_workload_options", "effective_workload", "generate_parser", "run_generate"]
@@ -360,7 +361,7 @@ def run_generate(args) -> int:
     timeline.mark("tokenizer")
     records = generate(options, tokenizer)
     if args.timings is not None:
-        timeline.write(args.timings)
+        write_output(args.timings, timeline.document(), "--timings")
     traces = [r for r in records if not r.path.startswith(TOKENIZER_FOLDER + "/")]
     say(
         f"wrote {len(traces)} trace files ({sum(r.size for r in traces) / 1e9:.2f} GB) to {args.output_dir} "

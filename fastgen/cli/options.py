@@ -1,10 +1,12 @@
-"""What every command's parser shares: one-line errors, typed options, and the defaults fastgen is known by."""
+"""What every command's parser shares: one-line errors, typed options, the defaults fastgen is known by, and the one
+way a command writes a file an option names (write_output)."""
 
 from __future__ import annotations
 
 import argparse
 import re
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "positive_float",
     "url_option",
     "warn",
+    "write_output",
 ]
 
 DEFAULT_MODEL = "meta-llama/Llama-3.3-70B-Instruct"
@@ -114,6 +117,18 @@ def warn(message: str) -> None:
 
 class UsageError(Exception):
     """Arguments that parse one by one but not together: exit 2, like argparse's own errors."""
+
+
+def write_output(path: Path, data: bytes | str, option: str) -> None:
+    """`data` into the file `option` (--json, --out, --timings) names, whole or not at all: through the atomic
+    writer, so a failed write leaves no partial file and an existing one as it was; the failure as one line."""
+    from ..errors import OutputError
+    from ..formats.atomic import write_atomically
+
+    try:
+        write_atomically(path, data)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}; choose another {option}") from None
 
 
 def add_replay_modes(p: argparse.ArgumentParser, *, from_configs: bool) -> None:

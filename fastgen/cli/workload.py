@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .generate import add_workload_options, effective_workload
-from .options import Parser, UsageError, int_in
+from .options import Parser, UsageError, int_in, write_output
 
 __all__ = ["run_workload", "workload_parser"]
 
@@ -88,7 +88,7 @@ def _run_stats(args) -> int:
     name = "published" if reference is None else " ".join(str(p) for p in args.against)
     print(fidelity_table(measured, reference, reference_name=name))
     if args.json is not None:
-        args.json.write_text(json.dumps(measured, indent=1) + "\n")
+        write_output(args.json, json.dumps(measured, indent=1) + "\n", "--json")
     return 0
 
 
@@ -124,20 +124,11 @@ def _run_fit(args) -> int:
     print(f"(the fitted workload: {args.check_sessions} sessions generated with the built-in tokenizer)")
     for line in fitted.unexpressed:
         print(f"not expressed: {line}")
-    _write_whole(workload_yaml(fitted.spec), args.out)
+    write_output(args.out, workload_yaml(fitted.spec), "--out")
     if args.json is not None:
         import json
 
-        args.json.write_text(json.dumps({"traces": fitted.reference, "fitted": fitted.measured}, indent=1) + "\n")
+        write_output(
+            args.json, json.dumps({"traces": fitted.reference, "fitted": fitted.measured}, indent=1) + "\n", "--json"
+        )
     return 0
-
-
-def _write_whole(text: str, out: Path) -> None:
-    """`text` into `out` through a temporary file beside it: an interrupted write leaves no partial workload."""
-    from ..errors import OutputError
-    from ..formats.atomic import write_atomically
-
-    try:
-        write_atomically(out, text)
-    except OSError as exc:
-        raise OutputError(f"cannot write {out}: {exc.strerror or exc}; choose another --out") from None

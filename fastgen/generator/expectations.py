@@ -2,8 +2,8 @@
 benchmark's default where there is none): each trace directory's graph shape, which validate checks every session
 against, and whether a replay may send the recorded outputs, which the bakeoff checks before it runs.
 
-The read side imports no generator (DESIGN.md): it takes these as arguments, handed in by the command and by the
-library calls that do what the commands do (dataset_validation.py, dataset_bakeoff.py).
+The read side imports no generator (docs/architecture.md, the wings): it takes these as arguments, handed in by the
+command and by the library calls that do what the commands do (dataset_validation.py, dataset_bakeoff.py).
 """
 
 from __future__ import annotations
