@@ -188,9 +188,7 @@ def container_config(shard: Shard, *, base_url: Optional[str] = None) -> dict:
     return config
 
 
-# A config without load.num_workers gets this many, written into the pod's config: inference-perf's own default is
-# every core it sees, the node's, not the pod's limit, and the pod is sized for its workers.
-SIZED_WORKERS = 1
+SIZED_WORKERS = 1  # written where a config names none: inference-perf's default is one a core of the node, not the pod
 
 
 def default_reset(shard: Shard) -> tuple[str, ...]:
