@@ -264,7 +264,9 @@ def _export_kubernetes(args) -> int:
     export = write_kubernetes(args.dir, args.shards, args.out, options)
     url = str((export.shards[0].config.get("server") or {}).get("base_url") or "")
     if urlsplit(url).hostname in ("localhost", "127.0.0.1", "::1"):
-        warn(f"the pods' configs name the server {url}, which inside a pod is the pod: give --base-url")
+        warn(
+            f"the pods' configs name the server {url}, which inside a pod is the pod: give --base-url an address they reach"
+        )
     if not args.quiet:
         sessions = sum(len(s.slots) for s in export.shards)
         print(
