@@ -11,7 +11,7 @@ ROOT = Path(fastgen.__file__).parent
 
 # Bottom to top; a module may import modules of its own layer and the layers below. A new module gets a row here.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "version", "interrupts", "processes", "engines"),
+    ("errors", "version", "interrupts", "processes", "engine_endpoints"),
     ("extras",),  # optional dependencies, named as such when missing
     # the formats: the contracts on disk, below both the generator that writes them and the read side
     ("formats.atomic", "formats.pre_token_count", "formats.chat_template"),
@@ -107,7 +107,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("results.written",),  # what compare wrote, so it never overwrites a user's file
     ("results.render", "results.plots", "results.compare", "results"),
     ("analysis.rules",),  # each engine's scheduling and cache rules: data only
-    ("analysis.cache", "analysis.aiperf", "analysis.sharing", "analysis.service"),
+    ("analysis.cache", "analysis.aiperf", "analysis.sharing", "analysis.step_time"),
     ("analysis.engine",),  # one replica, stepping as the engine schedules
     ("analysis.routing",),  # replicas behind a router
     ("analysis.schedule",),  # the client: inference-perf's replay order
