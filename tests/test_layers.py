@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
         "generator.content.compose",
         "generator.content.budget",
         "generator.content.patch",
-        "generator.content.plan",
+        "generator.content.agent_plan",
         "generator.content.pytest_log",
         "generator.content.notes",
     ),
@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("generator.tools",),
     ("generator.messages",),
     ("generator.prompt_tokens",),
-    ("generator.blocks",),
+    ("generator.shared_blocks",),
     (
         "generator.scenarios.base",
         "generator.scenarios.common",
