@@ -11,7 +11,7 @@ import dataclasses
 from typing import Callable, Optional
 
 from .bakeoff import BakeoffOptions, RunOutcome
-from .bakeoff import run_bakeoff as _run_bakeoff
+from .bakeoff import run_configs
 from .generator.expectations import check_replay_outputs
 
 __all__ = ["run_bakeoff", "with_dataset_checks"]
@@ -31,5 +31,5 @@ def run_bakeoff(
     on_outcome: Callable[[RunOutcome], None] = lambda outcome: None,
     warn: Optional[Callable[[str], None]] = None,
 ) -> list[RunOutcome]:
-    """fastgen.bakeoff.run_bakeoff with the dataset's checks (with_dataset_checks); the same outcomes."""
-    return _run_bakeoff(with_dataset_checks(options), echo=echo, on_outcome=on_outcome, warn=warn)
+    """fastgen.bakeoff.run_configs with the dataset's checks (with_dataset_checks); the same outcomes."""
+    return run_configs(with_dataset_checks(options), echo=echo, on_outcome=on_outcome, warn=warn)

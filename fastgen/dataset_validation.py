@@ -13,9 +13,9 @@ from pathlib import Path
 from .formats.manifest import MANIFEST_NAME
 from .generator.expectations import expected_shapes
 from .validate import FileReport, Shapes
-from .validate import check_file as _check_file
+from .validate import check_file_against
 from .validate import describe_file as _describe_file
-from .validate import validate_tree as _validate_tree
+from .validate import validate_tree_against
 
 __all__ = ["check_file", "describe_file", "shapes_of_file", "shapes_of_tree", "validate_tree"]
 
@@ -34,12 +34,12 @@ def shapes_of_file(path: Path) -> Shapes:
 def validate_tree(root: Path, *, workers: int | None = None, progress: bool = False) -> list[FileReport]:
     """Every session file under root's trace directories (or in root itself) against its dataset's shapes, checked
     in parallel, sorted by path."""
-    return _validate_tree(root, shapes_of_tree(root), workers=workers, progress=progress)
+    return validate_tree_against(root, shapes_of_tree(root), workers=workers, progress=progress)
 
 
 def check_file(path: Path) -> FileReport:
     """One trace file (.json or .json.zst) against its dataset's shapes."""
-    return _check_file(path, shapes_of_file(path))
+    return check_file_against(path, shapes_of_file(path))
 
 
 def describe_file(path: Path) -> str:

@@ -23,7 +23,7 @@ from .processes import context, file_progress, workers_for
 from .traces.graph import build_graph, graph_api
 from .traces.graph import read_trace as _read_trace
 
-__all__ = ["FileReport", "Shapes", "check_file", "validate_tree", "summary_table", "describe_file"]
+__all__ = ["FileReport", "Shapes", "check_file_against", "validate_tree_against", "summary_table", "describe_file"]
 
 _CAUSAL = frozenset({"full_match", "tool_call_ids_matched"})
 # `~*` in fastgen.after (generator.spans.after_attribute): any one timing edge. Spelled here, not imported: the read
@@ -194,7 +194,7 @@ def _fmt_segment(seg: dict, index: dict[str, int]) -> str:
     return f"{seg['type']}(<-{index.get(src, src)})" if src is not None else seg["type"]
 
 
-def check_file(path: Path, shapes: Shapes) -> FileReport:
+def check_file_against(path: Path, shapes: Shapes) -> FileReport:
     """One trace file (.json or .json.zst) against the shape `shapes` gives its trace directory; a file
     inference-perf cannot read is a deviation, not an exception."""
     path = Path(path)
@@ -214,7 +214,7 @@ def _spawn_pool(workers: int):
     return context("spawn").Pool(workers)
 
 
-def validate_tree(
+def validate_tree_against(
     root: Path, shapes: Shapes, *, workers: int | None = None, progress: bool = False
 ) -> list[FileReport]:
     """Every session file under root's scenario folders (the trace directories `shapes` names) or in root itself,
@@ -231,7 +231,7 @@ def validate_tree(
     reports, tick = [], file_progress("validated") if progress else None
     # One worker runs in-process: no spawn and no second multi-second import.
     with _spawn_pool(workers) if workers > 1 else contextlib.nullcontext() as pool:
-        check = functools.partial(check_file, shapes=shapes)
+        check = functools.partial(check_file_against, shapes=shapes)
         results = pool.imap(check, paths, chunksize=chunksize) if pool else map(check, paths)
         for done, report in enumerate(results, 1):
             reports.append(report)

@@ -17,7 +17,7 @@ from fastgen.generator.spec import LogNormal, Range, Spec, Timing
 from fastgen.generator.workload import parse_workload
 from fastgen.traffic.read import read_traffic
 from fastgen.traffic.stats import PUBLISHED, traffic_stats, within
-from fastgen.validate import check_file
+from fastgen.validate import check_file_against
 from _support.figures import quoted, trace_and_dataset_bytes
 from conftest import run_fastgen, write_sessions
 from test_dataset import _output_tokens
@@ -144,12 +144,12 @@ def test_a_prompt_at_the_trigger_is_compacted_and_the_next_starts_from_the_summa
 def test_inference_perf_builds_the_chain_with_tool_id_and_summary_edges(sessions):
     pytest.importorskip("inference_perf")
     from fastgen.generator.expectations import expected_shapes
-    from fastgen.validate import _build_graph, check_file
+    from fastgen.validate import _build_graph, check_file_against
 
     shapes = {"agent_loop": agent_loop.shape(SMALL)}
     kinds = set()
     for path, _ in sessions:
-        assert check_file(path, shapes).deviations == ()
+        assert check_file_against(path, shapes).deviations == ()
         graph, _ = _build_graph(json.loads(path.read_bytes()), path)
         kinds |= {k for e in graph["events"].values() for k in e["predecessor_dependency_types"].values()}
     assert kinds == {"tool_call_ids_matched", "full_match"}  # calls by id; the summary by its text
@@ -159,10 +159,10 @@ def test_inference_perf_builds_the_chain_with_tool_id_and_summary_edges(sessions
 def test_the_validator_refuses_a_shared_segment_from_the_wrong_event(sessions):
     """The restart rule is not a blanket pass: without it, the event after a compaction deviates."""
     pytest.importorskip("inference_perf")
-    from fastgen.validate import check_file
+    from fastgen.validate import check_file_against
 
     strict = {"agent_loop": agent_loop.shape(SMALL).__class__(1, 100, "chain")}
-    assert any("expected shared(<-" in d for path, _ in sessions for d in check_file(path, strict).deviations)
+    assert any("expected shared(<-" in d for path, _ in sessions for d in check_file_against(path, strict).deviations)
 
 
 def _time(iso: str) -> datetime:
@@ -274,11 +274,11 @@ def test_children_start_from_their_task_and_their_reports_return_to_the_join(sub
 
 def test_inference_perf_makes_the_join_wait_for_every_child(sub_sessions):
     pytest.importorskip("inference_perf")
-    from fastgen.validate import _build_graph, check_file
+    from fastgen.validate import _build_graph, check_file_against
 
     shapes = {"agent_loop": agent_loop.shape(SUB)}
     for path, spans in sub_sessions:
-        assert check_file(path, shapes).deviations == ()
+        assert check_file_against(path, shapes).deviations == ()
         graph, _ = _build_graph(json.loads(path.read_bytes()), path)
         events = {eid.split("_", 2)[2]: e for eid, e in graph["events"].items()}
         ((join, spawn, lasts),) = _joins(spans)
@@ -295,7 +295,7 @@ def test_inference_perf_makes_the_join_wait_for_every_child(sub_sessions):
 def test_without_the_reports_in_the_spawning_message_the_join_does_not_wait(sub_sessions, tmp_path):
     """The hidden reports are what links the children: taken out, the validator reports the join's missing edges."""
     pytest.importorskip("inference_perf")
-    from fastgen.validate import check_file
+    from fastgen.validate import check_file_against
 
     path, spans = sub_sessions[0]
     ((join, _, _),) = _joins(spans)
@@ -308,7 +308,7 @@ def test_without_the_reports_in_the_spawning_message_the_join_does_not_wait(sub_
     broken = tmp_path / "agent_loop" / path.name
     broken.parent.mkdir()
     broken.write_text(json.dumps(doc))
-    deviations = check_file(broken, {"agent_loop": agent_loop.shape(SUB)}).deviations
+    deviations = check_file_against(broken, {"agent_loop": agent_loop.shape(SUB)}).deviations
     assert any("(causal)" in d and "predecessors" in d for d in deviations), deviations
 
 
@@ -427,7 +427,7 @@ def field_sessions(builtin, tmp_path_factory):
 def test_field_shaped_sessions_pass_inference_perfs_graph_builder(field_sessions):
     shapes = {"agent_loop": agent_loop.shape(FIELD)}
     for path, _ in field_sessions:
-        assert check_file(path, shapes).deviations == (), path.name
+        assert check_file_against(path, shapes).deviations == (), path.name
 
 
 def test_strata_and_subagent_shares_are_fixed_by_the_session_index(field_sessions):
@@ -475,7 +475,7 @@ def test_a_compaction_that_keeps_the_opening_restarts_from_it(builtin, tmp_path)
         assert resumed, "no compaction"
         for messages in resumed:
             assert messages[: len(first)] == first  # system prompt, repository map and the first task
-        assert check_file(path, {"agent_loop": agent_loop.shape(spec)}).deviations == ()
+        assert check_file_against(path, {"agent_loop": agent_loop.shape(spec)}).deviations == ()
 
 
 @pytest.mark.parametrize(

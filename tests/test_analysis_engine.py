@@ -15,7 +15,7 @@ from fastgen.analysis.cache import BlockCache, BlockIds
 from fastgen.analysis.engine import Served, make_engine
 from fastgen.analysis.routing import Fleet
 from fastgen.analysis.rules import ENGINE_RULES, SchedulerSettings
-from fastgen.analysis.service import ServiceModel
+from fastgen.analysis.step_time import ServiceModel
 from fastgen.traces.blocks import block_hashes
 
 IDS = BlockIds()

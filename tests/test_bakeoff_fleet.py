@@ -21,7 +21,7 @@ from e2e.suites.bakeoff import FakeEngineProcess
 from e2e.suites.run import Dataset, generate
 from fastgen.bakeoff.fleet import Fleet, listed_replicas, open_fleet, policy_in_metrics
 from fastgen.bakeoff.server import LiveServer, probe_server
-from fastgen.engines import VLLM
+from fastgen.engine_endpoints import VLLM
 from fastgen.errors import ServerError
 
 MODEL = "meta-llama/Llama-3.3-70B-Instruct"

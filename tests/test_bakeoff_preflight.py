@@ -11,7 +11,7 @@ from _support.bakeoff import MODEL, QUICK, bakeoff, engine, run_record
 
 from e2e.suites.bakeoff import is_probe
 from fastgen.bakeoff.server import LiveServer
-from fastgen.engines import VLLM
+from fastgen.engine_endpoints import VLLM
 from fastgen.errors import ServerError
 
 

@@ -12,7 +12,7 @@ from e2e.suites.bakeoff import is_probe
 from e2e.suites.run import free_port
 from fastgen.bakeoff.reset import wait_idle
 from fastgen.bakeoff.server import LiveServer
-from fastgen.engines import VLLM
+from fastgen.engine_endpoints import VLLM
 from fastgen.errors import ServerError
 
 

@@ -13,7 +13,7 @@ from e2e.suites.run import free_port
 from e2e.engines.server import ServerThread
 from fastgen.bakeoff.sampler import parse_metrics
 from fastgen.bakeoff.server import LiveServer, fetch, probe_server
-from fastgen.engines import VLLM
+from fastgen.engine_endpoints import VLLM
 from fastgen.errors import ServerError
 
 

@@ -148,13 +148,13 @@ def test_fan_branches_carry_the_root_and_its_answer_and_start_as_staggered(fans)
 
 def test_inference_perf_builds_exactly_the_declared_graphs(chains, fans):
     pytest.importorskip("inference_perf")
-    from fastgen.validate import _build_graph, check_file
+    from fastgen.validate import _build_graph, check_file_against
 
     for path, _ in chains:
-        assert check_file(path, {"chain": chain.shape(CHAIN)}).deviations == ()
+        assert check_file_against(path, {"chain": chain.shape(CHAIN)}).deviations == ()
     for path, _ in fans:
         spec = FAN_CALLS if "calls" in str(path) else FAN
-        assert check_file(path, {"fan": fan.shape(spec)}).deviations == ()
+        assert check_file_against(path, {"fan": fan.shape(spec)}).deviations == ()
     kinds = set()
     for path, _ in chains + fans:
         graph, _ = _build_graph(json.loads(path.read_bytes()), path)
@@ -176,14 +176,14 @@ def _without_answer(path: Path, out: Path, span_index: int) -> Path:
 
 def test_a_history_missing_an_answer_deviates(chains, fans, tmp_path):
     pytest.importorskip("inference_perf")
-    from fastgen.validate import check_file
+    from fastgen.validate import check_file_against
 
     text_fan = next(path for path, _ in fans if "text" in str(path))
     broken = _without_answer(text_fan, tmp_path / "fan" / "session_0000.json", 2)
-    assert check_file(broken, {"fan": fan.shape(FAN)}).deviations != ()
+    assert check_file_against(broken, {"fan": fan.shape(FAN)}).deviations != ()
     # the chain's fourth request carries a text answer (step 3 answers with text)
     broken = _without_answer(chains[0][0], tmp_path / "chain" / "session_0000.json", 4)
-    assert check_file(broken, {"chain": chain.shape(CHAIN)}).deviations != ()
+    assert check_file_against(broken, {"chain": chain.shape(CHAIN)}).deviations != ()
 
 
 def test_the_shape_and_configs_follow_the_declared_steps():

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from fastgen.engines import ENGINES
+from fastgen.engine_endpoints import ENGINES
 from fastgen.generator.model_match import family_of, is_builtin, missing_tokens, model_mismatch
 from fastgen.formats.tokenizer import BUILTIN_DIR, load_tokenizer
 from native_bench.vocab import qwen3_tokenizer

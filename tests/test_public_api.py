@@ -1,3 +1,4 @@
+import collections
 import collections.abc
 import inspect
 import typing
@@ -47,6 +48,23 @@ def test_each_command_has_its_library_function():
     """The library does what the commands do: each of these commands' work is one public call."""
     for name in ("generate", "validate_tree", "verify_tree", "analyze", "run_bakeoff", "compare_runs"):
         assert inspect.isfunction(getattr(fastgen, name)), name
+
+
+def test_each_public_function_name_is_defined_once_in_fastgen():
+    """One name, one function: a module behind the door that defines a function under a public name (as
+    fastgen.bakeoff.run_bakeoff once did beside fastgen.run_bakeoff) is a second function a reader confuses with it."""
+    import ast
+    from pathlib import Path
+
+    root = Path(fastgen.__file__).parent
+    public = {name for name in fastgen.__all__ if inspect.isfunction(getattr(fastgen, name))}
+    defined = collections.defaultdict(list)
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in public:
+                defined[node.name].append(path.relative_to(root).as_posix())
+    assert {name: paths for name, paths in defined.items() if len(paths) > 1} == {}
+    assert sorted(defined) == sorted(public)  # the check sees every public function where it is defined
 
 
 def test_importing_fastgen_does_not_import_inference_perf():

@@ -13,7 +13,7 @@ from inference_perf.config import read_config
 
 from conftest import run_fastgen
 from fastgen import RunOptions, SpecError, generate, validate_tree
-from fastgen.generator.blocks import ScenarioBlocks
+from fastgen.generator.shared_blocks import ScenarioBlocks
 from fastgen.generator.content.budget import compose_block
 from fastgen.generator.content.compose import Composer, Text
 from fastgen.generator.messages import Output, SessionPlan, ToolCall, Turn, assistant_text, user

@@ -13,7 +13,7 @@ import zstandard
 
 from fastgen.errors import MissingExtraError, ValidationError
 from fastgen.generator.expectations import expected_shapes
-from fastgen.validate import FileReport, check_file, describe_file, summary_table, validate_tree
+from fastgen.validate import FileReport, check_file_against, describe_file, summary_table, validate_tree_against
 
 SHAPES = expected_shapes()  # the default workload's: what a folder without a manifest is held to
 T0 = datetime(2026, 6, 15, 10, 0, 0, tzinfo=timezone.utc)
@@ -148,19 +148,19 @@ def _dataset(root: Path) -> Path:
     return root
 
 
-# --- check_file ---------------------------------------------------------------------------------------------------
+# --- check_file_against -------------------------------------------------------------------------------------------
 
 
 def test_check_file_scenario1_tool_loop_chain_passes(tmp_path):
     path = _write(tmp_path / "scenario1", 0, _chain("scenario1-0000", "scenario1", 6, (3, 5)))
-    report = check_file(path, SHAPES)
+    report = check_file_against(path, SHAPES)
     assert report == FileReport(str(path), "scenario1", 6, ())
 
 
 def test_check_file_scenario1_orphan_tool_message_reports_temporal_edge(tmp_path):
     # original-flaws.md item 2: the tool call comes back as text, so turn 4 hangs off turn 2 plus a timing-only edge.
     path = _write(tmp_path / "scenario1", 0, _chain("scenario1-0000", "scenario1", 6, (3, 5), orphan=True))
-    deviations = check_file(path, SHAPES).deviations
+    deviations = check_file_against(path, SHAPES).deviations
     assert "event 3: predecessors event 1 full_match, event 2 temporal, expected event 2 (causal)" in deviations
     assert any(d.startswith("event 3: segments shared(<-2) unique,") for d in deviations)
     assert any(d.startswith("event 5: predecessors") and "temporal" in d for d in deviations)
@@ -168,7 +168,7 @@ def test_check_file_scenario1_orphan_tool_message_reports_temporal_edge(tmp_path
 
 def test_check_file_scenario1_tool_call_on_wrong_turn_reported(tmp_path):
     path = _write(tmp_path / "scenario1", 0, _chain("scenario1-0000", "scenario1", 6, (2, 5)))
-    deviations = check_file(path, SHAPES).deviations
+    deviations = check_file_against(path, SHAPES).deviations
     assert "event 1: expected_output_is_tool_call True, expected False" in deviations
     assert "event 2: expected_output_is_tool_call False, expected True" in deviations
 
@@ -176,7 +176,7 @@ def test_check_file_scenario1_tool_call_on_wrong_turn_reported(tmp_path):
 @pytest.mark.parametrize(("scenario", "times"), [("scenario2_sync", SYNC), ("scenario2_stagger", STAGGER_OVERLAPPING)])
 def test_check_file_scenario2_overlapping_branches_pass(tmp_path, scenario, times):
     path = _write(tmp_path / scenario, 0, _fan(f"{scenario}-0000", scenario, times))
-    assert check_file(path, SHAPES) == FileReport(str(path), scenario, 6, ())
+    assert check_file_against(path, SHAPES) == FileReport(str(path), scenario, 6, ())
 
 
 def test_check_file_scenario2_branch_after_sibling_ended_reports_temporal_edge(tmp_path):
@@ -184,7 +184,7 @@ def test_check_file_scenario2_branch_after_sibling_ended_reports_temporal_edge(t
     path = _write(
         tmp_path / "scenario2_stagger", 0, _fan("scenario2_stagger-0000", "scenario2_stagger", STAGGER_SERIALIZED)
     )
-    deviations = check_file(path, SHAPES).deviations
+    deviations = check_file_against(path, SHAPES).deviations
     assert "event 5: predecessors event 0 full_match, event 1 temporal, expected event 0 (causal)" in deviations
     assert "event 5: segments shared(<-1) unique, expected shared(<-0) output(<-0) unique" in deviations
     assert not any(d.startswith(("event 2", "event 3", "event 4")) for d in deviations)
@@ -195,13 +195,13 @@ def test_check_file_scenario2_branch_after_sibling_ended_reports_temporal_edge(t
 )
 def test_check_file_scenario3_chain_passes(tmp_path, scenario, turns, tool_turns):
     path = _write(tmp_path / scenario, 0, _chain(f"{scenario}-0000", scenario, turns, tool_turns))
-    assert check_file(path, SHAPES) == FileReport(str(path), scenario, turns, ())
+    assert check_file_against(path, SHAPES) == FileReport(str(path), scenario, turns, ())
 
 
 @pytest.mark.parametrize(("scenario", "turns", "expected"), [("scenario1", 5, "6"), ("scenario3_stable", 7, "2 to 6")])
 def test_check_file_wrong_event_count_reported(tmp_path, scenario, turns, expected):
     path = _write(tmp_path / scenario, 0, _chain(f"{scenario}-0000", scenario, turns, (3,)))
-    report = check_file(path, SHAPES)
+    report = check_file_against(path, SHAPES)
     assert report.events == turns
     assert f"{turns} events, expected {expected}" in report.deviations
 
@@ -209,7 +209,7 @@ def test_check_file_wrong_event_count_reported(tmp_path, scenario, turns, expect
 def test_check_file_tool_call_without_definitions_reported(tmp_path):
     # Without gen_ai.tool.definitions inference-perf replays the tool-call turn as text, and says so in a warning.
     path = _write(tmp_path / "scenario3_stable", 0, _chain("s3-0000", "scenario3_stable", 3, (2,), tools=False))
-    deviations = check_file(path, SHAPES).deviations
+    deviations = check_file_against(path, SHAPES).deviations
     assert "event 1: expected_output_is_tool_call False, expected True" in deviations
     assert any(
         d.startswith("inference-perf warned: Span s3-0000-t2: recorded output is a tool call") for d in deviations
@@ -223,19 +223,19 @@ def test_check_file_zst_with_two_frames_reads_every_frame(tmp_path):
     path = tmp_path / "scenario1" / "session_0000.json.zst"
     path.parent.mkdir()
     path.write_bytes(compressor.compress(data[:half]) + compressor.compress(data[half:]))
-    assert check_file(path, SHAPES) == FileReport(str(path), "scenario1", 6, ())
+    assert check_file_against(path, SHAPES) == FileReport(str(path), "scenario1", 6, ())
 
 
 def test_check_file_scenario_attribute_missing_falls_back_to_folder(tmp_path):
     doc = _fan("s-0000", "scenario2_sync", SYNC)
     for span in doc["spans"]:
         del span["attributes"]["fastgen.scenario"]
-    report = check_file(_write(tmp_path / "scenario2_sync", 0, doc), SHAPES)
+    report = check_file_against(_write(tmp_path / "scenario2_sync", 0, doc), SHAPES)
     assert (report.scenario, report.deviations) == ("scenario2_sync", ())
 
 
 def test_check_file_unknown_scenario_reported(tmp_path):
-    report = check_file(_write(tmp_path / "elsewhere", 0, _chain("x-0000", "scenario9", 2)), SHAPES)
+    report = check_file_against(_write(tmp_path / "elsewhere", 0, _chain("x-0000", "scenario9", 2)), SHAPES)
     assert report.deviations[0].startswith("unknown scenario 'scenario9'")
 
 
@@ -244,7 +244,7 @@ def test_check_file_unreadable_reported_not_raised(tmp_path, content):
     path = tmp_path / "scenario1" / "session_0000.json"
     path.parent.mkdir()
     path.write_text(content)
-    report = check_file(path, SHAPES)
+    report = check_file_against(path, SHAPES)
     assert (report.events, len(report.deviations)) == (0, 1)
     assert report.deviations[0].startswith("unreadable: ")
 
@@ -257,21 +257,21 @@ def test_check_file_inference_perf_missing_raises_missing_extra_not_a_deviation(
         match=r"^reading traces as inference-perf does needs the validate extra: "
         r"pip install 'fastgen\[validate\]' \(Python 3\.12\)$",
     ):
-        check_file(path, SHAPES)
+        check_file_against(path, SHAPES)
 
 
 def test_validate_tree_inference_perf_missing_raises_before_reading_any_file(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "inference_perf", None)
     with pytest.raises(MissingExtraError, match=r"^fastgen validate needs the validate extra: "):
-        validate_tree(tmp_path / "no such folder", SHAPES, workers=1)
+        validate_tree_against(tmp_path / "no such folder", SHAPES, workers=1)
 
 
-# --- validate_tree ------------------------------------------------------------------------------------------------
+# --- validate_tree_against ----------------------------------------------------------------------------------------
 
 
 def test_validate_tree_dataset_folder_reports_every_session_sorted(tmp_path):
     root = _dataset(tmp_path)
-    reports = validate_tree(root, SHAPES, workers=1)
+    reports = validate_tree_against(root, SHAPES, workers=1)
     assert [Path(r.path).relative_to(root).as_posix() for r in reports] == [
         "scenario1/session_0000.json",
         "scenario1/session_0001.json",
@@ -287,14 +287,14 @@ def test_validate_tree_dataset_folder_reports_every_session_sorted(tmp_path):
 def test_validate_tree_two_workers_match_one_worker(tmp_path):
     root = _dataset(tmp_path)
     _write(root / "scenario2_stagger", 1, _fan("scenario2_stagger-0001", "scenario2_stagger", STAGGER_SERIALIZED))
-    assert validate_tree(root, SHAPES, workers=2) == validate_tree(root, SHAPES, workers=1)
+    assert validate_tree_against(root, SHAPES, workers=2) == validate_tree_against(root, SHAPES, workers=1)
 
 
 def test_validate_tree_root_holding_sessions_validates_them(tmp_path, capsys):
     folder = tmp_path / "scenario3_noisy"
     for i in range(3):
         _write(folder, i, _chain(f"scenario3_noisy-{i:04d}", "scenario3_noisy", 2 + i))
-    reports = validate_tree(folder, SHAPES, workers=1, progress=True)
+    reports = validate_tree_against(folder, SHAPES, workers=1, progress=True)
     assert [r.events for r in reports] == [2, 3, 4]
     assert "validated 3/3 files" in capsys.readouterr().err
 
@@ -302,7 +302,7 @@ def test_validate_tree_root_holding_sessions_validates_them(tmp_path, capsys):
 def test_validate_tree_no_sessions_raises(tmp_path):
     (tmp_path / "scenario1").mkdir()
     with pytest.raises(ValidationError, match="no session_"):
-        validate_tree(tmp_path, SHAPES, workers=1)
+        validate_tree_against(tmp_path, SHAPES, workers=1)
 
 
 # --- summary_table / describe_file --------------------------------------------------------------------------------

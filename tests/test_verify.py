@@ -460,7 +460,7 @@ _GENERATOR_MODULES = (
     "fastgen.plans",
     "fastgen.generator.scenarios",
     "fastgen.generator.content",
-    "fastgen.generator.blocks",
+    "fastgen.generator.shared_blocks",
 )
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Optional
 
 from fastgen.bakeoff.runs import METRICS_FILE
-from fastgen.engines import VLLM
+from fastgen.engine_endpoints import VLLM
 from fastgen.results import read_runs
 
 from .bakeoff import FakeEngineProcess, segments

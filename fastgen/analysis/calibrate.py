@@ -40,7 +40,7 @@ from ..traces.blocks import PromptReading
 from .analyze import AnalysisOptions, ConfigTarget, Corpus
 from .engine import Served
 from .schedule import ServiceModel
-from .service import DEFAULT_INGEST_TOKENS_PER_S
+from .step_time import DEFAULT_INGEST_TOKENS_PER_S
 from .serving import ServerSpec, server_from
 
 __all__ = ["Calibration", "calibrate", "calibrated_options", "measured_speeds"]

@@ -22,7 +22,7 @@ import numpy as np
 
 from .cache import Admission, BlockCache
 from .rules import CLIP_MAX_NEW_TOKENS, CacheRules, SchedulerSettings
-from .service import ServiceModel
+from .step_time import ServiceModel
 
 __all__ = ["Engine", "Served", "make_engine"]
 

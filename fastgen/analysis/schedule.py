@@ -30,7 +30,7 @@ from .cache import BlockCache
 from .engine import Served, make_engine
 from .routing import Fleet
 from .rules import ENGINE_RULES, SchedulerSettings
-from .service import DEFAULT_DECODE_TOKENS_PER_S, DEFAULT_PREFILL_TOKENS_PER_S, ServiceModel
+from .step_time import DEFAULT_DECODE_TOKENS_PER_S, DEFAULT_PREFILL_TOKENS_PER_S, ServiceModel
 
 __all__ = [
     "DEFAULT_DECODE_TOKENS_PER_S",

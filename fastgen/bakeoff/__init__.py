@@ -4,6 +4,6 @@ The run folders it writes (runs.py) are what `fastgen.results` reads.
 """
 
 from .inference_perf import inference_perf_command
-from .runner import BakeoffOptions, RunOutcome, run_bakeoff
+from .runner import BakeoffOptions, RunOutcome, run_configs
 
-__all__ = ["BakeoffOptions", "RunOutcome", "inference_perf_command", "run_bakeoff"]
+__all__ = ["BakeoffOptions", "RunOutcome", "inference_perf_command", "run_configs"]

@@ -57,7 +57,7 @@ __all__ = [
     "DATASETS_CACHE",
     "RunOutcome",
     "datasets_cache",
-    "run_bakeoff",
+    "run_configs",
 ]
 
 # `datasets` keeps an Arrow copy of every dataset file a config reads (hf_dataset_path): in the output folder, beside
@@ -142,7 +142,7 @@ def _not_run(runs: list[tuple[ConfigRun, int]], repeats: int) -> list[RunOutcome
     return [RunOutcome(config.name, "failed", reason=reason, repeat=k, repeats=repeats) for config, k in runs]
 
 
-def run_bakeoff(
+def run_configs(
     options: BakeoffOptions,
     *,
     echo: Callable[[str], None] = lambda line: None,

@@ -12,7 +12,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Optional
 
-from ..engines import ENGINES, Engine, engine_named
+from ..engine_endpoints import ENGINES, Engine, engine_named
 from ..errors import ServerError
 
 __all__ = ["ChatUsage", "LiveServer", "RESET_WAIT_S", "START_WAIT_S", "ToolAnswer", "fetch", "probe_server"]

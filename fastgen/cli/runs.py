@@ -11,7 +11,7 @@ __all__ = ["bakeoff_parser", "compare_parser", "run_bakeoff_command", "run_compa
 
 
 def bakeoff_parser() -> Parser:
-    from ..engines import ENGINES
+    from ..engine_endpoints import ENGINES
 
     p = Parser(
         prog="fastgen bakeoff",

@@ -98,7 +98,7 @@ def _run_fit(args) -> int:
     from ..generator.spec import DEFAULT_MAX_MODEL_LEN
     from ..generator.workload import workload_yaml
     from ..traffic import fidelity_table, read_traffic
-    from ..traffic.fitted import fit_and_measure
+    from ..fitting.fitted import fit_and_measure
 
     if not args.traces or args.out is None:
         raise UsageError(

@@ -50,7 +50,7 @@ from typing import Optional, Sequence
 
 import yaml
 
-from ..engines import ENGINES
+from ..engine_endpoints import ENGINES
 from ..errors import OutputError, SpecError
 from ..formats.manifest import MANIFEST_NAME, FileRecord, listed_record, record, rewrite_files
 from ..formats.outdir import discard, open_staging, place_all

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import xxhash
 
-from .blocks import CatalogStage, ScenarioBlocks, build_blocks, catalog_stage
+from .shared_blocks import CatalogStage, ScenarioBlocks, build_blocks, catalog_stage
 from ..formats.chat_template import SHIPPED_DIR, SHIPPED_TEMPLATES, ChatTemplate
 from .content.compose import Composer
 from .content.kinds import KINDS

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..formats.chat_template import template_markers, template_source
-from ..engines import Engine
+from ..engine_endpoints import Engine
 from ..formats.tokenizer import BUILTIN_DIR, BUILTIN_NAME, Tokenizer
 
 __all__ = ["FAMILIES", "Family", "family_of", "is_builtin", "missing_tokens", "model_mismatch"]

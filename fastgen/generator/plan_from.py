@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engines import engine_named
+from ..engine_endpoints import engine_named
 from ..errors import SpecError
 from ..formats.chat_template import (
     SHIPPED_TEMPLATES,

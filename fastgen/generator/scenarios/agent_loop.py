@@ -52,7 +52,7 @@ from typing import Annotated, ClassVar, Literal, cast
 import numpy as np
 from annotated_types import Ge, Le
 
-from ..blocks import ScenarioBlocks
+from ..shared_blocks import ScenarioBlocks
 from ..content.budget import compose_block, numbered_code
 from ..content.compose import Composer, Text
 from ..content.patch import make_patch, patch_summary

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from ...errors import SpecError
-from ..blocks import ScenarioBlocks
+from ..shared_blocks import ScenarioBlocks
 from ..content.compose import Composer, Text
 from ..content.vocab import Vocab
 from ..messages import Message, SessionPlan, system
@@ -46,7 +46,7 @@ __all__ = ["SCENARIO", "ChainSpec", "plan_sessions", "shape"]
 
 SCENARIO_ID = 5
 NAME = DIRECTORY = "chain"
-# The header lines of the system prompt and the repo map (blocks.py), which stand whole where a budget is smaller
+# The header lines of the system prompt and the repo map (shared_blocks.py), which stand whole where a budget is smaller
 HEADERS_BOUND = 120
 # The tokens of the line that opens a session's own system prompt (shared_prefix false): an id, a number, a few words
 SESSION_LINE_BOUND = 32

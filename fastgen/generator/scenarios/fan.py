@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from ...errors import SpecError
-from ..blocks import ScenarioBlocks
+from ..shared_blocks import ScenarioBlocks
 from ..content.compose import Composer
 from ..content.vocab import Vocab
 from ..messages import Message, SessionPlan, Turn

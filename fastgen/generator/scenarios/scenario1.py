@@ -20,12 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
-from ..blocks import ScenarioBlocks
+from ..shared_blocks import ScenarioBlocks
 from ..content.budget import compose_block, file_frame, headed_block, opened, opened_block, split_budget
 from ..content.compose import Composer, Text
 from ..content.patch import Patch, make_patch, patch_summary
 from ..content.notes import opening
-from ..content.plan import PlanFacts, numbered, plan_steps
+from ..content.agent_plan import PlanFacts, numbered, plan_steps
 from ..content.pytest_log import UnitTest, module_functions, pytest_env, pytest_log, module_tests, wrong_values
 from ..content.vocab import Vocab
 from ..messages import Message, Output, SessionPlan, user

@@ -17,7 +17,7 @@ from typing import Annotated, cast
 
 from annotated_types import MinLen
 
-from ..blocks import ScenarioBlocks
+from ..shared_blocks import ScenarioBlocks
 from ..content.budget import compose_block, file_frame
 from ..content.compose import Composer
 from ..content.patch import make_patch

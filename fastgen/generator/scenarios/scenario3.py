@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import cast
 
-from ..blocks import ScenarioBlocks
+from ..shared_blocks import ScenarioBlocks
 from ..content.budget import compose_block, file_sections, headed_block, numbered_code, opened_block
 from ..content.compose import Composer, Text
 from ..content.notes import opening
@@ -165,7 +165,9 @@ def plan_sessions(
         s.task.draw(rng),
         rng,
     )
-    assert blocks.guidelines is not None and blocks.api_docs is not None  # scenario 3's spec has both (blocks.py)
+    assert (
+        blocks.guidelines is not None and blocks.api_docs is not None
+    )  # scenario 3's spec has both (shared_blocks.py)
     stable = (blocks.system, blocks.guidelines, blocks.repo_map, blocks.api_docs, user(workspace), user(task))
     noisy = (stable[0], stable[5], stable[4], stable[2], stable[1], stable[3])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable, Optional
 
-from ...engines import ENGINES
+from ...engine_endpoints import ENGINES
 from ..report import Cell, Pair, Section, Table
 from ..runs import ConfigRun, Repeat, RequestRecord
 from ..stats import PERCENTILES, Figure, Ratio, kv_tokens, mean, peak, percentile_ms

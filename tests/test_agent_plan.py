@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from fastgen.generator.content.compose import Composer
-from fastgen.generator.content.plan import numbered
+from fastgen.generator.content.agent_plan import numbered
 
 
 def test_a_composed_plan_is_numbered_in_order_and_counted_again(builtin):
@@ -24,7 +24,7 @@ def test_a_composed_plan_is_numbered_in_order_and_counted_again(builtin):
 def test_a_plans_steps_name_the_sessions_own_module_functions_test_file_and_tests(builtin):
     """An inspection plan about the bug's own files: every path, function and test its steps name is one of the
     session's (pooled plan steps named random modules and test files, the same in every session)."""
-    from fastgen.generator.content.plan import PlanFacts, plan_steps
+    from fastgen.generator.content.agent_plan import PlanFacts, plan_steps
     from fastgen.generator.content.pytest_log import module_tests
     from fastgen.generator.content.vocab import Vocab
 

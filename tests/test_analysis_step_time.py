@@ -1,4 +1,4 @@
-"""analysis/service.py: the service model's speeds."""
+"""analysis/step_time.py: the service model's speeds."""
 
 from __future__ import annotations
 

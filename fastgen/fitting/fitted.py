@@ -1,6 +1,6 @@
 """A fitted workload (fit.py) checked and measured: validated as a workload file is, refused when its largest
 request cannot fit the window, then generated at a small scale (a few sessions, the same budgets, the built-in
-tokenizer) into a temporary folder and measured with the same statistics as the traces it was fitted to (stats.py).
+tokenizer) into a temporary folder and measured with the same statistics as the traces it was fitted to (traffic/stats.py).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from ..generator.spec import Spec
 from ..formats.tokenizer import load_tokenizer
 from ..generator.workload import spec_from_document
 from .fit import fit_workload, refined
-from .read import Request, read_traffic
-from .stats import traffic_stats
+from ..traffic.read import Request, read_traffic
+from ..traffic.stats import traffic_stats
 
 __all__ = ["FittedWorkload", "checked_spec", "fit_and_measure", "generated_requests", "measure_fitted"]
 

@@ -1,4 +1,4 @@
-"""A workload fitted to traces (fastgen/traffic/fit.py) and checked by generating it (fitted.py), and `fastgen
+"""A workload fitted to traces (fastgen/fitting/fit.py) and checked by generating it (fitted.py), and `fastgen
 workload fit`: the round trip from --workload agent, a Mooncake file of fastgen's own export, no text in the
 written YAML, and each bad input one line with nothing written."""
 
@@ -17,8 +17,8 @@ import yaml
 from conftest import run_fastgen
 from fastgen.generator.workload import parse_workload, workload_yaml
 from fastgen.traffic import PUBLISHED, read_traffic
-from fastgen.traffic.fit import _int_range, _range, _slowest_of, _within_the_request_limit, fit_workload, refined
-from fastgen.traffic.fitted import checked_spec, fit_and_measure, generated_requests
+from fastgen.fitting.fit import _int_range, _range, _slowest_of, _within_the_request_limit, fit_workload, refined
+from fastgen.fitting.fitted import checked_spec, fit_and_measure, generated_requests
 from fastgen.traffic.stats import within
 
 MARKER = "zq-marker-7f3a9c1e"

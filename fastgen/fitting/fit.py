@@ -1,8 +1,8 @@
 """A workload of the agent shape (the agent_loop scenario of `--workload agent`) fitted to traffic read from traces
-(read.py): the same prompt sizes, growth per step, answer lengths, steps, parallel calls, gaps, sub-agents and
+(traffic/read.py): the same prompt sizes, growth per step, answer lengths, steps, parallel calls, gaps, sub-agents and
 shared prefix, as far as the agent workload can say them; what it cannot is one line each (`Fit.unexpressed`).
 
-Only the requests' counts, times, answer shapes and prefix-sharing structure go in: read.py keeps no text, so none
+Only the requests' counts, times, answer shapes and prefix-sharing structure go in: traffic/read.py keeps no text, so none
 can leave. How each field is fitted:
 - the shared prefix (system + tools + repo_map, which every session of the agent workload sends first): the median
   over sessions of the first request's tokens another session sent first, split 1:4:10 as `--workload agent` does;
@@ -43,7 +43,7 @@ from ..errors import WorkloadError
 from ..generator.scenarios.base import MOST_REQUESTS, MOST_REQUESTS_WHY
 from ..generator.spec import DEFAULT_MAX_MODEL_LEN, WORKLOAD_FORMAT
 from ..generator.workload import spec_from_document
-from .read import Request
+from ..traffic.read import Request
 
 __all__ = ["Fit", "fit_workload", "refined"]
 
@@ -428,7 +428,7 @@ def _service(timed: Sequence[Request]) -> tuple[int, int]:
 
 def _gaps(requests: Sequence[Request], sessions: dict[str, _Session]) -> tuple[list[float], list[float], list[int]]:
     """The gaps between one request of an agent and the next, where the next continues it: after a tool-call answer
-    (with its number of calls), after a text answer. stats.py also counts a request that continues an earlier one
+    (with its number of calls), after a text answer. traffic/stats.py also counts a request that continues an earlier one
     across others (the join after a spawn continues the answer before it, and waits for the sub-agents too): no
     tool's latency, so not fitted to."""
     tool, human, ks = [], [], []
