@@ -209,8 +209,8 @@ def read_runs(root: Path) -> tuple[dict[str, ConfigRun], list[str]]:
     for folder in run_folders(root, with_reports=True):
         if folder == root:
             continue
-        repeat = repeat_of(folder)
-        config, index = (folder.parent, repeat) if repeat is not None else (folder, 0)
+        number = repeat_of(folder)
+        config, index = (folder.parent, number) if number is not None else (folder, 0)
         found.setdefault(config.relative_to(root).as_posix(), {})[index] = folder
     runs = {}
     for name in sorted(found):
