@@ -25,6 +25,7 @@ from typing import Optional
 import orjson
 
 from .errors import FastgenError
+from .formats.run_record import router_fleet
 from .results.ceilings import Ceilings, ceilings_of
 from .results.runs import ConfigRun, Repeat
 
@@ -98,13 +99,8 @@ def recorded_setup(runs: dict[str, ConfigRun]) -> tuple[Optional[RecordedSetup],
 def _fleet(repeats: list[Repeat]) -> tuple[Optional[tuple[int, Optional[str], Optional[int]]], Optional[str]]:
     """((replicas, the router's policy or None, each replica's KV capacity), None) as the runs recorded them (the
     identity's router: its policy and each replica's server; a run without one: one server), or (None, why)."""
-    routers = [r.identity.get("router") for r in repeats]
-    fleets = {
-        (str(router.get("policy")), len(router.get("replica_urls") or router.get("replicas") or []))
-        if isinstance(router, dict)
-        else None
-        for router in routers
-    }
+    routers = [router_fleet(r.identity) for r in repeats]
+    fleets = {(router.policy, router.replicas) if router else None for router in routers}
     if len(fleets) > 1:
         named = sorted("no router" if f is None else f"{f[1]} replicas behind {f[0]}" for f in fleets)
         return None, f"its runs went through more than one fleet ({', '.join(named)})"
@@ -115,11 +111,8 @@ def _fleet(repeats: list[Repeat]) -> tuple[Optional[tuple[int, Optional[str], Op
     policy, replicas = fleet
     if replicas < 1:
         return None, f"its runs went through a router ({policy}) without recording the replicas behind it"
-    each = [
-        replica.get("kv_capacity_tokens") if isinstance(replica, dict) else None
-        for router in routers
-        for replica in router.get("replicas") or [None]  # type: ignore[union-attr]
-    ]
+    # a router that recorded no replicas' servers leaves the capacity unknown
+    each = [capacity for router in routers if router for capacity in router.capacities or (None,)]
     capacity, why = _one(each, "KV capacities")
     if why:
         return None, why.replace("its runs", f"its {replicas} replicas") + "; analyze models replicas of one capacity"

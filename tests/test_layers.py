@@ -19,6 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("formats.rows", "formats.compression", "formats.config_dialect"),  # rows: a trace directory's session-per-row file
     ("formats.manifest",),
     ("formats.writer", "formats.outdir"),  # outdir: output folders staged and placed whole
+    ("formats.run_folder",),  # a bakeoff run folder's layout: its names, and the walk that finds runs
     ("formats.run_record",),  # a bakeoff run folder's run.json: one writer, one reader
     ("formats",),
     ("generator.spec", "generator.streams"),

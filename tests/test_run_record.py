@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fastgen.errors import OutputError
-from fastgen.formats.run_record import RUN_FILE, RUN_FORMAT, RunRecord, read_run, write_run
+from fastgen.formats.run_record import RUN_FILE, RUN_FORMAT, RouterFleet, RunRecord, read_run, router_fleet, write_run
 
 # a run.json as the bakeoff wrote it before the record (format 2, every key the runner set, fleet behind a router)
 BAKEOFF_RUN = {
@@ -116,3 +116,11 @@ def test_run_record_write_is_all_or_nothing_on_error(tmp_path, monkeypatch):
         write_run(tmp_path, RunRecord(config="scenario1/c3", status="failed"))
     assert (tmp_path / RUN_FILE).read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [RUN_FILE]  # no temporary file left
+
+
+def test_router_fleet_reads_the_routers_policy_replicas_and_each_capacity_as_recorded():
+    assert router_fleet({}) is None and router_fleet({"router": "sglang-router"}) is None
+    router = {"policy": "cache_aware", "replicas": [{"kv_capacity_tokens": 4096}, {"url": "http://b"}, "odd"]}
+    assert router_fleet({"router": router}) == RouterFleet("cache_aware", 3, (4096, None, None))
+    urls_only = {"router": {"replica_urls": ["http://a", "http://b"]}}
+    assert router_fleet(urls_only) == RouterFleet("None", 2, ())

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Optional
 
 from fastgen.formats.rows import trace_dir_of
+from fastgen.formats.run_folder import PER_SESSION_FILE as PER_SESSION
 
 __all__ = ["SessionReports", "clear_reports", "report_glob", "read_reports"]
 
-PER_SESSION = "per_session_lifecycle_metrics.json"
 STAGE = "stage_0_session_lifecycle_metrics.json"
 
 

@@ -50,6 +50,7 @@ import yaml
 
 from fastgen.bakeoff.plan import run_config_text
 from fastgen.bakeoff.sampler import parse_metrics
+from fastgen.formats.run_folder import PER_REQUEST_FILE
 from fastgen.generator.workload import shipped_workload
 
 from .bakeoff_vllm import MAX_MODEL_LEN, _recorded_inputs
@@ -153,7 +154,7 @@ def _last_answer_pairing(entries: list[dict]) -> tuple[int, int, int, int]:
 def _entries(folder: Path) -> list[dict]:
     """inference-perf's per-request records: labels, the body it sent, its record (info), the server's usage."""
     found = []
-    for record in json.loads((folder / "per_request_lifecycle_metrics.json").read_text()):
+    for record in json.loads((folder / PER_REQUEST_FILE).read_text()):
         info: dict[str, Any] = record.get("info") or {}
         found.append(
             {

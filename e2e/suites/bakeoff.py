@@ -35,7 +35,7 @@ from typing import Optional
 
 from fastgen.bakeoff.plan import select_configs
 from fastgen.bakeoff.reset import PROBE_MARKER
-from fastgen.bakeoff.runs import METRICS_FILE
+from fastgen.formats.run_folder import METRICS_FILE
 from fastgen.results import read_runs
 
 from .run import Dataset, generate

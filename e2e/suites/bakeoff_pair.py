@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from fastgen.formats.run_folder import METRICS_FILE
 from fastgen.results import read_runs
 
 from .bakeoff_sglang import check_sglang_runs, run_bakeoff, sglang_hit_percent, start_sglang
@@ -58,7 +59,7 @@ MODES = (*RECORDED_MODES, "--tool-choice", "as_recorded")  # both engines render
 
 
 def _own_hit_percent(label: str, folder: Path) -> Optional[float]:
-    return (_vllm_hit_percent if label == "vllm" else sglang_hit_percent)(folder / "metrics.jsonl")
+    return (_vllm_hit_percent if label == "vllm" else sglang_hit_percent)(folder / METRICS_FILE)
 
 
 def _prompts_check(workdir: Path, report: dict) -> list[str]:

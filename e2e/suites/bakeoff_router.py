@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from fastgen.bakeoff.runs import METRICS_FILE
 from fastgen.engine_endpoints import VLLM
+from fastgen.formats.run_folder import METRICS_FILE, RUN_FILE
 from fastgen.results import read_runs
 
 from .bakeoff import FakeEngineProcess, segments
@@ -167,7 +167,7 @@ def check_policy(
             failures.append(f"{policy} {name}: no run")
             continue
         repeat = run.repeats[0]
-        record = json.loads((repeat.folder / "run.json").read_text())
+        record = json.loads((repeat.folder / RUN_FILE).read_text())
         fleet = fleets[name] = record.get("fleet") or {}
         if record["status"] != "completed":
             failures.append(f"{policy} {name}: {record['status']} ({record.get('reason')})")

@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from fastgen.formats.run_folder import METRICS_FILE, PER_REQUEST_FILE as PER_REQUEST
 from fastgen.results import read_runs
 
 from .bakeoff_vllm import CONFIGS, MAX_MODEL_LEN, MODES, _hit_percent, _recorded_inputs
@@ -57,7 +58,6 @@ REPEATS = 1
 POOL_TOKENS = 131072
 COUNTER_TOLERANCE_TOKENS = 0  # measured: the counters grow by exactly the usage SGLang reports
 RESET = "POST /flush_cache"
-PER_REQUEST = "per_request_lifecycle_metrics.json"
 BAKEOFF_TIMEOUT_S = 900  # per config; a run here takes under a minute on a quiet machine
 
 
@@ -231,7 +231,7 @@ def _check_repeat(where: str, repeat, recorded: dict, tool_calls: Optional[dict]
             f"flush, {coldest} at the least"
         )
     pooled = (sum(r.cached_tokens or 0 for r in requests), sum(r.prompt_tokens for r in requests))
-    counters = sglang_counters(repeat.folder / "metrics.jsonl")
+    counters = sglang_counters(repeat.folder / METRICS_FILE)
     if counters is None:
         failures.append(f"{where}: fewer than two sglang:* samples in metrics.jsonl")
     elif any(abs(a - b) > COUNTER_TOLERANCE_TOKENS for a, b in zip(pooled, counters)):

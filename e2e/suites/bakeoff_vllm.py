@@ -31,6 +31,7 @@ from typing import Any, Optional
 
 from fastgen.analysis.analyze import Corpus, config_targets, predict
 from fastgen.analysis.cache import BlockCache
+from fastgen.formats.run_folder import METRICS_FILE, RUN_FILE
 from fastgen.results import read_runs
 from fastgen.traces.blocks import load_reading
 
@@ -297,14 +298,14 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
             shown = (row[f"hit % {side}"] or {}).get("value")  # the mean over repeats of each one's pooled ratio
             own = []
             for repeat in read_runs(workdir / "reports" / label)[0][name].repeats:
-                record = json.loads((repeat.folder / "run.json").read_text())
+                record = json.loads((repeat.folder / RUN_FILE).read_text())
                 reset = record.get("reset") or {}
                 if (reset.get("done"), reset.get("verified")) != ("POST /reset_prefix_cache", True):
                     failures.append(
                         f"{label} {name} repeat {repeat.index}: reset {reset!r}, not a verified "
                         f"POST /reset_prefix_cache"
                     )
-                own.append(_vllm_hit_percent(repeat.folder / "metrics.jsonl"))
+                own.append(_vllm_hit_percent(repeat.folder / METRICS_FILE))
             hit = _mean_of_all(own)
             print(f"{label} {name}: report hit {shown} %, vLLM's counters {hit if hit is None else round(hit, 2)} %")
             if hit is None or shown is None or abs(hit - shown) > TOLERANCE_POINTS:

@@ -30,6 +30,7 @@ import statistics
 from pathlib import Path
 from typing import Optional
 
+from fastgen.formats.run_folder import METRICS_FILE
 from fastgen.results import read_runs
 
 from ..real import sglang
@@ -87,7 +88,7 @@ def measure(workdir: Path, engine: str, cache: str, repeats: int, venvs: dict[st
 
 
 def _own(engine: str, folder: Path) -> Optional[float]:
-    return (_vllm_hit_percent if engine == "vllm" else sglang_hit_percent)(folder / "metrics.jsonl")
+    return (_vllm_hit_percent if engine == "vllm" else sglang_hit_percent)(folder / METRICS_FILE)
 
 
 def _predicted(workdir: Path, label: str, calibrate_from: str) -> dict:

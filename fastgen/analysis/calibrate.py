@@ -32,9 +32,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from ..formats.run_record import RUN_FILE, RunRecord, read_run
-from ..bakeoff.runs import report_folders
-from ..bakeoff.status import PER_REQUEST_FILE, read_report
+from ..formats.run_folder import PER_REQUEST_FILE, has_reports, runs_at
+from ..formats.run_record import RunRecord, read_run
+from ..bakeoff.status import read_report
 from ..errors import SpecError
 from ..traces.blocks import PromptReading
 from .analyze import AnalysisOptions, ConfigTarget, Corpus
@@ -493,13 +493,7 @@ def _figures(entry: dict) -> Optional[tuple[int, int, int, Optional[float], floa
 def _run_folders(run_dir: Path) -> list[Path]:
     """run_dir when it is a run, else every finished run below it (not .partial or replaced .old- folders): a folder
     with a run record and per-request reports, its own or, when it ran sharded, its shards'."""
-    found = [run_dir] if (run_dir / RUN_FILE).is_file() else sorted(p.parent for p in run_dir.rglob(RUN_FILE))
-    return [
-        f
-        for f in found
-        if not any(part.endswith(".partial") or ".old-" in part for part in f.relative_to(run_dir).parts)
-        and any((where / PER_REQUEST_FILE).is_file() for where in report_folders(f))
-    ]
+    return [f for f in runs_at(run_dir) if has_reports(f)]
 
 
 def _entries(folder: Path) -> list:

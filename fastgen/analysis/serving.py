@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..formats.run_record import RUN_FILE, read_run
+from ..formats.run_folder import RUN_FILE, runs_at
+from ..formats.run_record import read_run, router_fleet
 from ..errors import SpecError
 from .rules import ENGINE_RULES, SchedulerSettings
 
@@ -58,14 +59,12 @@ def server_from(run_dir: Path) -> ServerSpec:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise SpecError(f"--server-from {run_dir} is not a folder; {_FIX}")
-    folders = [run_dir] if (run_dir / RUN_FILE).is_file() else sorted(p.parent for p in run_dir.rglob(RUN_FILE))
-    folders = [f for f in folders if not any(part.endswith(".partial") or ".old-" in part for part in f.parts)]
     servers = []
-    for folder in folders:
+    for folder in runs_at(run_dir):
         record = read_run(folder)
         server = record.identity.get("server") if record else None  # format 2's: one that names its block size
         if isinstance(server, dict) and server.get("engine"):
-            servers.append((folder, {**server, "fleet": _fleet(folder, record.identity.get("router"))}))  # type: ignore[union-attr]
+            servers.append((folder, {**server, "fleet": _fleet(folder, record.identity)}))  # type: ignore[union-attr]
     if not servers:
         raise SpecError(f"--server-from {run_dir} holds no {RUN_FILE} that names its server; {_FIX}")
     first_folder, first = servers[0]
@@ -102,16 +101,14 @@ def server_from(run_dir: Path) -> ServerSpec:
     )
 
 
-def _fleet(folder: Path, router) -> tuple[int, Optional[str], Optional[int]]:
+def _fleet(folder: Path, identity: dict) -> tuple[int, Optional[str], Optional[int]]:
     """(replicas, the router's policy, each replica's KV capacity) of a run through a router (the identity's router:
     its policy and each replica's server), (1, None, None) of one without; a SpecError for replicas that recorded
     different capacities (analyze models replicas of one)."""
-    if not isinstance(router, dict) or len(router.get("replicas") or []) < 2:
+    fleet = router_fleet(identity)
+    if fleet is None or len(fleet.capacities) < 2:
         return 1, None, None
-    recorded = [r.get("kv_capacity_tokens") if isinstance(r, dict) else None for r in router["replicas"]]
-    found = {
-        c for c in recorded if c is not None
-    }  # a replica that recorded none is unknown, not different (as compare)
+    found = {c for c in fleet.capacities if c is not None}  # a replica that recorded none is unknown, not different
     if len(found) > 1:
         raise SpecError(
             f"--server-from {folder}: its replicas recorded different KV capacities "
@@ -119,7 +116,7 @@ def _fleet(folder: Path, router) -> tuple[int, Optional[str], Optional[int]]:
             "--kv-cache-tokens"
         )
     capacity = found.pop() if found else None
-    return len(router["replicas"]), str(router.get("policy")), capacity if isinstance(capacity, int) else None
+    return len(fleet.capacities), fleet.policy, capacity if isinstance(capacity, int) else None
 
 
 def settings_from_record(

@@ -24,7 +24,7 @@ from typing import Callable, Optional
 
 import yaml
 
-from ..export.shards import SHARD_TOKENIZER, plan_shards, shard_folder, write_shards
+from ..export.shards import SHARD_TOKENIZER, plan_shards, write_shards
 from ..formats.config_dialect import check_label
 from ..formats.rows import DATASET_SUFFIX, trace_dir_of
 from ..formats.run_record import RunRecord, read_run, write_run
@@ -37,16 +37,19 @@ from .identity import check_label_server, identity_change, run_identity
 from .plan import ConfigRun, replay_modes_of, run_config_text, select_configs
 from .preflight import Preflight
 from .reset import no_reset
-from .runs import (
+from ..formats.run_folder import (
     LOG_FILE,
     METRICS_FILE,
     RUN_CONFIG_FILE,
     SHARDS_FOLDER,
-    discard_partial,
     partial_folder,
-    place_run,
     repeat_folder,
     report_folders,
+    shard_folder,
+)
+from .runs import (
+    discard_partial,
+    place_run,
 )
 from .sampler import MetricsSampler
 from .server import LiveServer, probe_server

@@ -19,14 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from ..formats.run_record import RunRecord
-from .runs import METRICS_FILE, report_folders
+from ..formats.run_folder import METRICS_FILE, PER_REQUEST_FILE, PER_SESSION_FILE, report_folders
 
 if TYPE_CHECKING:
     from .server import LiveServer
 
 __all__ = [
-    "PER_REQUEST_FILE",
-    "PER_SESSION_FILE",
     "RunCounts",
     "cached_tokens_warning",
     "count_records",
@@ -38,8 +36,6 @@ __all__ = [
     "session_failed",
 ]
 
-PER_REQUEST_FILE = "per_request_lifecycle_metrics.json"
-PER_SESSION_FILE = "per_session_lifecycle_metrics.json"
 MAX_ERRORS = 5
 _ERROR_CHARS = 300
 # aiohttp's names for a request that lost its connection (refused, reset, dropped): what a restart does to a run

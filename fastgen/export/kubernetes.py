@@ -54,9 +54,10 @@ from ..engine_endpoints import ENGINES
 from ..errors import OutputError, SpecError
 from ..formats.manifest import MANIFEST_NAME, FileRecord, listed_record, record, rewrite_files
 from ..formats.outdir import discard, open_staging, place_all
+from ..formats.run_folder import RUN_CONFIG_FILE, repeat_name, shard_folder
 from . import start_barrier
 from .pods import SHELL_RESOURCES, container_security, pod_security, replay_resources, sized_resources, spread
-from .shards import SHARD_TOKENIZER, Shard, plan_shards, shard_folder, write_shards
+from .shards import SHARD_TOKENIZER, Shard, plan_shards, write_shards
 
 __all__ = [
     "IMAGE",
@@ -375,7 +376,7 @@ def volume_manifests(options: KubernetesOptions, gib: int) -> list[dict]:
     return [claim, loader]
 
 
-RUN_CONFIG = "run-config.yml"  # bakeoff/runs.py's RUN_CONFIG_FILE: where compare reads a run's load level
+RUN_CONFIG = RUN_CONFIG_FILE  # where compare reads a run's load level
 
 
 def collected_run(config_path: Path) -> PurePosixPath:
@@ -383,7 +384,7 @@ def collected_run(config_path: Path) -> PurePosixPath:
     (LABEL/<scenario>/<config>/repeat-1/shards/shard-KK/, run-config.yml beside shards/), so that `fastgen compare`
     reads the shards as one run of the config, and pairs it with another server's run of the same config."""
     config_path = Path(config_path)
-    return PurePosixPath("results", "$LABEL", config_path.parent.name, config_path.stem, "repeat-1")
+    return PurePosixPath("results", "$LABEL", config_path.parent.name, config_path.stem, repeat_name(1))
 
 
 def steps(options: KubernetesOptions, count: int, run: PurePosixPath) -> str:

@@ -55,6 +55,7 @@ from ..formats.manifest import (
     rewrite_files,
 )
 from ..formats.outdir import discard, open_staging, place_all
+from ..formats.run_folder import shard_folder
 from ..formats.rows import dataset_file, replay_slots, row_chunks
 from ..formats.writer import SessionWriter
 
@@ -65,7 +66,6 @@ __all__ = [
     "Shard",
     "check_dataset",
     "plan_shards",
-    "shard_folder",
     "write_shards",
 ]
 
@@ -88,11 +88,6 @@ class Shard:
     @property
     def name(self) -> str:
         return shard_folder(self.index)
-
-
-def shard_folder(index: int) -> str:
-    """The folder of shard `index` (and the suffix of its report path): shard-00, shard-01, ..."""
-    return f"shard-{index:02d}"
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ from typing import Any, Optional
 
 from ..errors import OutputError
 from .atomic import write_atomically
+from .run_folder import RUN_FILE
 
-__all__ = ["RUN_FILE", "RUN_FORMAT", "RunRecord", "read_run", "write_run"]
+__all__ = ["RUN_FILE", "RUN_FORMAT", "RouterFleet", "RunRecord", "read_run", "router_fleet", "write_run"]
 
-RUN_FILE = "run.json"
 RUN_FORMAT = 2  # 2: repeat-K folders, status incomplete, counts, identity, a verified reset
 
 # written only when set: a key the dicts before the record left out when they had nothing to say
@@ -80,6 +80,28 @@ class RunRecord:
             if data[key] is None:
                 del data[key]
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+@dataclass(frozen=True)
+class RouterFleet:
+    """A run's fleet as its identity's router recorded it (bakeoff/identity.py, bakeoff/fleet.py)."""
+
+    policy: str  # the router's policy as recorded ("None" when it recorded none)
+    replicas: int  # how many replicas behind it: its replica URLs, else its replicas' servers
+    capacities: tuple[Any, ...]  # each replica server's KV capacity as recorded (None: not recorded); () no servers
+
+
+def router_fleet(identity: dict) -> Optional[RouterFleet]:
+    """The fleet behind the router a run's identity records; None when it ran without one."""
+    router = identity.get("router")
+    if not isinstance(router, dict):
+        return None
+    servers = router.get("replicas") or []
+    return RouterFleet(
+        policy=str(router.get("policy")),
+        replicas=len(router.get("replica_urls") or servers),
+        capacities=tuple(s.get("kv_capacity_tokens") if isinstance(s, dict) else None for s in servers),
+    )
 
 
 def write_run(folder: Path, record: RunRecord) -> None:

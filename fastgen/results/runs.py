@@ -13,7 +13,6 @@ named in the result, and reading goes on with the rest.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Optional
@@ -21,16 +20,21 @@ from typing import Any, Optional
 import yaml
 
 from ..bakeoff.identity import identity_change
-from ..bakeoff.runs import METRICS_FILE, RUN_CONFIG_FILE, is_shard_folder, report_folders
 from ..bakeoff.status import RunCounts, count_records, request_failed, session_failed
 from ..formats.rows import trace_dir_of
-from ..formats.run_record import RUN_FILE, RunRecord, read_run
+from ..formats.run_folder import (
+    INFERENCE_PERF_CONFIG,
+    METRICS_FILE,
+    PER_REQUEST_FILE as PER_REQUEST,
+    PER_SESSION_FILE as PER_SESSION,
+    RUN_CONFIG_FILE,
+    repeat_of,
+    report_folders,
+    run_folders,
+)
+from ..formats.run_record import RunRecord, read_run
 
 __all__ = ["ConfigRun", "Repeat", "RequestRecord", "SessionRecord", "read_runs"]
-
-PER_REQUEST = "per_request_lifecycle_metrics.json"
-PER_SESSION = "per_session_lifecycle_metrics.json"
-INFERENCE_PERF_CONFIG = "config.yaml"  # what inference-perf writes beside its reports
 
 
 @dataclass(frozen=True)
@@ -192,9 +196,6 @@ class ConfigRun:
         return found
 
 
-REPEAT_FOLDER = re.compile(r"repeat-(\d+)")
-
-
 def read_runs(root: Path) -> tuple[dict[str, ConfigRun], list[str]]:
     """{config name: its run} for every run folder under root, and the problems met, one line each.
 
@@ -205,16 +206,11 @@ def read_runs(root: Path) -> tuple[dict[str, ConfigRun], list[str]]:
     if not root.is_dir():
         return {}, [f"{root} is not a folder of runs; give the folder fastgen bakeoff wrote (OUT/LABEL)"]
     found: dict[str, dict[int, Path]] = {}
-    found_in = {p.parent for p in root.rglob(PER_REQUEST)} | {p.parent for p in root.rglob(RUN_FILE)}
-    # a shard's reports are its run's (shards/shard-NN/ below the run folder: read with it), not a run of their own
-    folders = sorted({f.parent.parent if is_shard_folder(f) else f for f in found_in})
-    for folder in folders:
-        if folder == root or any(
-            part.endswith(".partial") or ".old-" in part for part in folder.relative_to(root).parts
-        ):
+    for folder in run_folders(root, with_reports=True):
+        if folder == root:
             continue
-        match = REPEAT_FOLDER.fullmatch(folder.name)
-        config, index = (folder.parent, int(match.group(1))) if match else (folder, 0)
+        number = repeat_of(folder)
+        config, index = (folder.parent, number) if number is not None else (folder, 0)
         found.setdefault(config.relative_to(root).as_posix(), {})[index] = folder
     runs = {}
     for name in sorted(found):
