@@ -10,7 +10,7 @@ import pytest
 from conftest import run_fastgen
 
 from fastgen.analysis import AnalysisOptions, analyze, config_targets
-from fastgen.analysis.engine import Served
+from fastgen.analysis.engine_base import Served
 from fastgen.analysis.routing import BALANCE_ABS_THRESHOLD, Router
 
 ROOT = Path(__file__).resolve().parent.parent

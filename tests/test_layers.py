@@ -107,7 +107,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("results.render", "results.plots", "results.compare", "results"),
     ("analysis.rules",),  # each engine's scheduling and cache rules: data only
     ("analysis.cache", "analysis.aiperf", "analysis.sharing", "analysis.service"),
-    ("analysis.engine",),  # one replica, stepping as the engine schedules
+    ("analysis.engine_base",),  # one replica, stepping: the mechanics both engine models share
+    ("analysis.engine_vllm", "analysis.engine_sglang"),  # each engine's scheduler
+    ("analysis.engine_models",),  # which model a replica runs
     ("analysis.routing",),  # replicas behind a router
     ("analysis.schedule",),  # the client: inference-perf's replay order
     ("analysis.corpus", "analysis.side_by_side", "analysis.serving"),

@@ -33,7 +33,7 @@ from ..traces.graph import trace_files
 from .aiperf import AiperfRate
 from .cache import BlockCache
 from .corpus import Corpus, Readers
-from .engine import make_engine
+from .engine_models import make_engine
 from .routing import Fleet, Router
 from .rules import ENGINE_RULES, CacheRules, SchedulerSettings
 from .schedule import Jitter, Load, PlannedRequest, RequestOutcome, ServiceModel, replay_slots, simulate

@@ -38,7 +38,7 @@ from ..bakeoff.status import PER_REQUEST_FILE, read_report
 from ..errors import SpecError
 from ..traces.blocks import PromptReading
 from .analyze import AnalysisOptions, ConfigTarget, Corpus
-from .engine import Served
+from .engine_base import Served
 from .schedule import ServiceModel
 from .service import DEFAULT_INGEST_TOKENS_PER_S
 from .serving import ServerSpec, server_from

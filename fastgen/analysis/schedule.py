@@ -27,7 +27,8 @@ import numpy as np
 
 from ..formats.rows import replay_slots  # the client's shuffle: the dataset file's module owns it
 from .cache import BlockCache
-from .engine import Served, make_engine
+from .engine_base import Served
+from .engine_models import make_engine
 from .routing import Fleet
 from .rules import ENGINE_RULES, SchedulerSettings
 from .service import DEFAULT_DECODE_TOKENS_PER_S, DEFAULT_PREFILL_TOKENS_PER_S, ServiceModel
