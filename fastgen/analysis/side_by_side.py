@@ -92,7 +92,16 @@ def run_side_by_side(replays: list[Replay], read: Callable[[list[int]], Sessions
         (
             0,
             n,
-            replay(session_for(r), r.slots, r.load, r.fleet, r.on_start, ended, on_finish=r.on_finish, jitter=r.jitter),
+            replay(
+                session_for(r),
+                r.slots,
+                r.load,
+                r.fleet,
+                on_start=r.on_start,
+                on_end=ended,
+                on_finish=r.on_finish,
+                jitter=r.jitter,
+            ),
         )
         for n, r in enumerate(replays)
     ]
