@@ -62,7 +62,9 @@ def drive(
         t, name, prompt, output = pending[index]
         blocks = IDS.of(block_hashes(prompt, block_size))
         wanted = (max_new or {}).get(name, output)
-        fleet.submit(Served(name, blocks, len(prompt), output, wanted, t, index), name, t)
+        fleet.submit(
+            Served(name, blocks, prompt=len(prompt), output=output, max_new=wanted, arrival=t, seq=index), name, t
+        )
         index += 1
     return {name: tuple(values) for name, values in got.items()}, replica
 

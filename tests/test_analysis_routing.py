@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def served(blocks, prompt: int = 0) -> Served:
     blocks = np.asarray(blocks, dtype=np.int32)
-    return Served(None, blocks, prompt or 10 * len(blocks) + 5, 5, 5, 0.0, 0)
+    return Served(None, blocks, prompt=prompt or 10 * len(blocks) + 5, output=5, max_new=5, arrival=0.0, seq=0)
 
 
 def test_round_robin_takes_the_replicas_in_turn_and_one_replica_takes_everything():

@@ -267,12 +267,12 @@ def _fit(
             break
         for coordinate in range(3):
             if targets[coordinate] > 0:
-                x, e = _secant(x, e, coordinate, bounds[coordinate], lambda point: errors(sums(point)))
+                x, e = _secant(x, e, coordinate, bounds[coordinate], errors=lambda point: errors(sums(point)))
     return model(x), math.expm1(max(abs(v) for v in e))
 
 
 def _secant(
-    x: list[float], e: list[float], coordinate: int, bounds: tuple[float, float], errors
+    x: list[float], e: list[float], coordinate: int, bounds: tuple[float, float], *, errors
 ) -> tuple[list[float], list[float]]:
     """Move x[coordinate] within `bounds` until errors(x)[coordinate] is near 0 (secant steps from a first step of
     _STEP, each at most _MOST_STEP); the best point seen and its errors."""
@@ -379,11 +379,11 @@ def _replay(run: _Run, plan: dict, service: ServiceModel, options: AnalysisOptio
         served = Served(
             sent.event_id,
             request.blocks,
-            request.prompt_tokens,
-            sent.output,
-            request.max_tokens if request.max_tokens is not None else sent.output,
-            sent.start,
-            index,
+            prompt=request.prompt_tokens,
+            output=sent.output,
+            max_new=request.max_tokens if request.max_tokens is not None else sent.output,
+            arrival=sent.start,
+            seq=index,
         )
         fleet.submit(served, sent.event_id, sent.start)
         index += 1

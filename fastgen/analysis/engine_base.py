@@ -49,7 +49,7 @@ class Served:
     )
 
     def __init__(
-        self, ref, blocks: np.ndarray, prompt: int, output: int, max_new: int, arrival: float, seq: int
+        self, ref, blocks: np.ndarray, *, prompt: int, output: int, max_new: int, arrival: float, seq: int
     ) -> None:
         self.ref = ref  # the caller's handle
         self.blocks, self.prompt = blocks, prompt

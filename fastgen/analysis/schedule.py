@@ -133,8 +133,8 @@ def simulate(
     slots: list[int],
     load: Load,
     fleet: Union[Fleet, BlockCache],
-    model: ServiceModel = ServiceModel(),
     *,
+    model: ServiceModel = ServiceModel(),
     jitter: Optional[Jitter] = None,
 ) -> list[RequestOutcome]:
     """Every request of the slots' sessions, in the order they were first admitted, with the cached tokens it found
@@ -293,11 +293,11 @@ class _Replay:
         served = Served(
             (slot, event_id, request),
             request.blocks,
-            request.prompt_tokens,
-            request.output_tokens,
-            max_new,
-            t,
-            self.arrivals,
+            prompt=request.prompt_tokens,
+            output=request.output_tokens,
+            max_new=max_new,
+            arrival=t,
+            seq=self.arrivals,
         )
         self.arrivals += 1
         self.replicas[(slot, event_id)] = self.fleet.submit(served, f"{self.slots[slot]}", t)
