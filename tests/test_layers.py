@@ -106,6 +106,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("results.written",),  # what compare wrote, so it never overwrites a user's file
     ("results.render", "results.plots", "results.compare", "results"),
     ("analysis.rules",),  # each engine's scheduling and cache rules: data only
+    ("analysis.secant",),  # the one-speed solver calibrate fits with: pure arithmetic
     ("analysis.cache", "analysis.aiperf", "analysis.sharing", "analysis.service"),
     ("analysis.engine_base",),  # one replica, stepping: the mechanics both engine models share
     ("analysis.engine_vllm", "analysis.engine_sglang"),  # each engine's scheduler
