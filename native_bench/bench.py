@@ -45,6 +45,7 @@ def _fastgen_argv(
     workers: int,
     scale: float,
     budget_scale: float,
+    *,
     level: int | None = None,
     tokenizer: str = "builtin",
     cache: bool = False,
@@ -129,7 +130,7 @@ class _Run:
         return sync_s
 
     def variant(
-        self, name: str, kind: str, params: dict, keep: Path | None = None, settle: float | None = None
+        self, name: str, kind: str, params: dict, *, keep: Path | None = None, settle: float | None = None
     ) -> tuple[Path, dict, float]:
         """Run one variant from a clean slate (everything earlier deleted but `keep`, then the settle time); its
         output is root/name."""
@@ -254,7 +255,7 @@ SCALE_CHECK_DIRECTORY = "scenario3_noisy"  # the most distinct blocks: 3.2 milli
 
 
 def _analyze(
-    run: _Run, source: Path, name: str, kind: str, workers: int, scale: float, every_session_of: str | None = None
+    run: _Run, source: Path, name: str, kind: str, *, workers: int, scale: float, every_session_of: str | None = None
 ) -> None:
     """`fastgen analyze` at one KV capacity over `source`'s traces and configs (issue 12's target: the full default
     set in under 60 s on two cores), or, with `every_session_of`, over every session of that one trace directory in
@@ -280,7 +281,7 @@ def _analyze(
     )
 
 
-def _floor(run: _Run, source: Path, name: str, settle: float, dontcache: bool = False) -> Path:
+def _floor(run: _Run, source: Path, name: str, settle: float, *, dontcache: bool = False) -> Path:
     """The write floor, fed `source`'s trace files. The runner deletes the source after reading it, then waits
     `settle` seconds before its timed loop: 0 gives the loop memory freed moments before (warm), the run's settle time
     the same state every other variant starts in. `dontcache`: uncached buffered writes, as fastgen makes them."""
@@ -302,9 +303,9 @@ def _floor(run: _Run, source: Path, name: str, settle: float, dontcache: bool = 
     return out
 
 
-def _zstd(run: _Run, name: str, kind: str, workers: int, level: int, scale: float, check: bool) -> Path:
+def _zstd(run: _Run, name: str, kind: str, workers: int, *, level: int, scale: float, check: bool) -> Path:
     o = run.opts
-    argv = _fastgen_argv(run.out(name), workers, scale, o.budget_scale, level)
+    argv = _fastgen_argv(run.out(name), workers, scale, o.budget_scale, level=level)
     out, res, sync_s = run.variant(name, "fastgen", {"argv": argv})
     traces = out / "traces"
     records, problems = manifest_sessions(traces)
@@ -342,7 +343,7 @@ def run(opts: Options, log: Callable[[str], None]) -> dict:
         for workers in opts.workers:
             last = _fastgen(r, workers)
         last = _fastgen(r, max(opts.workers), warm=True)  # the same bytes (checked): analyze and the floors take them
-        _analyze(r, last, f"analyze-w{max(opts.workers)}", "analyze", max(opts.workers), opts.scale)
+        _analyze(r, last, f"analyze-w{max(opts.workers)}", "analyze", workers=max(opts.workers), scale=opts.scale)
         if opts.settle:
             last = _floor(r, last, "floor-warm", 0.0)
         last = _floor(r, last, "floor", opts.settle)
@@ -351,19 +352,29 @@ def run(opts: Options, log: Callable[[str], None]) -> dict:
             _large_vocab(r, max(opts.workers))
         n = max(opts.workers)
         for level in opts.zstd_levels:
-            _zstd(r, f"zstd-{level}", "zstd", n, level, opts.scale, check=True)
+            _zstd(r, f"zstd-{level}", "zstd", n, level=level, scale=opts.scale, check=True)
         if opts.scale_check:
-            one = _zstd(r, "scale-x1", "scale", n, 3, opts.scale, check=True)
-            _analyze(r, one, "analyze-x1", "analyze-scale", n, opts.scale, SCALE_CHECK_DIRECTORY)
-            big = _zstd(r, f"scale-x{opts.scale_check:g}", "scale", n, 3, opts.scale * opts.scale_check, check=False)
+            one = _zstd(r, "scale-x1", "scale", n, level=3, scale=opts.scale, check=True)
+            _analyze(
+                r,
+                one,
+                "analyze-x1",
+                "analyze-scale",
+                workers=n,
+                scale=opts.scale,
+                every_session_of=SCALE_CHECK_DIRECTORY,
+            )
+            big = _zstd(
+                r, f"scale-x{opts.scale_check:g}", "scale", n, level=3, scale=opts.scale * opts.scale_check, check=False
+            )
             _analyze(
                 r,
                 big,
                 f"analyze-x{opts.scale_check:g}",
                 "analyze-scale",
-                n,
-                opts.scale * opts.scale_check,
-                SCALE_CHECK_DIRECTORY,
+                workers=n,
+                scale=opts.scale * opts.scale_check,
+                every_session_of=SCALE_CHECK_DIRECTORY,
             )
         r.slate(settle=0.0)
     return {

@@ -73,7 +73,7 @@ def _largest(configs: Path, layout: str) -> Path:
     return found[-1]
 
 
-def _trial_config(config: Path, variant: str, base_url: str, sessions: int, rate: float, reports: Path) -> Path:
+def _trial_config(config: Path, variant: str, base_url: str, sessions: int, *, rate: float, reports: Path) -> Path:
     """The config with a short stage, the fake engine's URL and (for `traces`) the trace directory as its source."""
     from fastgen.formats.rows import reading_trace_directory
 
@@ -104,7 +104,7 @@ def _stop(proc: subprocess.Popen) -> None:
             pass
 
 
-def _replay(config: Path, server, cache: Path, log_path: Path, hold: float, cap_kib: int) -> dict:
+def _replay(config: Path, server, cache: Path, log_path: Path, *, hold: float, cap_kib: int) -> dict:
     """Start inference-perf on `config`; stop it `hold` s after the server's first request (or at the PSS cap)."""
     from fastgen.bakeoff.inference_perf import inference_perf_command, inference_perf_env
 
@@ -166,9 +166,13 @@ def run(args: argparse.Namespace, log) -> list[dict]:
                     cache = data / f"datasets-cache-{layout}"
                     for variant in _VARIANTS:
                         clean_slate(settle=args.settle)
-                        trial = _trial_config(config, variant, server.base_url, args.sessions, args.rate, data)
+                        trial = _trial_config(
+                            config, variant, server.base_url, args.sessions, rate=args.rate, reports=data
+                        )
                         log_path = data / f"{trial.stem}.log"
-                        measured = _replay(trial, server, cache, log_path, args.hold, int(args.cap_gib * 2**20))
+                        measured = _replay(
+                            trial, server, cache, log_path, hold=args.hold, cap_kib=int(args.cap_gib * 2**20)
+                        )
                         row = {"scale": scale, "config": f"scenario3/{config.stem}", "source": variant, **measured}
                         row["sessions_in_file"] = len(list((data / "traces" / f"scenario3_{layout}").glob("*.json")))
                         row["log_tail"] = log_path.read_text(errors="replace").splitlines()[-3:]

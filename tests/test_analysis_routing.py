@@ -10,7 +10,7 @@ import pytest
 from conftest import run_fastgen
 
 from fastgen.analysis import AnalysisOptions, analyze, config_targets
-from fastgen.analysis.engine import Served
+from fastgen.analysis.engine_base import Served
 from fastgen.analysis.routing import BALANCE_ABS_THRESHOLD, Router
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def served(blocks, prompt: int = 0) -> Served:
     blocks = np.asarray(blocks, dtype=np.int32)
-    return Served(None, blocks, prompt or 10 * len(blocks) + 5, 5, 5, 0.0, 0)
+    return Served(None, blocks, prompt=prompt or 10 * len(blocks) + 5, output=5, max_new=5, arrival=0.0, seq=0)
 
 
 def test_round_robin_takes_the_replicas_in_turn_and_one_replica_takes_everything():

@@ -42,7 +42,7 @@ def cached_of(
     cache = AnalysisOptions(block_size=block_size, engine=engine).cache()
     sessions = [[r] for r in requests]
     outcomes = simulate(
-        lambda i: sessions[i], list(range(len(sessions))), Load(concurrent, len(sessions)), cache, service
+        lambda i: sessions[i], list(range(len(sessions))), Load(concurrent, len(sessions)), cache, model=service
     )
     return {o.event_id: o.cached_tokens for o in outcomes}
 

@@ -64,7 +64,7 @@ def test_a_slower_prefill_keeps_a_request_running_and_the_next_waits_for_its_roo
     load = Load(2, 2, session_rate=0.5)
 
     def run(service):
-        outcomes = simulate(sessions.__getitem__, [0, 1], load, BlockCache(BS, capacity_tokens=4 * BS), service)
+        outcomes = simulate(sessions.__getitem__, [0, 1], load, BlockCache(BS, capacity_tokens=4 * BS), model=service)
         return {o.event_id: o for o in outcomes}
 
     fast, slow = run(ServiceModel()), run(ServiceModel(prefill_tokens_per_s=10.0))

@@ -250,7 +250,7 @@ def test_every_module_and_folder_the_code_map_names_exists():
     named = set(re.findall(r"\bfastgen/[\w/]*\w\.py\b", text))
     assert len(named) > 40  # the pattern finds the paths (one it missed would be checked by nobody)
     assert sorted(p for p in named if not (ROOT / p).is_file()) == []
-    # and the short forms in backticks: `analysis/engine.py` inside fastgen/, `e2e/real/`, `tests/test_sizes.py`
+    # and the short forms in backticks: `analysis/routing.py` inside fastgen/, `e2e/real/`, `tests/test_sizes.py`
     short = set(re.findall(r"`((?:[\w.]+/)+(?:\w+\.py)?)`", text)) - named
     assert len(short) > 20
     assert sorted(p for p in short if not ((ROOT / p).exists() or (ROOT / "fastgen" / p).exists())) == []

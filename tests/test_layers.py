@@ -108,8 +108,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("results.written",),  # what compare wrote, so it never overwrites a user's file
     ("results.render", "results.plots", "results.compare", "results"),
     ("analysis.rules",),  # each engine's scheduling and cache rules: data only
+    ("analysis.secant",),  # the one-speed solver calibrate fits with: pure arithmetic
     ("analysis.cache", "analysis.aiperf", "analysis.sharing", "analysis.step_time"),
-    ("analysis.engine",),  # one replica, stepping as the engine schedules
+    ("analysis.engine_base",),  # one replica, stepping: the mechanics both engine models share
+    ("analysis.engine_vllm", "analysis.engine_sglang"),  # each engine's scheduler
+    ("analysis.engine_models",),  # which model a replica runs
     ("analysis.routing",),  # replicas behind a router
     ("analysis.schedule",),  # the client: inference-perf's replay order
     ("analysis.corpus", "analysis.side_by_side", "analysis.serving"),

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from functools import partial
 from dataclasses import dataclass
 from typing import Optional
 
@@ -160,79 +161,83 @@ class EngineState:
 
     def metrics_text(self) -> bytes:
         from prometheus_client import CollectorRegistry, generate_latest
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.core import GaugeMetricFamily
 
         state = self
-        labels = {"model_name": self.model_name, **({"engine": "0"} if self.profile.flavour == "vllm" else {})}
-
-        def gauge(name: str, doc: str, value: float):
-            family = GaugeMetricFamily(name, doc, labels=list(labels))
-            family.add_metric(list(labels.values()), value)
-            return family
-
-        def counter(name: str, doc: str, value: float, extra: Optional[dict] = None):
-            names = {**labels, **(extra or {})}
-            family = CounterMetricFamily(name, doc, labels=list(names))
-            family.add_metric(list(names.values()), value)
-            return family
-
-        profile = state.profile
-        block = state.cache.block_size
-
-        def cache_config():  # vLLM's: the values are labels, the sample 1
-            names = {
-                "block_size": str(block),
-                "num_gpu_blocks": str(profile.exported_capacity_tokens // block),
-                "enable_prefix_caching": "True",
-            }
-            family = GaugeMetricFamily(
-                "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(names)
-            )
-            family.add_metric(list(names.values()), 1.0)
-            return family
 
         class Collector:
             def collect(self):
-                cache = state.cache
                 yield GaugeMetricFamily(
                     "process_start_time_seconds",
                     "Start time of the process since unix epoch in seconds.",
                     value=state.process_start,
                 )
-                if profile.flavour == "vllm":
-                    yield cache_config()
-                    yield gauge("vllm:num_requests_running", "Running requests.", state.running)
-                    yield gauge("vllm:num_requests_waiting", "Waiting requests.", state.waiting)
-                    yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage, 1 is full.", state.kv_usage())
-                    yield counter("vllm:prefix_cache_queries", "Prefix cache queries (tokens).", cache.queries)
-                    yield counter("vllm:prefix_cache_hits", "Prefix cache hits (tokens).", cache.hits)
-                    yield counter("vllm:num_preemptions", "Preemptions.", 0)
-                    yield counter("vllm:prompt_tokens", "Prefill tokens.", state.prompt_tokens)
-                    yield counter("vllm:request_success", "Finished requests.", state.finished_requests)
-                    yield counter("vllm:generation_tokens", "Generation tokens.", state.generation_tokens)
-                else:
-                    yield gauge("sglang:num_running_reqs", "Running requests.", state.running)
-                    yield gauge("sglang:num_queue_reqs", "Queued requests.", state.waiting)
-                    yield gauge("sglang:token_usage", "The token usage.", round(state.kv_usage(), 2))
-                    yield gauge("sglang:num_used_tokens", "The number of used tokens.", state.used_tokens())
-                    yield gauge(
-                        "sglang:max_total_num_tokens",
-                        "Maximum total number of tokens in the KV cache.",
-                        profile.exported_capacity_tokens,
-                    )
-                    warmup = WARMUP_PROMPT_TOKENS if profile.warmup_s and not state.warming_up else 0
-                    yield counter("sglang:prompt_tokens", "Prompt tokens.", cache.queries + warmup)
-                    yield counter("sglang:cached_tokens", "Prefix-cache hit tokens.", cache.hits)
-                    yield counter("sglang:num_requests", "Finished requests.", state.finished_requests)
-                    yield counter("sglang:generation_tokens", "Generation tokens.", state.generation_tokens)
-                    yield counter("sglang:num_retracted_requests", "Retracted requests.", 0)
-                    yield counter(
-                        "sglang:evicted_tokens",
-                        "Evicted tokens.",
-                        cache.evicted_blocks * cache.block_size,
-                        {"cache_type": "device"},
-                    )
+                yield from state._vllm_families() if state.profile.flavour == "vllm" else state._sglang_families()
 
         registry = CollectorRegistry()
         registry.register(Collector())
         return generate_latest(registry)
+
+    def _family(self, counter: bool, name: str, doc: str, value: float, *, extra: Optional[dict] = None):
+        """One sample under the engine's labels (and `extra`), as a counter or a gauge."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        labels = {"model_name": self.model_name, **({"engine": "0"} if self.profile.flavour == "vllm" else {})}
+        names = {**labels, **(extra or {})}
+        family = (CounterMetricFamily if counter else GaugeMetricFamily)(name, doc, labels=list(names))
+        family.add_metric(list(names.values()), value)
+        return family
+
+    def _vllm_families(self) -> list:
+        from prometheus_client.core import GaugeMetricFamily
+
+        cache, block = self.cache, self.cache.block_size
+        names = {  # vLLM's cache config: the values are labels, the sample 1
+            "block_size": str(block),
+            "num_gpu_blocks": str(self.profile.exported_capacity_tokens // block),
+            "enable_prefix_caching": "True",
+        }
+        config = GaugeMetricFamily(
+            "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(names)
+        )
+        config.add_metric(list(names.values()), 1.0)
+        gauge, counter = partial(self._family, False), partial(self._family, True)
+        return [
+            config,
+            gauge("vllm:num_requests_running", "Running requests.", self.running),
+            gauge("vllm:num_requests_waiting", "Waiting requests.", self.waiting),
+            gauge("vllm:kv_cache_usage_perc", "KV-cache usage, 1 is full.", self.kv_usage()),
+            counter("vllm:prefix_cache_queries", "Prefix cache queries (tokens).", cache.queries),
+            counter("vllm:prefix_cache_hits", "Prefix cache hits (tokens).", cache.hits),
+            counter("vllm:num_preemptions", "Preemptions.", 0),
+            counter("vllm:prompt_tokens", "Prefill tokens.", self.prompt_tokens),
+            counter("vllm:request_success", "Finished requests.", self.finished_requests),
+            counter("vllm:generation_tokens", "Generation tokens.", self.generation_tokens),
+        ]
+
+    def _sglang_families(self) -> list:
+        cache, profile = self.cache, self.profile
+        gauge, counter = partial(self._family, False), partial(self._family, True)
+        warmup = WARMUP_PROMPT_TOKENS if profile.warmup_s and not self.warming_up else 0
+        return [
+            gauge("sglang:num_running_reqs", "Running requests.", self.running),
+            gauge("sglang:num_queue_reqs", "Queued requests.", self.waiting),
+            gauge("sglang:token_usage", "The token usage.", round(self.kv_usage(), 2)),
+            gauge("sglang:num_used_tokens", "The number of used tokens.", self.used_tokens()),
+            gauge(
+                "sglang:max_total_num_tokens",
+                "Maximum total number of tokens in the KV cache.",
+                profile.exported_capacity_tokens,
+            ),
+            counter("sglang:prompt_tokens", "Prompt tokens.", cache.queries + warmup),
+            counter("sglang:cached_tokens", "Prefix-cache hit tokens.", cache.hits),
+            counter("sglang:num_requests", "Finished requests.", self.finished_requests),
+            counter("sglang:generation_tokens", "Generation tokens.", self.generation_tokens),
+            counter("sglang:num_retracted_requests", "Retracted requests.", 0),
+            counter(
+                "sglang:evicted_tokens",
+                "Evicted tokens.",
+                cache.evicted_blocks * cache.block_size,
+                extra={"cache_type": "device"},
+            ),
+        ]

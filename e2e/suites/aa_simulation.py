@@ -149,7 +149,9 @@ def _share(count: int, total: int) -> str:
     return f"{count}/{total} ({100.0 * count / total:.1f} %)" if total else "-"
 
 
-def measure(seeds: int, repeats: list[int], gaps: list[float], sessions: int, run_sigma: float, gap_seeds: int) -> None:
+def measure(
+    seeds: int, repeats: list[int], gaps: list[float], sessions: int, *, run_sigma: float, gap_seeds: int
+) -> None:
     for k in repeats:
         began = time.monotonic()
         any_claim = headline = excluding = tested = 0
@@ -218,7 +220,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.calibration:
         calibration(args.seeds, [2, 3, 4, 6, 8, 12, 20])
     else:
-        measure(args.seeds, args.repeats, args.gaps, args.sessions, args.run_sigma, args.gap_seeds)
+        measure(args.seeds, args.repeats, args.gaps, args.sessions, run_sigma=args.run_sigma, gap_seeds=args.gap_seeds)
     return 0
 
 

@@ -255,20 +255,24 @@ def run_agent_replay(workdir: Path, venv: Path, outputs: str = "recorded") -> li
     print(f"  sub-agent joins: {joins}, {len(wrong_joins)} problems")
     failures += wrong_joins[:5]
     if outputs == "recorded":
-        failures += [
-            f"{e['labels'].get('session')} turn {e['labels'].get('turn')}: {line}" for e, line in unanswered[:5]
-        ]
-        recorded = _recorded_inputs(workdir / "traces")
-        wrong = [
-            f"{e['labels'].get('session')} turn {e['labels'].get('turn')}: vLLM counted "
-            f"{e['usage'].get('prompt_tokens')} prompt tokens, the span records {want}"
-            for e in entries
-            if e["usage"].get("prompt_tokens")
-            != (want := recorded.get((e["labels"].get("session"), int(e["labels"].get("turn", 0)))))
-        ]
-        print(f"  prompt tokens: {len(entries) - len(wrong)} of {len(entries)} counted by vLLM as recorded")
-        failures += wrong[:5]
+        failures += _recorded_checks(workdir, entries, unanswered)
     return failures
+
+
+def _recorded_checks(workdir: Path, entries: list[dict], unanswered: list[tuple[dict, str]]) -> list[str]:
+    """With recorded outputs, every role:tool message answers a call and vLLM counts each prompt as its span
+    records it: the first failures of each."""
+    failures = [f"{e['labels'].get('session')} turn {e['labels'].get('turn')}: {line}" for e, line in unanswered[:5]]
+    recorded = _recorded_inputs(workdir / "traces")
+    wrong = [
+        f"{e['labels'].get('session')} turn {e['labels'].get('turn')}: vLLM counted "
+        f"{e['usage'].get('prompt_tokens')} prompt tokens, the span records {want}"
+        for e in entries
+        if e["usage"].get("prompt_tokens")
+        != (want := recorded.get((e["labels"].get("session"), int(e["labels"].get("turn", 0)))))
+    ]
+    print(f"  prompt tokens: {len(entries) - len(wrong)} of {len(entries)} counted by vLLM as recorded")
+    return failures + wrong[:5]
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -287,17 +287,10 @@ def _charge_ms(request) -> float:
     return (request.prompt_tokens - (request.cached_tokens or 0)) * PREFILL_US_PER_TOKEN / 1000.0
 
 
-def _misses_cost_time(workdir: Path, report: dict) -> list[str]:
-    """Misses cost time, read from what the engines charged rather than from an ordering of two timings that a busy
-    machine can flip: every text request's TTFT, as compare reads it, is at least its engine's charge for the
-    uncached tokens; and wherever the small cache hits at least MISS_GAP_POINTS less (a text turn of a scenario-1
-    config, or a scenario-3 config; there must be such a place), its median charge is the higher and the report's
-    median TTFT there is at least that charge."""
+def _ttft_below_charge(requests: dict) -> list[str]:
+    """Every text request whose TTFT, as compare reads it, is below its engine's charge for the uncached tokens."""
     failures = []
-    requests = {}
-    for spec in ENGINES:
-        runs, _ = read_runs(workdir / "reports" / spec.label)
-        requests[spec.label] = runs
+    for label, runs in requests.items():
         for name, run in runs.items():
             for r in run.requests:
                 if (
@@ -307,9 +300,38 @@ def _misses_cost_time(workdir: Path, report: dict) -> list[str]:
                     and r.ttft * 1000.0 < _charge_ms(r) - 1e-3
                 ):
                     failures.append(
-                        f"{spec.label} {name} {r.session} turn {r.turn}: TTFT {r.ttft * 1000.0:.2f} ms is "
+                        f"{label} {name} {r.session} turn {r.turn}: TTFT {r.ttft * 1000.0:.2f} ms is "
                         f"below the {_charge_ms(r):.2f} ms the engine charged for its uncached tokens"
                     )
+    return failures
+
+
+def _median_charge(found, cells: dict) -> Optional[float]:
+    """The engine's prefill charge at a report row, as the report's figure: each repeat's median, then the mean over
+    repeats (None: no request there)."""
+    medians = [
+        statistics.median(_charge_ms(r) for r in chosen)
+        for chosen in (
+            [
+                r
+                for r in repeat.requests
+                if r.ttft is not None and not r.failed and ("turn" not in cells or r.turn == cells["turn"])
+            ]
+            for repeat in (found.repeats if found else [])
+        )
+        if chosen
+    ]
+    return statistics.mean(medians) if medians else None
+
+
+def _misses_cost_time(workdir: Path, report: dict) -> list[str]:
+    """Misses cost time, read from what the engines charged rather than from an ordering of two timings that a busy
+    machine can flip: every text request's TTFT, as compare reads it, is at least its engine's charge for the
+    uncached tokens; and wherever the small cache hits at least MISS_GAP_POINTS less (a text turn of a scenario-1
+    config, or a scenario-3 config; there must be such a place), its median charge is the higher and the report's
+    median TTFT there is at least that charge."""
+    requests = {spec.label: read_runs(workdir / "reports" / spec.label)[0] for spec in ENGINES}
+    failures = _ttft_below_charge(requests)
     text_rows = [
         cells
         for section in report["sections"]
@@ -324,23 +346,7 @@ def _misses_cost_time(workdir: Path, report: dict) -> list[str]:
             continue
         compared += 1
         where = f"{cells['config']}" + (f" turn {cells['turn']}" if "turn" in cells else "")
-        charges = []
-        for spec in ENGINES:
-            found = requests[spec.label].get(cells["config"])
-            # as the report's figure: each repeat's median, then the mean over repeats
-            medians = [
-                statistics.median(_charge_ms(r) for r in chosen)
-                for chosen in (
-                    [
-                        r
-                        for r in repeat.requests
-                        if r.ttft is not None and not r.failed and ("turn" not in cells or r.turn == cells["turn"])
-                    ]
-                    for repeat in (found.repeats if found else [])
-                )
-                if chosen
-            ]
-            charges.append(statistics.mean(medians) if medians else None)
+        charges = [_median_charge(requests[spec.label].get(cells["config"]), cells) for spec in ENGINES]
         shown = _value(cells["TTFT p50 ms B"])
         big_charge, small_charge = charges  # ENGINES: the big cache, then the small one
         if big_charge is None or small_charge is None or not small_charge > big_charge:

@@ -41,7 +41,7 @@ REPEATS = (1, 2, 3)
 LABELS = ("first", "second", "slow")
 
 
-def _bakeoff(url: str, label: str, workdir: Path, repeats: int, configs: tuple[str, ...]) -> Optional[str]:
+def _bakeoff(url: str, label: str, workdir: Path, *, repeats: int, configs: tuple[str, ...]) -> Optional[str]:
     result = bakeoff(url, label, workdir, "--repeat", str(repeats), "--scrape-interval", "1", "--configs", *configs)
     if result.returncode != 0:
         return f"fastgen bakeoff --label {label} --repeat {repeats} exited {result.returncode}: {result.stderr[-600:]}"
@@ -115,7 +115,7 @@ def run_aa(workdir: Path, seed: int, configs: tuple[str, ...] = CONFIGS) -> tupl
         for repeats in REPEATS:
             began = time.monotonic()
             for label in LABELS:
-                problem = _bakeoff(urls[label], label, workdir, repeats, configs)
+                problem = _bakeoff(urls[label], label, workdir, repeats=repeats, configs=configs)
                 if problem:
                     return failures + [problem], found
             aa, problem = _compare(workdir, "first", "second", f"report-aa-{repeats}")

@@ -98,7 +98,7 @@ def _prompts_check(workdir: Path, report: dict) -> list[str]:
 def _serve_and_run(label: str, server, workdir: Path) -> list[str]:
     with server:
         print(f"{label}: serving after {server.started_s:.0f} s", flush=True)
-        return run_bakeoff(server.base_url, label, workdir, REPEATS, MODES)
+        return run_bakeoff(server.base_url, label, workdir, REPEATS, modes=MODES)
 
 
 def run_pair(workdir: Path, vllm_venv: Path, sglang_venv: Path) -> list[str]:
@@ -117,7 +117,7 @@ def run_pair(workdir: Path, vllm_venv: Path, sglang_venv: Path) -> list[str]:
             kv_cache_gib=KV_GIB,
             log=workdir / "logs" / "vllm.log",
         ),
-        "sglang": start_sglang(sglang_python, sglang_model, workdir, "sglang", SGLANG_POOL_TOKENS),
+        "sglang": start_sglang(sglang_python, sglang_model, workdir, "sglang", max_total_tokens=SGLANG_POOL_TOKENS),
     }
     for label, _ in SIDES:  # one engine at a time: two on two cores slow each other down
         failures = _serve_and_run(label, servers[label], workdir)

@@ -150,7 +150,7 @@ def _logged(entries: list[dict]) -> dict[str, int]:
 
 
 def check_policy(
-    workdir: Path, policy: str, routed: dict, counters: dict, logs: dict[str, Path]
+    workdir: Path, policy: str, routed: dict, counters: dict, *, logs: dict[str, Path]
 ) -> tuple[list[str], dict[str, dict]]:
     """The failures of one policy's runs, and per config its fleet figures (for the summary). A fake engine's log
     holds every policy's runs, one after another: this policy's are the segments after the earlier policies'."""
@@ -256,7 +256,7 @@ def predicted(workdir: Path, policy: str, replicas: int) -> Optional[dict]:
     fails."""
     out = workdir / f"analysis-{policy}.json"
     options = ("--replicas", str(replicas), "--router", policy, "--band", "16", "-q")
-    result = analyze_for(workdir, policy, policy, [TEST_ARM], out, *options)
+    result = analyze_for(workdir, policy, policy, [TEST_ARM], *options, out=out)
     if result.returncode != 0:
         print(f"{policy}: fastgen analyze exited {result.returncode}: {result.stderr.strip()[-300:]}")
         return None
@@ -303,7 +303,7 @@ def run_router_bakeoff(workdir: Path, engines: str, router_venv: Path, venv: Opt
             found, routed, counters = run_policy(workdir, router_bin, urls, policy)
             if found:
                 return failures + found
-            found, fleets[policy] = check_policy(workdir, policy, routed, counters, logs)
+            found, fleets[policy] = check_policy(workdir, policy, routed, counters, logs=logs)
             failures += found
     summary(workdir, fleets)
     result, report = compare(workdir, POLICIES, "--force")

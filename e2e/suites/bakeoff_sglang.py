@@ -154,7 +154,7 @@ def _check_tool_names(answered: dict, recorded: dict) -> tuple[int, int, list[st
     return named, cut, problems
 
 
-def start_sglang(python: Path, model: Path, workdir: Path, label: str, max_total_tokens: int) -> SglangServer:
+def start_sglang(python: Path, model: Path, workdir: Path, label: str, *, max_total_tokens: int) -> SglangServer:
     """The suite's SGLang: loopback, the name-enforcing tool-call parser, MAX_MODEL_LEN context (unstarted)."""
     return SglangServer(
         python,
@@ -171,6 +171,7 @@ def run_bakeoff(
     label: str,
     workdir: Path,
     repeats: int,
+    *,
     modes: tuple[str, ...] = MODES,
     configs: tuple[str, ...] = CONFIGS,
 ) -> list[str]:
@@ -336,7 +337,7 @@ def run_sglang_bakeoff(workdir: Path, venv: Path) -> list[str]:
     largest = largest_request(workdir / "traces")
     if largest > POOL_TOKENS:
         return [f"the largest request holds {largest} tokens, more than the pool of {POOL_TOKENS}"]
-    with start_sglang(python, model, workdir, LABEL, POOL_TOKENS) as server:
+    with start_sglang(python, model, workdir, LABEL, max_total_tokens=POOL_TOKENS) as server:
         print(
             f"{LABEL}: serving after {server.started_s:.0f} s (--max-total-tokens {POOL_TOKENS}, the largest "
             f"request {largest} tokens)",

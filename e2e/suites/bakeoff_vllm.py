@@ -242,6 +242,33 @@ def _recorded_capacity(run_dir: Path) -> Optional[int]:
     return found.pop() if len(found) == 1 else None
 
 
+def _check_rows(workdir: Path, configs: list[dict]) -> list[str]:
+    """Each config row of the report: both sides completed, every repeat's reset verified, and the report's hit %
+    within TOLERANCE_POINTS of vLLM's own counters."""
+    failures: list[str] = []
+    for row in configs:
+        name, statuses = row["config"], [row["status A"], row["status B"]]
+        if statuses != ["completed", "completed"]:
+            failures.append(f"{name}: {statuses}")
+        for (label, _), side in zip(SERVERS, "AB"):
+            shown = (row[f"hit % {side}"] or {}).get("value")  # the mean over repeats of each one's pooled ratio
+            own = []
+            for repeat in read_runs(workdir / "reports" / label)[0][name].repeats:
+                record = json.loads((repeat.folder / RUN_FILE).read_text())
+                reset = record.get("reset") or {}
+                if (reset.get("done"), reset.get("verified")) != ("POST /reset_prefix_cache", True):
+                    failures.append(
+                        f"{label} {name} repeat {repeat.index}: reset {reset!r}, not a verified "
+                        f"POST /reset_prefix_cache"
+                    )
+                own.append(_vllm_hit_percent(repeat.folder / METRICS_FILE))
+            hit = _mean_of_all(own)
+            print(f"{label} {name}: report hit {shown} %, vLLM's counters {hit if hit is None else round(hit, 2)} %")
+            if hit is None or shown is None or abs(hit - shown) > TOLERANCE_POINTS:
+                failures.append(f"{label} {name}: report hit % {shown}, vLLM's own counters {hit}")
+    return failures
+
+
 def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
     workdir = Path(workdir).resolve()
     started = time.monotonic()
@@ -290,26 +317,7 @@ def run_vllm_bakeoff(workdir: Path, venv: Path) -> list[str]:
     if report is None:
         return failures + exit_problem(result, "fastgen compare")
     configs = rows(runs_table(report))
-    for row in configs:
-        name, statuses = row["config"], [row["status A"], row["status B"]]
-        if statuses != ["completed", "completed"]:
-            failures.append(f"{name}: {statuses}")
-        for (label, _), side in zip(SERVERS, "AB"):
-            shown = (row[f"hit % {side}"] or {}).get("value")  # the mean over repeats of each one's pooled ratio
-            own = []
-            for repeat in read_runs(workdir / "reports" / label)[0][name].repeats:
-                record = json.loads((repeat.folder / RUN_FILE).read_text())
-                reset = record.get("reset") or {}
-                if (reset.get("done"), reset.get("verified")) != ("POST /reset_prefix_cache", True):
-                    failures.append(
-                        f"{label} {name} repeat {repeat.index}: reset {reset!r}, not a verified "
-                        f"POST /reset_prefix_cache"
-                    )
-                own.append(_vllm_hit_percent(repeat.folder / METRICS_FILE))
-            hit = _mean_of_all(own)
-            print(f"{label} {name}: report hit {shown} %, vLLM's counters {hit if hit is None else round(hit, 2)} %")
-            if hit is None or shown is None or abs(hit - shown) > TOLERANCE_POINTS:
-                failures.append(f"{label} {name}: report hit % {shown}, vLLM's own counters {hit}")
+    failures += _check_rows(workdir, configs)
     failures += _same_prompts(report)
     failures += _near_the_prediction(workdir)
     failures += _prompts_count_as_recorded(workdir)

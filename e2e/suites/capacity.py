@@ -62,7 +62,7 @@ def _label(engine: str, cache: str) -> str:
     return f"{engine}-{cache}"
 
 
-def measure(workdir: Path, engine: str, cache: str, repeats: int, venvs: dict[str, Path]) -> list[str]:
+def measure(workdir: Path, engine: str, cache: str, repeats: int, *, venvs: dict[str, Path]) -> list[str]:
     """One server's runs: start it, `fastgen bakeoff --repeat` the configs into workdir/reports/LABEL, stop it."""
     workdir = Path(workdir).resolve()
     if not (workdir / "configs").is_dir():
@@ -80,11 +80,11 @@ def measure(workdir: Path, engine: str, cache: str, repeats: int, venvs: dict[st
             log=workdir / "logs" / f"{label}.log",
         )
         if engine == "vllm"
-        else start_sglang(python, model, workdir, label, CACHES[cache])
+        else start_sglang(python, model, workdir, label, max_total_tokens=CACHES[cache])
     )
     with server:
         print(f"{label}: serving after {server.started_s:.0f} s", flush=True)
-        return run_bakeoff(server.base_url, label, workdir, repeats, MODES, configs=CONFIGS)
+        return run_bakeoff(server.base_url, label, workdir, repeats, modes=MODES, configs=CONFIGS)
 
 
 def _own(engine: str, folder: Path) -> Optional[float]:
@@ -94,7 +94,7 @@ def _own(engine: str, folder: Path) -> Optional[float]:
 def _predicted(workdir: Path, label: str, calibrate_from: str) -> dict:
     """analyze --server-from LABEL --calibrate CALIBRATE_FROM over the configs the label ran: its JSON."""
     out = workdir / f"analysis-{label}-from-{calibrate_from}.json"
-    result = analyze_for(workdir, label, calibrate_from, CONFIGS, out, "--band", str(BAND_REPLAYS))
+    result = analyze_for(workdir, label, calibrate_from, CONFIGS, "--band", str(BAND_REPLAYS), out=out)
     if result.returncode != 0:
         raise RuntimeError(f"analyze for {label} exited {result.returncode}: {result.stderr[-600:]}")
     return json.loads(out.read_text())
@@ -216,7 +216,7 @@ def _measure_all(workdir: Path, run: bool, repeat: int, venvs: dict[str, Path]) 
     failures = []
     for engine in ENGINES if run else ():
         for cache in CACHES:
-            failures += measure(workdir, engine, cache, repeat, venvs)
+            failures += measure(workdir, engine, cache, repeat, venvs=venvs)
     missed, rows = report(workdir)
     print(table(rows))
     (Path(workdir) / "agreement.json").write_text(json.dumps(rows, indent=1) + "\n")

@@ -67,7 +67,7 @@ def fastgen_command(*args: str, timeout_s: float = 1800) -> subprocess.Completed
 
 
 def analyze_for(
-    workdir: Path, label: str, calibrate_from: str, configs: Sequence[str], out: Path, *options: str
+    workdir: Path, label: str, calibrate_from: str, configs: Sequence[str], *options: str, out: Path
 ) -> subprocess.CompletedProcess:
     """`fastgen analyze` of `configs` of the workdir's dataset for the server `label`'s runs were made against
     (--server-from), at the speeds fitted to `calibrate_from`'s runs (--calibrate), with `options`; its JSON to

@@ -33,7 +33,7 @@ from ..traces.graph import trace_files
 from .aiperf import AiperfRate
 from .cache import BlockCache
 from .corpus import Corpus, Readers
-from .engine import make_engine
+from .engine_models import make_engine
 from .routing import Fleet, Router
 from .rules import ENGINE_RULES, CacheRules, SchedulerSettings
 from .schedule import Jitter, Load, PlannedRequest, RequestOutcome, ServiceModel, replay_slots, simulate
@@ -289,7 +289,7 @@ def predict(
 ) -> list[RequestOutcome]:
     """Every request of the target's replay with the tokens it found cached, against `fleet` (AnalysisOptions.fleet;
     a bare cache is one engine with no scheduler limits at `service`'s speeds)."""
-    return simulate(corpus.session, target_slots(target, corpus), target.load, fleet, service, jitter=jitter)
+    return simulate(corpus.session, target_slots(target, corpus), target.load, fleet, model=service, jitter=jitter)
 
 
 def replay_requests(target: ConfigTarget, corpus: Corpus, service: ServiceModel = ServiceModel()):
@@ -331,7 +331,7 @@ def analyze(
             for target, tally in zip(group, tallies):
                 results[id(target)] = result = tally.result()
                 if options.sweep and options.definition != "aiperf":  # AIPerf's definition has no capacity
-                    result.sweep = _sweep(target, corpus, options, result, tally.largest_prompt)
+                    result.sweep = _sweep(target, corpus, options, result, largest_prompt=tally.largest_prompt)
             names.add(corpus.reading_name)
     changed = sorted(names - {reading.name})
     return (changed[0] if changed else reading.name), [results[id(t)] for t in targets]
@@ -396,7 +396,7 @@ class _Tallies:
                 f"any; give at most {len(slots)} replicas"
             )
         band = options.band_replays(target.name)
-        self._infinite = self._replayed(options, band, None, self._count_infinite)
+        self._infinite = self._replayed(options, band, None, on_start=self._count_infinite)
         if options.capacity_tokens is not None:
             self._finite = self._replayed(options, band, options.capacity_tokens, on_session=self._check_fits)
 
@@ -405,6 +405,7 @@ class _Tallies:
         options: AnalysisOptions,
         band: list[tuple[Jitter, ServiceModel]],
         capacity: Optional[int],
+        *,
         on_start: Optional[Callable[[RequestOutcome, PlannedRequest], None]] = None,
         on_session: Optional[Callable[[list[PlannedRequest]], None]] = None,
     ) -> list[_Tally]:
@@ -471,7 +472,7 @@ class _Tallies:
 
 
 def _sweep(
-    target: ConfigTarget, corpus: Corpus, options: AnalysisOptions, result: TargetResult, largest_prompt: int
+    target: ConfigTarget, corpus: Corpus, options: AnalysisOptions, result: TargetResult, *, largest_prompt: int
 ) -> list[tuple[int, float]]:
     bs = options.block_size
     distinct = result.prompt_tokens - result.cached_infinite  # what an unbounded cache ends up holding

@@ -38,7 +38,8 @@ from ..bakeoff.status import read_report
 from ..errors import SpecError
 from ..traces.blocks import PromptReading
 from .analyze import AnalysisOptions, ConfigTarget, Corpus
-from .engine import Served
+from .engine_base import Served
+from .secant import secant
 from .schedule import ServiceModel
 from .step_time import DEFAULT_INGEST_TOKENS_PER_S
 from .serving import ServerSpec, server_from
@@ -47,10 +48,7 @@ __all__ = ["Calibration", "calibrate", "calibrated_options", "measured_speeds"]
 
 _FIX = "give a run folder fastgen bakeoff wrote (OUT/LABEL/<scenario>/<config>/repeat-K) or a folder above runs"
 _ROUNDS = 4
-_SECANT_STEPS = 6
 _TOLERANCE = 0.02  # relative: the fit stops when every sum is within 2 % of the runs'
-_STEP = 0.3  # the secant method's first step, in log speed
-_MOST_STEP = 2.0  # at most a factor e^2 a step
 _RANGE = math.log(100.0)  # a speed ends within a factor 100 of where the fit started it
 
 
@@ -267,36 +265,10 @@ def _fit(
             break
         for coordinate in range(3):
             if targets[coordinate] > 0:
-                x, e = _secant(x, e, coordinate, bounds[coordinate], lambda point: errors(sums(point)))
+                x, e = secant(
+                    x, e, coordinate, bounds[coordinate], errors=lambda point: errors(sums(point)), tolerance=_TOLERANCE
+                )
     return model(x), math.expm1(max(abs(v) for v in e))
-
-
-def _secant(
-    x: list[float], e: list[float], coordinate: int, bounds: tuple[float, float], errors
-) -> tuple[list[float], list[float]]:
-    """Move x[coordinate] within `bounds` until errors(x)[coordinate] is near 0 (secant steps from a first step of
-    _STEP, each at most _MOST_STEP); the best point seen and its errors."""
-    equation = coordinate
-    best = (abs(e[equation]), x, e)
-    previous_x, previous_e = x[coordinate], e[equation]
-    current = list(x)
-    current[coordinate] += _STEP if e[equation] > 0 else -_STEP  # a slower speed lengthens its sum
-    for _ in range(_SECANT_STEPS):
-        got = errors(current)
-        if abs(got[equation]) < best[0]:
-            best = (abs(got[equation]), list(current), got)
-        if abs(got[equation]) < _TOLERANCE / 2:
-            break
-        slope = (got[equation] - previous_e) / (current[coordinate] - previous_x)
-        previous_x, previous_e = current[coordinate], got[equation]
-        if abs(slope) < 1e-6:  # the sum does not move with this speed here
-            break
-        move = max(-_MOST_STEP, min(_MOST_STEP, -got[equation] / slope))
-        current = list(current)
-        current[coordinate] = max(bounds[0], min(bounds[1], current[coordinate] + move))
-        if current[coordinate] == previous_x:  # pinned at a bound
-            break
-    return best[1], best[2]
 
 
 def _decode_shape(runs: list[_Run]) -> tuple[float, float]:
@@ -379,11 +351,11 @@ def _replay(run: _Run, plan: dict, service: ServiceModel, options: AnalysisOptio
         served = Served(
             sent.event_id,
             request.blocks,
-            request.prompt_tokens,
-            sent.output,
-            request.max_tokens if request.max_tokens is not None else sent.output,
-            sent.start,
-            index,
+            prompt=request.prompt_tokens,
+            output=sent.output,
+            max_new=request.max_tokens if request.max_tokens is not None else sent.output,
+            arrival=sent.start,
+            seq=index,
         )
         fleet.submit(served, sent.event_id, sent.start)
         index += 1

@@ -50,17 +50,7 @@ def analysis_table(
     """The summary; with verbose, the tables by turn, per replica and of the sweep after it. `service_source` says
     where the service model's speeds come from (default: the defaults, or given), `server` what --server-from read."""
     if options.definition == "aiperf":
-        lines = [
-            f"prompts read as: {reading}; block size {options.block_size}; definition: AIPerf's analyze-trace "
-            "cache_hit_rate (mean over requests of the leading run of hash ids seen before, over the request's "
-            "ids; infinite cache; replay order, as fastgen export mooncake writes the lines)",
-            "",
-        ]
-        rows: list[tuple] = [("config", "sessions", "requests", "prompt tokens", "cache_hit_rate")]
-        rows += [
-            (r.name, r.sessions, r.requests, f"{r.prompt_tokens:,}", f"{r.aiperf_cache_hit_rate:.6f}") for r in results
-        ]
-        return "\n".join(lines + _table(rows))
+        return _aiperf_table(reading, options, results)
     capacity = f"{options.capacity_tokens:,} tokens" if options.capacity_tokens is not None else "none given"
     lines = [
         f"prompts read as: {reading} ({'the chat template with tools and the generation prompt' if reading == 'template' else 'content tokens, no chat template'}); "
@@ -104,6 +94,21 @@ def analysis_table(
         return "\n".join(lines)
     lines += _long_tables(results, options)
     return "\n".join(lines)
+
+
+def _aiperf_table(reading: str, options: AnalysisOptions, results: list[TargetResult]) -> str:
+    """The summary under AIPerf's definition of the hit ratio."""
+    lines = [
+        f"prompts read as: {reading}; block size {options.block_size}; definition: AIPerf's analyze-trace "
+        "cache_hit_rate (mean over requests of the leading run of hash ids seen before, over the request's "
+        "ids; infinite cache; replay order, as fastgen export mooncake writes the lines)",
+        "",
+    ]
+    rows: list[tuple] = [("config", "sessions", "requests", "prompt tokens", "cache_hit_rate")]
+    rows += [
+        (r.name, r.sessions, r.requests, f"{r.prompt_tokens:,}", f"{r.aiperf_cache_hit_rate:.6f}") for r in results
+    ]
+    return "\n".join(lines + _table(rows))
 
 
 def _long_tables(results: list[TargetResult], options: AnalysisOptions) -> list[str]:

@@ -26,7 +26,7 @@ import numpy as np
 import xxhash
 
 from ..errors import SpecError
-from .engine import Engine, Served
+from .engine_base import Engine, Served
 
 __all__ = ["POLICIES", "Fleet", "Router"]
 

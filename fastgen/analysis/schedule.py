@@ -20,14 +20,15 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
 from ..formats.rows import replay_slots  # the client's shuffle: the dataset file's module owns it
 from .cache import BlockCache
-from .engine import Served, make_engine
+from .engine_base import Served
+from .engine_models import make_engine
 from .routing import Fleet
 from .rules import ENGINE_RULES, SchedulerSettings
 from .step_time import DEFAULT_DECODE_TOKENS_PER_S, DEFAULT_PREFILL_TOKENS_PER_S, ServiceModel
@@ -132,8 +133,8 @@ def simulate(
     slots: list[int],
     load: Load,
     fleet: Union[Fleet, BlockCache],
-    model: ServiceModel = ServiceModel(),
     *,
+    model: ServiceModel = ServiceModel(),
     jitter: Optional[Jitter] = None,
 ) -> list[RequestOutcome]:
     """Every request of the slots' sessions, in the order they were first admitted, with the cached tokens it found
@@ -151,7 +152,7 @@ def simulate(
     def finished(outcome: RequestOutcome, _request: PlannedRequest) -> None:
         outcomes[position[(outcome.slot, outcome.event_id)]] = outcome
 
-    for _ in replay(sessions, slots, load, fleet, started, on_finish=finished, jitter=jitter):
+    for _ in replay(sessions, slots, load, fleet, on_start=started, on_finish=finished, jitter=jitter):
         pass
     return outcomes
 
@@ -161,9 +162,9 @@ def replay(
     slots: list[int],
     load: Load,
     fleet: Fleet,
+    *,
     on_start: Callable[[RequestOutcome, PlannedRequest], None],
     on_end: Callable[[int], None] = lambda file_index: None,
-    *,
     on_finish: Optional[Callable[[RequestOutcome, PlannedRequest], None]] = None,
     jitter: Optional[Jitter] = None,
 ) -> Iterator[int]:
@@ -172,129 +173,161 @@ def replay(
     and after each step that started sessions the generator yields how many slots it has started, so that several
     replays can run side by side over one read of their sessions (`sessions(file index)` is called once per slot,
     when the slot starts)."""
-    heap: list[tuple[float, int, str, tuple]] = []
-    counter = 0
-    delay = random.Random(jitter.seed) if jitter and jitter.arrival_s > 0 else None
+    return _Replay(
+        sessions, slots, load, fleet, on_start=on_start, on_end=on_end, on_finish=on_finish, jitter=jitter
+    ).run()
 
-    def push(t: float, kind: str, payload: tuple) -> None:
-        nonlocal counter
-        heapq.heappush(heap, (t, counter, kind, payload))
-        counter += 1
 
-    interval = 1.0 / load.session_rate if load.session_rate else 0.0
-    next_slot, active, next_dispatch = 0, 0, 0.0
-    state: dict[int, dict] = {}
-    arrivals = 0
+@dataclass
+class _Session:
+    """A session under way: its requests by event id, each one's successors, how many are left and which ended."""
 
-    session_late: dict[int, float] = {}
+    requests: dict[str, PlannedRequest]
+    successors: dict[str, list[str]]
+    left: int
+    done: set[str] = field(default_factory=set)
 
-    def wait_s(request: PlannedRequest, slot: int) -> float:
+
+class _Replay:
+    """One replay's client: its events in time order (sessions to dispatch, requests to send), the sessions under
+    way, and where each request went; the fleet reports back through `_admitted` and `_done`."""
+
+    def __init__(
+        self,
+        sessions: Callable[[int], Sequence[PlannedRequest]],
+        slots: list[int],
+        load: Load,
+        fleet: Fleet,
+        *,
+        on_start: Callable[[RequestOutcome, PlannedRequest], None],
+        on_end: Callable[[int], None],
+        on_finish: Optional[Callable[[RequestOutcome, PlannedRequest], None]],
+        jitter: Optional[Jitter],
+    ) -> None:
+        self.sessions, self.slots, self.load, self.fleet = sessions, slots, load, fleet
+        self.on_start, self.on_end, self.on_finish, self.jitter = on_start, on_end, on_finish, jitter
+        self.heap: list[tuple[float, int, str, tuple]] = []
+        self.counter = 0  # ties in time go in the order they were pushed
+        self.delay = random.Random(jitter.seed) if jitter and jitter.arrival_s > 0 else None
+        self.interval = 1.0 / load.session_rate if load.session_rate else 0.0
+        self.next_slot, self.active, self.next_dispatch = 0, 0, 0.0
+        self.state: dict[int, _Session] = {}
+        self.arrivals = 0
+        self.session_late: dict[int, float] = {}
+        self.replicas: dict[tuple[int, str], int] = {}
+
+    def run(self) -> Iterator[int]:
+        fleet = self.fleet
+        fleet.connect(self._admitted, self._done)
+        self._dispatch(0.0)
+        started = 0
+        while True:
+            if self.next_slot != started:
+                started = self.next_slot
+                yield started
+            client = self.heap[0][0] if self.heap else math.inf
+            when, what = fleet.next_time()
+            if client == math.inf and when == math.inf:
+                break
+            # at one instant: steps end first (their requests' successors may start now), then the client's events,
+            # then the steps that begin (so they see every request that arrived by then)
+            if when < client or (when == client and what == 0):
+                fleet.advance()
+                continue
+            t, _, kind, payload = heapq.heappop(self.heap)
+            if kind == "dispatch":
+                self._dispatch(t)
+            else:
+                self._send(t, *payload)
+
+    def _push(self, t: float, kind: str, payload: tuple) -> None:
+        heapq.heappush(self.heap, (t, self.counter, kind, payload))
+        self.counter += 1
+
+    def _wait_s(self, request: PlannedRequest, slot: int) -> float:
         """The recorded wait, capped; under jitter, plus a delay of the session's own (the client worker it runs on:
         the same every request) and one of the request's, half of arrival_s at most each."""
         late = 0.0
-        if delay is not None and jitter is not None:
-            if slot not in session_late:
-                session_late[slot] = delay.uniform(0.0, jitter.arrival_s / 2)
-            late = session_late[slot] + delay.uniform(0.0, jitter.arrival_s / 2)
-        return min(request.wait_ms, load.max_wait_ms) / 1000.0 + late
+        if self.delay is not None and self.jitter is not None:
+            if slot not in self.session_late:
+                self.session_late[slot] = self.delay.uniform(0.0, self.jitter.arrival_s / 2)
+            late = self.session_late[slot] + self.delay.uniform(0.0, self.jitter.arrival_s / 2)
+        return min(request.wait_ms, self.load.max_wait_ms) / 1000.0 + late
 
-    def dispatch(t: float) -> None:
-        nonlocal next_slot, active, next_dispatch
-        while next_slot < len(slots) and active < load.concurrent_sessions:
-            if t < next_dispatch:
-                push(next_dispatch, "dispatch", ())
+    def _dispatch(self, t: float) -> None:
+        """Start sessions while the load allows; one held back by the session rate is dispatched again later."""
+        while self.next_slot < len(self.slots) and self.active < self.load.concurrent_sessions:
+            if t < self.next_dispatch:
+                self._push(self.next_dispatch, "dispatch", ())
                 return
-            slot = next_slot
-            next_slot += 1
-            active += 1
-            requests = {r.event_id: r for r in sessions(slots[slot])}
-            successors: dict[str, list[str]] = {e: [] for e in requests}
-            for r in requests.values():
-                for p in r.predecessors:
-                    if p in successors:
-                        successors[p].append(r.event_id)
-            state[slot] = {"requests": requests, "successors": successors, "left": len(requests), "done": set()}
-            for r in requests.values():
-                if not any(p in requests for p in r.predecessors):
-                    push(t + wait_s(r, slot), "start", (slot, r.event_id))
-            if not requests:
-                finish_session(slot, t)
-            next_dispatch = max(next_dispatch + interval, t) if interval else t
+            slot = self.next_slot
+            self.next_slot += 1
+            self.active += 1
+            self._start_session(slot, t)
+            self.next_dispatch = max(self.next_dispatch + self.interval, t) if self.interval else t
 
-    def finish_session(slot: int, t: float) -> None:
-        nonlocal active
-        del state[slot]
-        active -= 1
-        on_end(slots[slot])
-        dispatch(t)
+    def _start_session(self, slot: int, t: float) -> None:
+        requests = {r.event_id: r for r in self.sessions(self.slots[slot])}
+        successors: dict[str, list[str]] = {e: [] for e in requests}
+        for r in requests.values():
+            for p in r.predecessors:
+                if p in successors:
+                    successors[p].append(r.event_id)
+        self.state[slot] = _Session(requests, successors, len(requests))
+        for r in requests.values():
+            if not any(p in requests for p in r.predecessors):
+                self._push(t + self._wait_s(r, slot), "start", (slot, r.event_id))
+        if not requests:
+            self._finish_session(slot, t)
 
-    def admitted(served: Served, t: float, replica: int) -> None:
-        slot, event_id, request = served.ref
-        outcome = RequestOutcome(
-            slot, slots[slot], event_id, request.label, request.prompt_tokens, served.hit or 0, served.arrival
-        )
-        on_start(replace(outcome, admitted_s=t, replica=replica), request)
+    def _finish_session(self, slot: int, t: float) -> None:
+        del self.state[slot]
+        self.active -= 1
+        self.on_end(self.slots[slot])
+        self._dispatch(t)
 
-    def done(served: Served, t: float) -> None:
-        slot, event_id, request = served.ref
-        if on_finish is not None:
-            on_finish(
-                RequestOutcome(
-                    slot,
-                    slots[slot],
-                    event_id,
-                    request.label,
-                    request.prompt_tokens,
-                    served.hit or 0,
-                    served.arrival,
-                    served.admitted_s,
-                    served.first_token_s,
-                    t,
-                    replicas[(slot, event_id)],
-                ),
-                request,
-            )
-        session = state[slot]
-        session["done"].add(event_id)
-        session["left"] -= 1
-        for successor in session["successors"][event_id]:
-            nxt = session["requests"][successor]
-            if all(p in session["done"] or p not in session["requests"] for p in nxt.predecessors):
-                push(t + wait_s(nxt, slot), "start", (slot, successor))
-        if session["left"] == 0:
-            finish_session(slot, t)
-
-    replicas: dict[tuple[int, str], int] = {}
-    fleet.connect(admitted, done)
-    dispatch(0.0)
-    started = 0
-    while True:
-        if next_slot != started:
-            started = next_slot
-            yield started
-        client = heap[0][0] if heap else math.inf
-        when, what = fleet.next_time()
-        if client == math.inf and when == math.inf:
-            break
-        # at one instant: steps end first (their requests' successors may start now), then the client's events,
-        # then the steps that begin (so they see every request that arrived by then)
-        if when < client or (when == client and what == 0):
-            fleet.advance()
-            continue
-        t, _, kind, payload = heapq.heappop(heap)
-        if kind == "dispatch":
-            dispatch(t)
-            continue
-        slot, event_id = payload
-        request = state[slot]["requests"][event_id]
+    def _send(self, t: float, slot: int, event_id: str) -> None:
+        """The client sends a request: the fleet routes it to a replica."""
+        request = self.state[slot].requests[event_id]
+        max_new = request.max_tokens if request.max_tokens is not None else request.output_tokens
         served = Served(
             (slot, event_id, request),
             request.blocks,
-            request.prompt_tokens,
-            request.output_tokens,
-            request.max_tokens if request.max_tokens is not None else request.output_tokens,
-            t,
-            arrivals,
+            prompt=request.prompt_tokens,
+            output=request.output_tokens,
+            max_new=max_new,
+            arrival=t,
+            seq=self.arrivals,
         )
-        arrivals += 1
-        replicas[(slot, event_id)] = fleet.submit(served, f"{slots[slot]}", t)
+        self.arrivals += 1
+        self.replicas[(slot, event_id)] = self.fleet.submit(served, f"{self.slots[slot]}", t)
+
+    def _outcome(self, served: Served) -> RequestOutcome:
+        slot, event_id, request = served.ref
+        return RequestOutcome(
+            slot, self.slots[slot], event_id, request.label, request.prompt_tokens, served.hit or 0, served.arrival
+        )
+
+    def _admitted(self, served: Served, t: float, replica: int) -> None:
+        self.on_start(replace(self._outcome(served), admitted_s=t, replica=replica), served.ref[2])
+
+    def _done(self, served: Served, t: float) -> None:
+        slot, event_id, request = served.ref
+        if self.on_finish is not None:
+            outcome = replace(
+                self._outcome(served),
+                admitted_s=served.admitted_s,
+                first_token_s=served.first_token_s,
+                end_s=t,
+                replica=self.replicas[(slot, event_id)],
+            )
+            self.on_finish(outcome, request)
+        session = self.state[slot]
+        session.done.add(event_id)
+        session.left -= 1
+        for successor in session.successors[event_id]:
+            nxt = session.requests[successor]
+            if all(p in session.done or p not in session.requests for p in nxt.predecessors):
+                self._push(t + self._wait_s(nxt, slot), "start", (slot, successor))
+        if session.left == 0:
+            self._finish_session(slot, t)

@@ -126,45 +126,7 @@ def settings_from_record(
     recorded in the engine's own names (bakeoff/scheduling.py)."""
     recorded = recorded if isinstance(recorded, dict) else {}
     defaults = ENGINE_RULES[engine].defaults
-    given: dict = {}
-    notes: list[str] = []
-    if engine == "vllm":
-        names = {
-            "batch_tokens": "max_num_batched_tokens",
-            "max_running": "max_num_seqs",
-            "chunked_prefill": "enable_chunked_prefill",
-            "reserve_full_prompt": "scheduler_reserve_full_isl",
-            "watermark": "watermark",
-        }
-        for field_name, key in names.items():
-            if recorded.get(key) is not None:
-                given[field_name] = recorded[key]
-        if (recorded.get("long_prefill_token_threshold") or 0) > 0:
-            notes.append("long_prefill_token_threshold is not modelled (chunks are the whole budget)")
-        if recorded.get("async_scheduling"):
-            notes.append("async scheduling is modelled as synchronous")
-        if recorded.get("policy") not in (None, "fcfs"):
-            notes.append(f"policy {recorded['policy']} runs as fcfs (every request has the same priority)")
-    else:
-        chunk = recorded.get("chunked_prefill_size")
-        if chunk is not None:
-            given["batch_tokens"] = chunk if chunk > 0 else None
-        if recorded.get("max_prefill_tokens") is not None:
-            given["max_prefill_tokens"] = recorded["max_prefill_tokens"]
-        running = recorded.get("effective_max_running_requests") or recorded.get("max_running_requests")
-        if running is not None:
-            given["max_running"] = running
-        policy = recorded.get("schedule_policy")
-        if policy is not None:
-            given["policy"] = "lpm" if policy == "lpm" else "fcfs"
-            if policy in _AS_FCFS:
-                notes.append(f"schedule_policy {policy} runs as fcfs")
-        conservativeness = recorded.get("schedule_conservativeness")
-        if conservativeness is not None:
-            initial = min(0.7 * float(conservativeness), 1.0)
-            given["new_token_ratio"] = (initial, initial * 0.14, 600)
-        if recorded.get("enable_mixed_chunk"):
-            notes.append("mixed chunks (decode in prefill batches) are modelled as separate steps")
+    given, notes = (_vllm_given if engine == "vllm" else _sglang_given)(recorded)
     missing = tuple(
         name
         for name, present in (
@@ -181,3 +143,52 @@ def settings_from_record(
         }
     )
     return settings, (missing if recorded else ("scheduler settings",)), tuple(notes)
+
+
+def _vllm_given(recorded: dict) -> tuple[dict, list[str]]:
+    """The settings vLLM's record gives, by SchedulerSettings' names, and notes on the ones not modelled."""
+    given: dict = {}
+    notes: list[str] = []
+    names = {
+        "batch_tokens": "max_num_batched_tokens",
+        "max_running": "max_num_seqs",
+        "chunked_prefill": "enable_chunked_prefill",
+        "reserve_full_prompt": "scheduler_reserve_full_isl",
+        "watermark": "watermark",
+    }
+    for field_name, key in names.items():
+        if recorded.get(key) is not None:
+            given[field_name] = recorded[key]
+    if (recorded.get("long_prefill_token_threshold") or 0) > 0:
+        notes.append("long_prefill_token_threshold is not modelled (chunks are the whole budget)")
+    if recorded.get("async_scheduling"):
+        notes.append("async scheduling is modelled as synchronous")
+    if recorded.get("policy") not in (None, "fcfs"):
+        notes.append(f"policy {recorded['policy']} runs as fcfs (every request has the same priority)")
+    return given, notes
+
+
+def _sglang_given(recorded: dict) -> tuple[dict, list[str]]:
+    """The settings SGLang's record gives, by SchedulerSettings' names, and notes on the ones not modelled."""
+    given: dict = {}
+    notes: list[str] = []
+    chunk = recorded.get("chunked_prefill_size")
+    if chunk is not None:
+        given["batch_tokens"] = chunk if chunk > 0 else None
+    if recorded.get("max_prefill_tokens") is not None:
+        given["max_prefill_tokens"] = recorded["max_prefill_tokens"]
+    running = recorded.get("effective_max_running_requests") or recorded.get("max_running_requests")
+    if running is not None:
+        given["max_running"] = running
+    policy = recorded.get("schedule_policy")
+    if policy is not None:
+        given["policy"] = "lpm" if policy == "lpm" else "fcfs"
+        if policy in _AS_FCFS:
+            notes.append(f"schedule_policy {policy} runs as fcfs")
+    conservativeness = recorded.get("schedule_conservativeness")
+    if conservativeness is not None:
+        initial = min(0.7 * float(conservativeness), 1.0)
+        given["new_token_ratio"] = (initial, initial * 0.14, 600)
+    if recorded.get("enable_mixed_chunk"):
+        notes.append("mixed chunks (decode in prefill batches) are modelled as separate steps")
+    return given, notes

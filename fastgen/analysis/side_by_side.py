@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 import numpy as np
 
@@ -49,6 +49,13 @@ def read_order(slot_lists: list[list[int]]) -> list[int]:
                 seen.add(slots[position])
                 order.append(slots[position])
     return order
+
+
+def _steps(r: Replay, sessions: Callable[[int], list[PlannedRequest]], ended: Callable[[int], None]) -> Iterator[int]:
+    """`r`'s replay, a step at a time, over the shared `sessions`."""
+    return replay(
+        sessions, r.slots, r.load, r.fleet, on_start=r.on_start, on_end=ended, on_finish=r.on_finish, jitter=r.jitter
+    )
 
 
 def run_side_by_side(replays: list[Replay], read: Callable[[list[int]], Sessions]) -> None:
@@ -88,14 +95,7 @@ def run_side_by_side(replays: list[Replay], read: Callable[[list[int]], Sessions
 
         return session
 
-    running = [
-        (
-            0,
-            n,
-            replay(session_for(r), r.slots, r.load, r.fleet, r.on_start, ended, on_finish=r.on_finish, jitter=r.jitter),
-        )
-        for n, r in enumerate(replays)
-    ]
+    running = [(0, n, _steps(r, session_for(r), ended)) for n, r in enumerate(replays)]
     heapq.heapify(running)
     try:
         while running:

@@ -37,6 +37,45 @@ def analyze_parser() -> Parser:
         help="prompts as the chat template renders them, or content tokens only (auto: template when the "
         "tokenizer has one)",
     )
+    _engine_options(p)
+    p.add_argument(
+        "--band",
+        type=int_in(0, 64, "--band"),
+        default=8,
+        metavar="N",
+        help="replay each config N more times under seeded jitter of arrivals and step lengths (and, calibrated "
+        "from several runs, at each run's speeds): the range of hit ratios the interleaving allows, and the point "
+        "their median (default 8; 0: the unjittered replay alone)",
+    )
+    p.add_argument("--only", nargs="+", metavar="PATTERN", help="only these configs (scenario1/c10, 'scenario3/*')")
+    p.add_argument(
+        "--sweep",
+        action="store_true",
+        help="also the hit %% at eight KV capacities per config, from one "
+        "request to the whole replay (eight more simulations each, over a directory's sessions held in "
+        "memory: the full default set takes twice as long)",
+    )
+    _service_options(p)
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also the long tables in the terminal: hit %% by turn, per replica and the sweep's points (the JSON "
+        "always holds them)",
+    )
+    p.add_argument("--plots", type=Path, metavar="DIR", help="PNG charts into DIR (matplotlib: fastgen[plots])")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON")
+    p.add_argument(
+        "--workers",
+        type=int_in(1, 1024, "--workers"),
+        default=None,
+        help="processes reading the trace files (unset: all cores; the figures do not depend on it)",
+    )
+    return p
+
+
+def _engine_options(p: Parser) -> None:
+    """Whose engine the replay models and its cache: the engine, the server a run recorded, the block size, the
+    definition of a hit, the KV capacity; then its scheduler's."""
     p.add_argument(
         "--engine",
         choices=["vllm", "sglang"],
@@ -82,6 +121,11 @@ def analyze_parser() -> Parser:
         metavar="FILE",
         help="the model's config.json (layers, KV heads, head size, dtype), for --kv-cache-gib",
     )
+    _scheduler_options(p)
+
+
+def _scheduler_options(p: Parser) -> None:
+    """The scheduler's limits, and the replicas and their router."""
     p.add_argument(
         "--batch-tokens",
         type=int_in(1, 10**9, "--batch-tokens"),
@@ -114,39 +158,6 @@ def analyze_parser() -> Parser:
         "affinity), cache_aware (longest routed prefix, as vllm-router's cache_aware); default: the policy the "
         "--server-from runs recorded behind a router, else round_robin",
     )
-    p.add_argument(
-        "--band",
-        type=int_in(0, 64, "--band"),
-        default=8,
-        metavar="N",
-        help="replay each config N more times under seeded jitter of arrivals and step lengths (and, calibrated "
-        "from several runs, at each run's speeds): the range of hit ratios the interleaving allows, and the point "
-        "their median (default 8; 0: the unjittered replay alone)",
-    )
-    p.add_argument("--only", nargs="+", metavar="PATTERN", help="only these configs (scenario1/c10, 'scenario3/*')")
-    p.add_argument(
-        "--sweep",
-        action="store_true",
-        help="also the hit %% at eight KV capacities per config, from one "
-        "request to the whole replay (eight more simulations each, over a directory's sessions held in "
-        "memory: the full default set takes twice as long)",
-    )
-    _service_options(p)
-    p.add_argument(
-        "--verbose",
-        action="store_true",
-        help="also the long tables in the terminal: hit %% by turn, per replica and the sweep's points (the JSON "
-        "always holds them)",
-    )
-    p.add_argument("--plots", type=Path, metavar="DIR", help="PNG charts into DIR (matplotlib: fastgen[plots])")
-    p.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON")
-    p.add_argument(
-        "--workers",
-        type=int_in(1, 1024, "--workers"),
-        default=None,
-        help="processes reading the trace files (unset: all cores; the figures do not depend on it)",
-    )
-    return p
 
 
 def _service_options(p: Parser) -> None:

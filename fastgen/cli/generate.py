@@ -28,8 +28,6 @@ __all__ = ["add_workload_options", "effective_workload", "generate_parser", "run
 
 
 def generate_parser() -> argparse.ArgumentParser:
-    from ..formats.config_dialect import METRICS_TYPES, SERVER_TYPES, SOURCES
-
     p = Parser(
         prog="fastgen",
         description="Generate the coding-agent KV-cache benchmark: trace files for "
@@ -39,6 +37,55 @@ def generate_parser() -> argparse.ArgumentParser:
         "fastgen workload show > my.yaml, edit it, then fastgen --workload my.yaml.",
     )
     p.add_argument("--version", action="version", version=f"fastgen {__version__}")
+    _dataset_identity_options(p)
+    add_workload_options(p)
+    p.add_argument(
+        "--from-manifest",
+        type=Path,
+        metavar="MANIFEST",
+        help="regenerate the dataset a manifest describes, byte for byte: its workload, seed, model, "
+        "tokenizer and compression",
+    )
+    p.add_argument("--output-dir", type=Path, default=Path("traces"), help="the trace folder")
+    p.add_argument("--config-dir", type=Path, default=Path("configs"), help="the inference-perf config folder")
+    p.add_argument(
+        "--workers",
+        type=int_in(1, 1024, "--workers"),
+        default=os.cpu_count() or 1,
+        help="worker processes (the bytes are the same for every number)",
+    )
+    _inference_perf_options(p)
+    p.add_argument(
+        "--compress",
+        choices=["zstd"],
+        help="write .json.zst trace files (fastgen unpack DIR restores .json) and .jsonl.zst dataset files",
+    )
+    p.add_argument("--level", type=int_in(1, 22, "--level"), help="zstd level, with --compress zstd (unset: 3)")
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="build the content pools afresh and keep none (by default they are kept in "
+        "$XDG_CACHE_HOME/fastgen, ~/.cache/fastgen, and a later run with the same fastgen, tokenizer "
+        "and seed starts from them; the output is the same bytes either way)",
+    )
+    p.add_argument(
+        "--timings",
+        type=Path,
+        metavar="FILE",
+        help="write where the run's wall time went to FILE (JSON: the end of each phase on the machine's "
+        "monotonic clock, for native_bench's critical path); the dataset is the same bytes either way",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into folders that hold other files; fastgen then "
+        "replaces only files its previous manifest lists and never overwrites one it did not write",
+    )
+    return p
+
+
+def _dataset_identity_options(p: argparse.ArgumentParser) -> None:
+    """What a dataset is made for and from: the model, its tokenizer, how prompts are counted, the seed."""
     p.add_argument(
         "--model",
         default=argparse.SUPPRESS,
@@ -78,22 +125,13 @@ def generate_parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help=f"seed of every RNG stream (default: {DEFAULT_SEED})",
     )
-    add_workload_options(p)
-    p.add_argument(
-        "--from-manifest",
-        type=Path,
-        metavar="MANIFEST",
-        help="regenerate the dataset a manifest describes, byte for byte: its workload, seed, model, "
-        "tokenizer and compression",
-    )
-    p.add_argument("--output-dir", type=Path, default=Path("traces"), help="the trace folder")
-    p.add_argument("--config-dir", type=Path, default=Path("configs"), help="the inference-perf config folder")
-    p.add_argument(
-        "--workers",
-        type=int_in(1, 1024, "--workers"),
-        default=os.cpu_count() or 1,
-        help="worker processes (the bytes are the same for every number)",
-    )
+
+
+def _inference_perf_options(p: argparse.ArgumentParser) -> None:
+    """What the inference-perf configs say: the server they address, where reports go, its metrics, the replay's
+    waits and source, and how paths are written."""
+    from ..formats.config_dialect import METRICS_TYPES, SERVER_TYPES, SOURCES
+
     p.add_argument("--server-type", choices=SERVER_TYPES, default="vllm", help="server.type of the configs")
     p.add_argument(
         "--label",
@@ -134,33 +172,6 @@ def generate_parser() -> argparse.ArgumentParser:
         "session at a time), or traces, the trace directory (inference-perf parses every file before it starts)",
     )
     p.add_argument("--absolute-paths", action="store_true", help="write absolute paths into the configs")
-    p.add_argument(
-        "--compress",
-        choices=["zstd"],
-        help="write .json.zst trace files (fastgen unpack DIR restores .json) and .jsonl.zst dataset files",
-    )
-    p.add_argument("--level", type=int_in(1, 22, "--level"), help="zstd level, with --compress zstd (unset: 3)")
-    p.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="build the content pools afresh and keep none (by default they are kept in "
-        "$XDG_CACHE_HOME/fastgen, ~/.cache/fastgen, and a later run with the same fastgen, tokenizer "
-        "and seed starts from them; the output is the same bytes either way)",
-    )
-    p.add_argument(
-        "--timings",
-        type=Path,
-        metavar="FILE",
-        help="write where the run's wall time went to FILE (JSON: the end of each phase on the machine's "
-        "monotonic clock, for native_bench's critical path); the dataset is the same bytes either way",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="write into folders that hold other files; fastgen then "
-        "replaces only files its previous manifest lists and never overwrites one it did not write",
-    )
-    return p
 
 
 def add_workload_options(p: argparse.ArgumentParser) -> None:

@@ -60,6 +60,13 @@ def bakeoff_parser() -> Parser:
         help="do not check before the first config that the server answers a named tool_choice with that "
         "tool (for servers and datasets without tool calls)",
     )
+    _run_options(p)
+    return p
+
+
+def _run_options(p: Parser) -> None:
+    """How each config's runs go: again or not, how many repeats, shards and GPUs, the metrics sampling, the
+    timeout."""
     p.add_argument(
         "--rerun",
         action="store_true",
@@ -101,7 +108,6 @@ def bakeoff_parser() -> Parser:
         metavar="S",
         help="stop a config that runs longer than this many seconds (default: no limit)",
     )
-    return p
 
 
 def _add_fleet_options(p: Parser) -> None:

@@ -1,5 +1,5 @@
-"""analysis/engine.py: vLLM's and SGLang's schedulers as the replay's engine applies them, rule by rule (rules.py
-names each with its source)."""
+"""analysis/engine_models.py, with engine_base.py, engine_vllm.py and engine_sglang.py: vLLM's and SGLang's
+schedulers as the replay's engine applies them, rule by rule (rules.py names each with its source)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from fastgen.analysis.cache import BlockCache, BlockIds
-from fastgen.analysis.engine import Served, make_engine
+from fastgen.analysis.engine_base import Served
+from fastgen.analysis.engine_models import make_engine
 from fastgen.analysis.routing import Fleet
 from fastgen.analysis.rules import ENGINE_RULES, SchedulerSettings
 from fastgen.analysis.step_time import ServiceModel
@@ -61,7 +62,9 @@ def drive(
         t, name, prompt, output = pending[index]
         blocks = IDS.of(block_hashes(prompt, block_size))
         wanted = (max_new or {}).get(name, output)
-        fleet.submit(Served(name, blocks, len(prompt), output, wanted, t, index), name, t)
+        fleet.submit(
+            Served(name, blocks, prompt=len(prompt), output=output, max_new=wanted, arrival=t, seq=index), name, t
+        )
         index += 1
     return {name: tuple(values) for name, values in got.items()}, replica
 
