@@ -24,7 +24,7 @@ from typing import Callable, Optional
 
 import yaml
 
-from ..export.shards import SHARD_TOKENIZER, plan_shards, shard_folder, write_shards
+from .shards import SHARD_TOKENIZER, plan_shards, shard_folder, write_shards
 from ..formats.config_dialect import check_label
 from ..formats.rows import DATASET_SUFFIX, trace_dir_of
 from ..formats.run_record import RunRecord, read_run, write_run
@@ -97,7 +97,7 @@ class BakeoffOptions:
     replicas: tuple[str, ...] = ()
     router_policy: Optional[str] = None
     router_metrics: Optional[str] = None
-    shards: int = 1  # inference-perf processes a run, each replaying its own share of the sessions (export/shards.py)
+    shards: int = 1  # inference-perf processes a run, each replaying its own share of the sessions (shards.py)
 
 
 @dataclass

@@ -42,7 +42,7 @@ METRICS_FILE = "metrics.jsonl"
 LOG_FILE = "inference-perf.log"
 RUN_CONFIG_FILE = "run-config.yml"
 SHARDS_FOLDER = "shards"
-_SHARD = re.compile(r"shard-\d+")  # export/shards.py's shard_folder
+_SHARD = re.compile(r"shard-\d+")  # shards.py's shard_folder
 _PARTIAL = ".partial"
 _OLD = ".old-"
 

@@ -178,7 +178,7 @@ def run_export(args) -> int:
 
 
 def _export_shards(args) -> int:
-    from ..export import write_shards
+    from ..bakeoff.shards import write_shards
 
     if args.shards is None:
         raise UsageError("fastgen export shards needs --shards N (how many load generators)")
@@ -238,7 +238,7 @@ def _export_kubernetes(args) -> int:
         default_reset,
         write_kubernetes,
     )
-    from ..export.shards import plan_shards
+    from ..bakeoff.shards import plan_shards
 
     if args.shards is None:
         raise UsageError("fastgen export kubernetes needs --shards N: how many pods share the replay")

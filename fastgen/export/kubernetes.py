@@ -1,4 +1,4 @@
-"""One config's replay as a Kubernetes Indexed Job: N pods, each inference-perf 0.7.0 on its own shard (shards.py),
+"""One config's replay as a Kubernetes Indexed Job: N pods, each inference-perf 0.7.0 on its own shard (bakeoff/shards.py),
 written as manifests a team applies with kubectl.
 
     OUT/volume.yaml   a PersistentVolumeClaim (ReadWriteMany) and a loader Job whose pod holds it while the dataset is
@@ -56,7 +56,7 @@ from ..formats.manifest import MANIFEST_NAME, FileRecord, listed_record, record,
 from ..formats.outdir import discard, open_staging, place_all
 from . import start_barrier
 from .pods import SHELL_RESOURCES, container_security, pod_security, replay_resources, sized_resources, spread
-from .shards import SHARD_TOKENIZER, Shard, plan_shards, shard_folder, write_shards
+from ..bakeoff.shards import SHARD_TOKENIZER, Shard, plan_shards, shard_folder, write_shards
 
 __all__ = [
     "IMAGE",
