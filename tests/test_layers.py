@@ -17,6 +17,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("formats.atomic", "formats.pre_token_count", "formats.chat_template"),
     ("formats.tokenizer",),
     ("formats.rows", "formats.compression", "formats.config_dialect"),  # rows: a trace directory's session-per-row file
+    ("formats.config_document",),  # the inference-perf config document: read and changed here only
     ("formats.manifest",),
     ("formats.writer", "formats.outdir"),  # outdir: output folders staged and placed whole
     ("formats.run_record",),  # a bakeoff run folder's run.json: one writer, one reader
