@@ -29,7 +29,7 @@ from fastgen.export.kubernetes import (
     write_kubernetes,
 )
 from fastgen.export.pods import sized_resources
-from fastgen.export.shards import Shard, plan_shards
+from fastgen.bakeoff.shards import Shard, plan_shards
 
 CONFIG = "scenario3/c100_stable.yml"  # 20 sessions in the small set
 SHARDS = 3
@@ -495,7 +495,7 @@ def test_cli_warns_when_the_pods_would_call_localhost(small_dataset, tmp_path, c
 
 def test_a_config_without_num_workers_runs_the_workers_its_pod_was_sized_for():
     from fastgen.export.kubernetes import SIZED_WORKERS, container_config
-    from fastgen.export.shards import Shard
+    from fastgen.bakeoff.shards import Shard
 
     replay = {"otel_trace_replay": {"hf_dataset_path": {"path": "json", "data_files": "rows.jsonl"}}}
     unsized = container_config(Shard(0, 1, (0,), {"load": {"stages": [{}]}, "data": replay}))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fastgen.export.kubernetes import KubernetesOptions, replay_manifests
-from fastgen.export.shards import Shard
+from fastgen.bakeoff.shards import Shard
 from fastgen.export.start_barrier import read_ready, start_decision
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from fastgen.formats.config_document import ConfigDocument
 from fastgen.formats.rows import trace_dir_of
 from fastgen.formats.run_folder import PER_SESSION_FILE as PER_SESSION
 
@@ -36,7 +37,7 @@ class SessionReports:
 
 def report_glob(config: dict, config_dir: Path) -> str:
     """The folders a config's runs write to, as a glob (relative storage paths resolve from the config's folder)."""
-    path = config["storage"]["local_storage"]["path"].replace("{timestamp}", "*")
+    path = ConfigDocument(config).local_report_path.replace("{timestamp}", "*")
     return str(Path(config_dir) / path) if not Path(path).is_absolute() else path
 
 
@@ -48,9 +49,13 @@ def read_reports(config: dict, config_dir: Path) -> SessionReports:
     if not folders:
         raise FileNotFoundError(f"no report folder matches {report_glob(config, config_dir)}")
     folder = Path(folders[-1])
-    replay = config["data"]["otel_trace_replay"]
+    document = ConfigDocument(config)
     # inference-perf runs from the config's folder: a trace directory's file paths are relative to it
-    base = Path(config_dir) if "trace_directory" in replay else (Path(config_dir) / trace_dir_of(replay)).parent
+    base = (
+        Path(config_dir)
+        if document.reads_trace_directory
+        else (Path(config_dir) / trace_dir_of(document.replay)).parent
+    )
     sessions = json.loads((folder / PER_SESSION).read_text())
     for session in sessions:
         session["file_path"] = str(base / session["file_path"])  # an absolute file_path stays as it is

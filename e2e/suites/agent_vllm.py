@@ -50,6 +50,7 @@ import yaml
 
 from fastgen.bakeoff.plan import run_config_text
 from fastgen.bakeoff.sampler import parse_metrics
+from fastgen.formats.config_document import ConfigDocument
 from fastgen.formats.run_folder import PER_REQUEST_FILE
 from fastgen.generator.workload import shipped_workload
 
@@ -229,7 +230,7 @@ def run_agent_replay(workdir: Path, venv: Path, outputs: str = "recorded") -> li
         reports = read_reports(config, path.parent)
     except (OSError, ValueError) as exc:
         return failures + [f"cannot read the session reports: {exc}"]
-    failures += _check_sessions(reports, config["load"]["stages"][0])
+    failures += _check_sessions(reports, ConfigDocument(config).stage)
     sessions = [load_session(Path(s["file_path"])) for s in reports.sessions]
     spans = sum(len(session) for session in sessions)
     entries = _entries(reports.folder)

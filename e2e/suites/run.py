@@ -27,6 +27,7 @@ from typing import Callable, Optional
 import yaml
 
 from fastgen.bakeoff.plan import select_configs
+from fastgen.formats.config_document import ConfigDocument
 from fastgen.formats.rows import trace_dir_of
 
 from ..checks.replayed import Outcome, check_run
@@ -117,7 +118,7 @@ def config_files(config_root: Path, only: Optional[list[str]] = None) -> list[Pa
 def replay_one(server: ServerThread, path: Path, workdir: Path, *, timeout_s: float) -> Outcome:
     config = yaml.safe_load(path.read_text())
     name = f"{path.parent.name}/{path.stem}"
-    trace_dir = Path(trace_dir_of(config["data"]["otel_trace_replay"])).name
+    trace_dir = Path(trace_dir_of(ConfigDocument(config).replay)).name
     clear_reports(config, path.parent)
     server.reset()
     started = time.monotonic()
@@ -130,7 +131,7 @@ def replay_one(server: ServerThread, path: Path, workdir: Path, *, timeout_s: fl
     except (OSError, ValueError) as exc:
         reports = None
         outcome.failures.append(f"cannot read the session reports: {exc}")
-    return check_run(outcome, exit_code=code, records=records, reports=reports, stage=config["load"]["stages"][0])
+    return check_run(outcome, exit_code=code, records=records, reports=reports, stage=ConfigDocument(config).stage)
 
 
 def _dump(records: list[dict], path: Path) -> None:

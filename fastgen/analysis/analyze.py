@@ -26,6 +26,7 @@ import numpy as np
 import yaml
 
 from ..errors import OutputError, SpecError
+from ..formats.config_document import ConfigDocument
 from ..formats.rows import trace_dir_of
 from ..processes import file_progress
 from ..traces.blocks import load_reading
@@ -217,14 +218,14 @@ def kv_bytes_per_token(model_config: Path) -> int:
 
 def _stage(path: Path) -> tuple[Path, Load]:
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        replay = doc["data"]["otel_trace_replay"]
-        stage = doc["load"]["stages"][0]
+        doc = ConfigDocument(yaml.safe_load(path.read_text(encoding="utf-8")))
+        replay = doc.replay
+        stage = doc.stage
         load = Load(
             concurrent_sessions=int(stage["concurrent_sessions"]),
             num_sessions=int(stage["num_sessions"]),
             session_rate=stage.get("session_rate"),
-            base_seed=int(doc["load"].get("base_seed", 42)),
+            base_seed=int(doc.base_seed_or(42)),
             max_wait_ms=int(replay.get("max_wait_ms", 15000)),
         )
         trace_dir = (path.parent / trace_dir_of(replay)).resolve()

@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from ..errors import OutputError, ServerError
 from ..extras import import_extra
+from ..formats.config_document import ConfigDocument
 from ..formats.rows import trace_dir_of
 from .plan import replay_modes_of
 from .runs import recorded_runs
@@ -112,7 +113,7 @@ def run_identity(
     and the workload it names), the replay modes of `run_config` (the config as run, parsed), whether the cache
     was reset before it, the router in front of the engines (fleet.py; None: none), and how many inference-perf
     processes replayed it (shards: N load generators, each its own sessions, is another load than one)."""
-    replay = run_config["data"]["otel_trace_replay"]
+    replay = ConfigDocument(run_config).replay
     outputs, tool_calls, tool_choice = replay_modes_of(replay)
     manifest = _dataset_manifest(Path(trace_dir_of(replay)))
     return {

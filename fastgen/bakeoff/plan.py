@@ -19,6 +19,7 @@ import yaml
 
 from ..errors import OutputError
 from ..formats.config_dialect import REPORT_LABELS, replay_modes, report_section
+from ..formats.config_document import ConfigDocument, local_storage
 from ..formats.manifest import read_manifest
 from ..formats.rows import with_source_paths
 
@@ -87,20 +88,17 @@ def run_config_text(
 ) -> str:
     """The YAML of one run: `text` (a generated config) pointed at `url` and reporting into `report_dir`; with
     `outputs` (live, recorded) or `tool_call_max_tokens` (floor, recorded), replaying so (None: as the config says)."""
-    document = yaml.safe_load(text)
+    document = ConfigDocument(yaml.safe_load(text))
     try:
-        server = document["server"]
-        replay = document["data"]["otel_trace_replay"]
-        tokenizer = document["tokenizer"]
+        sections = (document.server, document.replay, document.tokenizer)
     except (KeyError, TypeError):
         raise OutputError(
             f"{config_dir} has a config without server, data.otel_trace_replay or tokenizer sections; "
             f"regenerate the configs with fastgen"
         ) from None
-    server["base_url"] = url
-    server["type"] = engine
+    document.point_at(url, engine)
     try:
-        replay = document["data"]["otel_trace_replay"] = with_source_paths(replay, lambda p: _absolute(p, config_dir))
+        replay = document.replay = with_source_paths(sections[1], lambda p: _absolute(p, config_dir))
     except (KeyError, TypeError):
         raise OutputError(
             f"{config_dir} has a config whose otel_trace_replay names neither a trace_directory nor a fastgen "
@@ -109,12 +107,12 @@ def run_config_text(
     said = replay_modes_of(replay)
     replay.update(replay_modes(outputs or said[0], tool_call_max_tokens or said[1], tool_choice or said[2]))
     replay["attribute_to_label_map"] = {**dict(REPORT_LABELS), **(replay.get("attribute_to_label_map") or {})}
-    name = tokenizer.get("pretrained_model_name_or_path")
+    name = document.tokenizer_name
     if name and (config_dir / name).exists():  # a folder beside the traces; a hub id stays as it is
-        tokenizer["pretrained_model_name_or_path"] = _absolute(name, config_dir)
-    document["report"] = report_section()
-    document["storage"] = {"local_storage": {"path": Path(report_dir).resolve().as_posix()}}
-    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, allow_unicode=True)
+        document.tokenizer_name = _absolute(name, config_dir)
+    document.set_report(report_section())
+    document.storage = local_storage(Path(report_dir).resolve().as_posix())
+    return yaml.safe_dump(document.raw, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
 def replay_modes_of(replay: dict) -> tuple[str, str, str]:

@@ -24,8 +24,9 @@ from typing import Callable, Optional
 
 import yaml
 
-from ..export.shards import SHARD_TOKENIZER, plan_shards, write_shards
+from .shards import SHARD_TOKENIZER, plan_shards, write_shards
 from ..formats.config_dialect import check_label
+from ..formats.config_document import ConfigDocument
 from ..formats.rows import DATASET_SUFFIX, trace_dir_of
 from ..formats.run_record import RunRecord, read_run, write_run
 from ..errors import FastgenError
@@ -100,7 +101,7 @@ class BakeoffOptions:
     replicas: tuple[str, ...] = ()
     router_policy: Optional[str] = None
     router_metrics: Optional[str] = None
-    shards: int = 1  # inference-perf processes a run, each replaying its own share of the sessions (export/shards.py)
+    shards: int = 1  # inference-perf processes a run, each replaying its own share of the sessions (shards.py)
 
 
 @dataclass
@@ -134,7 +135,7 @@ def _run_config_text(config: ConfigRun, server: LiveServer, partial: Path, optio
         tool_choice=options.tool_choice,
     )
     if options.check_outputs is not None:
-        replay = yaml.safe_load(text)["data"]["otel_trace_replay"]
+        replay = ConfigDocument(yaml.safe_load(text)).replay
         options.check_outputs(Path(trace_dir_of(replay)).parent, replay_modes_of(replay)[0])
     return text
 
@@ -228,14 +229,14 @@ def _tool_choice_of(path: Path, options: BakeoffOptions) -> str:
     if options.tool_choice:
         return options.tool_choice
     try:
-        return replay_modes_of(yaml.safe_load(path.read_text(encoding="utf-8"))["data"]["otel_trace_replay"])[2]
+        return replay_modes_of(ConfigDocument(yaml.safe_load(path.read_text(encoding="utf-8"))).replay)[2]
     except (OSError, ValueError, KeyError, TypeError):
         return "forced"  # unreadable here: its run says why; check the server as for a forced config
 
 
 def _model_of(path: Path) -> str:
     try:
-        return str(yaml.safe_load(path.read_text(encoding="utf-8"))["server"]["model_name"])
+        return str(ConfigDocument(yaml.safe_load(path.read_text(encoding="utf-8"))).model_name)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise FastgenError(f"cannot read server.model_name from {path}: {exc}; regenerate the configs") from None
 

@@ -178,7 +178,7 @@ def run_export(args) -> int:
 
 
 def _export_shards(args) -> int:
-    from ..export import write_shards
+    from ..bakeoff.shards import write_shards
 
     if args.shards is None:
         raise UsageError("fastgen export shards needs --shards N (how many load generators)")
@@ -238,7 +238,8 @@ def _export_kubernetes(args) -> int:
         default_reset,
         write_kubernetes,
     )
-    from ..export.shards import plan_shards
+    from ..bakeoff.shards import plan_shards
+    from ..formats.config_document import ConfigDocument
 
     if args.shards is None:
         raise UsageError("fastgen export kubernetes needs --shards N: how many pods share the replay")
@@ -262,7 +263,7 @@ def _export_kubernetes(args) -> int:
         **({} if args.start_margin is None else {"start_margin_s": args.start_margin}),
     )
     export = write_kubernetes(args.dir, args.shards, args.out, options)
-    url = str((export.shards[0].config.get("server") or {}).get("base_url") or "")
+    url = str(ConfigDocument(export.shards[0].config).base_url or "")
     if urlsplit(url).hostname in ("localhost", "127.0.0.1", "::1"):
         warn(
             f"the pods' configs name the server {url}, which inside a pod is the pod: give --base-url an address they reach"

@@ -1,4 +1,4 @@
-"""One config's replay as a Kubernetes Indexed Job: N pods, each inference-perf 0.7.0 on its own shard (shards.py),
+"""One config's replay as a Kubernetes Indexed Job: N pods, each inference-perf 0.7.0 on its own shard (bakeoff/shards.py),
 written as manifests a team applies with kubectl.
 
     OUT/volume.yaml   a PersistentVolumeClaim (ReadWriteMany) and a loader Job whose pod holds it while the dataset is
@@ -52,12 +52,13 @@ import yaml
 
 from ..engine_endpoints import ENGINES
 from ..errors import OutputError, SpecError
+from ..formats.config_document import ConfigDocument
 from ..formats.manifest import MANIFEST_NAME, FileRecord, listed_record, record, rewrite_files
 from ..formats.outdir import discard, open_staging, place_all
 from ..formats.run_folder import RUN_CONFIG_FILE, repeat_name, shard_folder
 from . import start_barrier
 from .pods import SHELL_RESOURCES, container_security, pod_security, replay_resources, sized_resources, spread
-from .shards import SHARD_TOKENIZER, Shard, plan_shards, write_shards
+from ..bakeoff.shards import SHARD_TOKENIZER, Shard, plan_shards, write_shards
 
 __all__ = [
     "IMAGE",
@@ -167,26 +168,22 @@ def _labels(options: KubernetesOptions, component: str) -> dict[str, str]:
 
 def _is_local_tokenizer(config: dict) -> bool:
     """A shard names its copy of a tokenizer folder SHARD_TOKENIZER; a hub id stays as it was."""
-    return (config.get("tokenizer") or {}).get("pretrained_model_name_or_path") == SHARD_TOKENIZER
+    return ConfigDocument(config).tokenizer_name == SHARD_TOKENIZER
 
 
 def container_config(shard: Shard, *, base_url: Optional[str] = None) -> dict:
     """The shard's config with every path as the pod sees it (module docstring)."""
-    config = copy.deepcopy(shard.config)
-    source = config["data"]["otel_trace_replay"]["hf_dataset_path"]
-    source["data_files"] = f"{DATA_MOUNT}/{shard_folder(shard.index)}/{PurePosixPath(source['data_files']).name}"
-    if _is_local_tokenizer(config):
+    config = ConfigDocument(copy.deepcopy(shard.config))
+    config.dataset_files = f"{DATA_MOUNT}/{shard_folder(shard.index)}/{PurePosixPath(config.dataset_files).name}"
+    if _is_local_tokenizer(config.raw):
         folder = PurePosixPath(SHARD_TOKENIZER).name
-        config["tokenizer"]["pretrained_model_name_or_path"] = f"{DATA_MOUNT}/{shard_folder(shard.index)}/{folder}"
-    if not config["load"].get("num_workers"):
-        config["load"]["num_workers"] = SIZED_WORKERS  # what the pod was sized for
-    storage = config.setdefault("storage", {})
-    local = dict(storage.get("local_storage") or {})
-    local["path"] = f"{REPORTS_MOUNT}/{shard_folder(shard.index)}"
-    storage["local_storage"] = local
+        config.tokenizer_name = f"{DATA_MOUNT}/{shard_folder(shard.index)}/{folder}"
+    if not config.num_workers:
+        config.num_workers = SIZED_WORKERS  # what the pod was sized for
+    config.local_report_path = f"{REPORTS_MOUNT}/{shard_folder(shard.index)}"
     if base_url:
-        config.setdefault("server", {})["base_url"] = base_url
-    return config
+        config.point_at(base_url)
+    return config.raw
 
 
 SIZED_WORKERS = 1  # written where a config names none: inference-perf's default is one a core of the node, not the pod
@@ -194,9 +191,9 @@ SIZED_WORKERS = 1  # written where a config names none: inference-perf's default
 
 def default_reset(shard: Shard) -> tuple[str, ...]:
     """The reset endpoint of the engine the config names (server.type), at its base_url; () for another engine."""
-    server = shard.config.get("server") or {}
-    engine = ENGINES.get(str(server.get("type")))
-    url = server.get("base_url")
+    config = ConfigDocument(shard.config)
+    engine = ENGINES.get(str(config.server_type))
+    url = config.base_url
     return (f"{str(url).rstrip('/')}{engine.reset_path}",) if engine and url else ()
 
 
@@ -287,7 +284,7 @@ def _replay_job(shards: Sequence[Shard], options: KubernetesOptions, dataset_byt
     names = _names(options)
     count = len(shards)
     offline = all(_is_local_tokenizer(s.config) for s in shards)
-    workers = max(int(s.config["load"].get("num_workers") or SIZED_WORKERS) for s in shards)
+    workers = max(int(ConfigDocument(s.config).num_workers or SIZED_WORKERS) for s in shards)
     sized = sized_resources(workers, dataset_bytes)
     return {
         "apiVersion": "batch/v1",
@@ -478,8 +475,8 @@ def write_kubernetes(config_path: Path, count: int, out_dir: Path, options: Kube
 
 def _dataset_bytes(config: Path) -> int:
     """The size of the dataset file a written shard's config names (relative to its folder)."""
-    document = yaml.safe_load(config.read_text(encoding="utf-8"))
-    return (config.parent / document["data"]["otel_trace_replay"]["hf_dataset_path"]["data_files"]).stat().st_size
+    document = ConfigDocument(yaml.safe_load(config.read_text(encoding="utf-8")))
+    return (config.parent / document.dataset_files).stat().st_size
 
 
 def _data_records(data: Path) -> list[FileRecord]:

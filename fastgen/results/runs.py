@@ -21,6 +21,7 @@ import yaml
 
 from ..bakeoff.identity import identity_change
 from ..bakeoff.status import RunCounts, count_records, request_failed, session_failed
+from ..formats.config_document import ConfigDocument
 from ..formats.rows import trace_dir_of
 from ..formats.run_folder import (
     INFERENCE_PERF_CONFIG,
@@ -431,9 +432,8 @@ def _stage(folder: Path, problems: list[str]) -> tuple[Optional[int], Optional[f
         if not path.exists():
             continue
         try:
-            document = yaml.load(path.read_text(encoding="utf-8"), Loader=_TolerantLoader)
-            stage = document["load"]["stages"][0]
-            stage = stage.get("__dict__", stage)
+            document = ConfigDocument(yaml.load(path.read_text(encoding="utf-8"), Loader=_TolerantLoader), dumped=True)
+            stage = document.stage
             rate = stage.get("session_rate")
             found = (int(stage["concurrent_sessions"]), None if rate is None else float(rate))
         except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError, ValueError):
@@ -443,11 +443,9 @@ def _stage(folder: Path, problems: list[str]) -> tuple[Optional[int], Optional[f
     return None, None, None
 
 
-def _trace_directory(document) -> Optional[str]:
+def _trace_directory(document: ConfigDocument) -> Optional[str]:
     try:
-        data = document["data"]
-        replay = data.get("__dict__", data)["otel_trace_replay"]
-        found = trace_dir_of(replay.get("__dict__", replay))
+        found = trace_dir_of(document.replay)
     except (KeyError, TypeError, AttributeError):
         return None
     return found if isinstance(found, str) else None

@@ -1,4 +1,4 @@
-"""export/shards.py: one config's replay split into disjoint shards; real generated datasets, inference-perf's own
+"""bakeoff/shards.py: one config's replay split into disjoint shards; real generated datasets, inference-perf's own
 config model."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from fastgen.errors import OutputError, SpecError
-from fastgen.export.shards import plan_shards, write_shards
+from fastgen.bakeoff.shards import plan_shards, write_shards
 from fastgen.formats.rows import replay_slots
 
 CONFIG = "configs/scenario3/c100_stable.yml"  # 20 sessions at the small scale

@@ -43,8 +43,9 @@ import xxhash
 import yaml
 
 from ..errors import OutputError, SpecError
-from ..formats.compression import ZSTD_SUFFIX, decompress, read_trace_bytes
 from ..formats.atomic import write_atomically
+from ..formats.compression import ZSTD_SUFFIX, decompress, read_trace_bytes
+from ..formats.config_document import ConfigDocument
 from ..formats.manifest import (
     GENERATOR,
     MANIFEST_NAME,
@@ -70,7 +71,6 @@ __all__ = [
 ]
 
 SHARD_SEED_FACTOR = 1000  # shard k's load.base_seed: base_seed * SHARD_SEED_FACTOR + k
-_STORAGE = ("local_storage", "google_cloud_storage", "simple_storage_service")
 # the shards' manifest.json: 2 names its keys (format_version, shard_count, source_config); 1 wrote the version
 # under "shards" and the config's absolute path. Nothing reads either back: the files are checked by their hashes.
 SHARDS_FORMAT = 2
@@ -111,7 +111,7 @@ class _Source:
         return sorted(self.trace_dir.glob("*.json"))  # what inference-perf reads: sorted(dir.glob("*.json"))
 
 
-def _read_config(config_path: Path) -> dict:
+def _read_config(config_path: Path) -> ConfigDocument:
     try:
         document = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -120,16 +120,16 @@ def _read_config(config_path: Path) -> dict:
         raise OutputError(f"{config_path} is not YAML ({str(exc)[:80]}); give an inference-perf config") from None
     if not isinstance(document, dict):
         raise OutputError(f"{config_path} is not an inference-perf config; give one fastgen wrote")
-    return document
+    return ConfigDocument(document)
 
 
-def _section(document: dict, config_path: Path) -> tuple[dict, dict]:
-    """(data.otel_trace_replay, load.stages[0]) of a config that can be sharded."""
+def _shardable_stage(document: ConfigDocument, config_path: Path) -> dict:
+    """load.stages[0] of a config that can be sharded."""
     try:
-        replay = document["data"]["otel_trace_replay"]
-        stages = document["load"]["stages"]
+        replay = document.replay
+        stages = document.stages
         stage = stages[0]
-        seed = document["load"]["base_seed"]
+        seed = document.base_seed
     except (KeyError, IndexError, TypeError):
         raise OutputError(
             f"{config_path} is not an otel_trace_replay config with load.base_seed and a stage; give one fastgen "
@@ -142,15 +142,14 @@ def _section(document: dict, config_path: Path) -> tuple[dict, dict]:
     for key in ("filter", "duplicate_sessions_target"):
         if replay.get(key) is not None:
             raise OutputError(f"{config_path} sets otel_trace_replay.{key}, which shards cannot split; remove it")
-    return replay, stage
+    return stage
 
 
-def _source(replay: dict, config_dir: Path, config_path: Path) -> _Source:
-    if replay.get("trace_directory"):
-        return _Source(config_dir, None, (config_dir / replay["trace_directory"]).resolve())
-    source = replay.get("hf_dataset_path")
-    files = source.get("data_files") if isinstance(source, dict) and source.get("path") == "json" else None
-    if not isinstance(files, str):
+def _source(document: ConfigDocument, config_dir: Path, config_path: Path) -> _Source:
+    if document.trace_directory:
+        return _Source(config_dir, None, (config_dir / document.trace_directory).resolve())
+    files = document.local_dataset_file
+    if files is None:
         raise OutputError(
             f"{config_path} reads neither a trace_directory nor one local dataset file (hf_dataset_path: "
             f"{{path: json, data_files: FILE}}); regenerate the config with fastgen"
@@ -174,11 +173,11 @@ def plan_shards(config_path: Path, count: int, *, base_url: Optional[str] = None
     if not isinstance(count, int) or count < 1:
         raise SpecError(f"--shards {count} is not a shard count; give 1 or more")
     document = _read_config(config_path)
-    replay, stage = _section(document, config_path)
-    source = _source(replay, config_path.parent, config_path)
+    stage = _shardable_stage(document, config_path)
+    source = _source(document, config_path.parent, config_path)
     files = _row_count(source, config_path)
     wanted = stage.get("num_sessions")
-    slots = replay_slots(files, document["load"]["base_seed"], files if wanted is None else int(wanted))
+    slots = replay_slots(files, document.base_seed, files if wanted is None else int(wanted))
     if count > len(slots):
         raise SpecError(
             f"--shards {count} is more than the {len(slots)} sessions {config_path.name} replays; give at most "
@@ -186,30 +185,27 @@ def plan_shards(config_path: Path, count: int, *, base_url: Optional[str] = None
         )
     tokenizer = _tokenizer_folder(document, source.config_dir)
     if base_url:
-        document.setdefault("server", {})["base_url"] = base_url
+        document.point_at(base_url)
     return [
         Shard(k, count, tuple(slots[k::count]), _shard_config(document, source, k, count, len(slots)), tokenizer)
         for k in range(count)
     ]
 
 
-def _tokenizer_folder(document: dict, config_dir: Path) -> Optional[Path]:
+def _tokenizer_folder(document: ConfigDocument, config_dir: Path) -> Optional[Path]:
     """The tokenizer folder the config names (relative to its folder), or None for a hub id."""
-    name = (document.get("tokenizer") or {}).get("pretrained_model_name_or_path")
+    name = document.tokenizer_name
     if isinstance(name, str) and (config_dir / name).is_dir():
         return (config_dir / name).resolve()
     return None
 
 
-def _shard_config(document: dict, source: _Source, k: int, count: int, total: int) -> dict:
-    config = copy.deepcopy(document)
+def _shard_config(document: ConfigDocument, source: _Source, k: int, count: int, total: int) -> dict:
+    config = ConfigDocument(copy.deepcopy(document.raw))
     share = len(range(k, total, count))
-    replay = config["data"]["otel_trace_replay"]
-    replay.pop("trace_directory", None)
-    replay["hf_dataset_path"] = {"path": "json", "data_files": source.row_file}
-    load = config["load"]
-    load["base_seed"] = _shard_seed(document["load"]["base_seed"], k)
-    stage = load["stages"][0]
+    config.read_dataset_file(source.row_file)
+    config.base_seed = _shard_seed(document.base_seed, k)
+    stage = config.stage
     stage["num_sessions"] = share
     if stage.get("session_rate") is not None:
         stage["session_rate"] = float(stage["session_rate"]) * share / total
@@ -217,33 +213,21 @@ def _shard_config(document: dict, source: _Source, k: int, count: int, total: in
     if concurrent:  # 0 is "all at once": so for every shard
         stage["concurrent_sessions"] = max(1, math.ceil(concurrent * share / total))
     if _tokenizer_folder(document, source.config_dir) is not None:  # copied into the shard; a hub id stays
-        config["tokenizer"]["pretrained_model_name_or_path"] = SHARD_TOKENIZER
-    config["storage"] = _shard_storage(config.get("storage") or {}, k)
-    return config
+        config.tokenizer_name = SHARD_TOKENIZER
+    # the local reports in the shard's own folder, and every remote path with the shard's own last part: a shared
+    # path loses reports (uploaders skip keys that exist; local files are overwritten)
+    config.place_reports(".", shard_folder(k))
+    return config.raw
 
 
 def _shard_seed(base_seed: int, k: int) -> int:
     return base_seed * SHARD_SEED_FACTOR + k
 
 
-def _shard_storage(storage: dict, k: int) -> dict:
-    """The local reports in the shard's own folder, and every remote path with the shard's own last part: a shared
-    path loses reports (uploaders skip keys that exist; local files are overwritten)."""
-    storage = dict(storage)
-    storage["local_storage"] = {**(storage.get("local_storage") or {}), "path": "."}
-    for key in _STORAGE[1:]:
-        if storage.get(key):
-            remote = dict(storage[key])
-            prefix = str(remote.get("path") or "").rstrip("/")
-            remote["path"] = f"{prefix}/{shard_folder(k)}" if prefix else shard_folder(k)
-            storage[key] = remote
-    return storage
-
-
 def _file_order(shard: Shard) -> list[int]:
     """The shard's slots in the order its dataset file holds them: the order its own seed's shuffle maps back to
     slot order (row order[j] runs at slot j)."""
-    order = replay_slots(len(shard.slots), shard.config["load"]["base_seed"], len(shard.slots))
+    order = replay_slots(len(shard.slots), ConfigDocument(shard.config).base_seed, len(shard.slots))
     rows = [0] * len(shard.slots)
     for slot, row in enumerate(order):
         rows[row] = shard.slots[slot]
@@ -310,8 +294,9 @@ def check_dataset(config_path: Path) -> None:
     """The config's dataset file against the manifest beside it (fastgen's manifest.json records its hash); a
     file the manifest does not list, or with no manifest beside it, is taken as it is."""
     config_path = Path(config_path)
-    replay, _ = _section(_read_config(config_path), config_path)
-    source = _source(replay, config_path.parent, config_path)
+    document = _read_config(config_path)
+    _shardable_stage(document, config_path)
+    source = _source(document, config_path.parent, config_path)
     if source.dataset is None:
         return
     folder, name = source.dataset.parent, source.dataset.name
@@ -349,7 +334,9 @@ def write_shards(config_path: Path, count: int, out_dir: Path, *, base_url: Opti
     config_path = Path(config_path)
     shards = plan_shards(config_path, count, base_url=base_url)
     check_dataset(config_path)
-    source = _source(_section(_read_config(config_path), config_path)[0], config_path.parent.resolve(), config_path)
+    document = _read_config(config_path)
+    _shardable_stage(document, config_path)
+    source = _source(document, config_path.parent.resolve(), config_path)
     staging = open_staging(Path(out_dir), option="--out")
     try:
         records = _stage_shards(shards, source, staging.folder, config_path)
@@ -418,10 +405,10 @@ def _chunks(rows: _Rows, order: list[int]) -> Iterator[list[bytes | memoryview]]
 
 
 def _config_text(shard: Shard, config_path: Path) -> str:
-    stage = shard.config["load"]["stages"][0]
+    document = ConfigDocument(shard.config)
     head = (
         f"# shard {shard.index + 1} of {shard.count} of {config_path.name} (fastgen export shards): "
-        f"{stage['num_sessions']} of its sessions, load.base_seed {shard.config['load']['base_seed']};\n"
+        f"{document.stage['num_sessions']} of its sessions, load.base_seed {document.base_seed};\n"
         f"# every path here is relative to this folder, reports included: copy the folder anywhere, then from inside\n"
         f"# it run: inference-perf --config_file {config_path.name}\n"
     )
