@@ -11,6 +11,7 @@ from pathlib import Path
 from _support.results import report_of, request, rows, section, table, write_repeat
 
 from fastgen.results import compare_runs, read_runs
+from fastgen.results import render
 from fastgen.results.report import Pair, Side
 from fastgen.results.sections import SECTIONS, answers
 from fastgen.results.sections.common import number
@@ -161,6 +162,8 @@ def test_a_verdict_in_words_is_the_rules():
     # tested, but on an interval its two runs a side cannot hold up: a B/A of 3 is not "the same"
     unheld = Ratio(3.1, 0.01, 900.0, distinguishable=False, p=0.4, informative=False, needs_runs=3)
     assert answers.verdict(unheld) == "too few runs to tell either way"
+    assert render._cell("TTFT p50 ms B/A", unheld) == "3.10 (too few runs)"  # the table's mark says the same
+    assert render._cell("TTFT p50 ms B/A", Ratio(1.0, 0.9, 1.1, distinguishable=False, p=0.9)) == "1.00 ~"
     assert answers.verdict(Ratio(None, left_out="incomplete")) == "not compared (incomplete run)"
 
 

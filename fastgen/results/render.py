@@ -27,7 +27,7 @@ from typing import Optional
 from .inference import MIN_INTERVAL_RUNS, MIN_RUNS, MIN_SESSIONS
 from .report import Pair, Section, Table
 from .sections.answers import FIRST_PAGE
-from .sections.common import interval_text, number
+from .sections.common import interval_text, number, ratio_state
 from .stats import P99_MIN_REQUESTS, Figure, Ratio
 
 __all__ = ["REPORT_FORMAT", "report_document", "report_markdown"]
@@ -96,17 +96,13 @@ def _cell(column: str, value) -> str:
         spread = interval_text(value)
         return f"{_number(value.value)}{' ' + spread if spread else ''} n={value.n}{suffix}"
     if isinstance(value, Ratio):
-        if value.left_out:
+        state = ratio_state(value)
+        if state == "left out":
             return f"excl. ({value.left_out})"
-        if value.value is None:
+        if state == "none":
             return "-"
-        if value.too_few:
-            return f"{value.value:.2f} (too few)"
-        return (
-            f"{value.value:.2f}"
-            + ("" if value.distinguishable else " ~")
-            + (" offset-free" if value.offset_free else "")
-        )
+        mark = {"too few": " (too few)", "needs runs": " (too few runs)", "difference": ""}.get(state, " ~")
+        return f"{value.value:.2f}{mark}" + (" offset-free" if value.offset_free and state != "too few" else "")
     if value is None:
         return "-"
     if isinstance(value, bool) or isinstance(value, int) or isinstance(value, str):

@@ -11,11 +11,10 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from ..inference import ALPHA
 from ..report import Cell, Pair, Section, Table
 from ..stats import Figure, Ratio
 from . import scenario3
-from .common import TEXT_ANSWERS, interval_text, number
+from .common import TEXT_ANSWERS, interval_text, number, ratio_state
 from .summary import OUTPUT, compared_configs, headline
 
 SCENARIO = None  # every scenario
@@ -89,19 +88,17 @@ def lead(found: list[Found]) -> Optional[Found]:
 
 def verdict(r: Ratio) -> str:
     """What the report's rule says of a B/A, in words."""
-    if r.left_out:
-        return f"not compared ({r.left_out} run)"
-    if r.value is None:
-        return "no B/A (a side has no figure)"
-    if r.too_few:
-        return f"too few to tell ({r.too_few})"
-    if r.distinguishable:
-        return f"a difference, B {'higher' if r.value > 1 else 'lower'}"
-    if r.p is not None and r.p < ALPHA:  # its interval lies beyond the margin, but not once the tests are corrected
-        return "not a difference once the report's many tests are corrected (Summary)"
-    if r.informative is False and r.needs_runs:  # "not a difference" read beside a B/A of 3 would say "the same"
-        return "too few runs to tell either way"
-    return "not a difference by the report's rule" if r.p is not None else "not tested"
+    words = {
+        "left out": f"not compared ({r.left_out} run)",
+        "none": "no B/A (a side has no figure)",
+        "too few": f"too few to tell ({r.too_few})",
+        "difference": f"a difference, B {'higher' if (r.value or 0) > 1 else 'lower'}",
+        "corrected": "not a difference once the report's many tests are corrected (Summary)",
+        "needs runs": "too few runs to tell either way",  # "not a difference" beside a B/A of 3 would say "the same"
+        "same": "not a difference by the report's rule",
+        "untested": "not tested",
+    }
+    return words[ratio_state(r)]
 
 
 def _answer(pair: Pair, asked: tuple[str, str, str, str], found: list[Found]) -> tuple[str, list[Cell]]:
@@ -126,7 +123,7 @@ def _answer(pair: Pair, asked: tuple[str, str, str, str], found: list[Found]) ->
     interval = interval_text(r) if not r.too_few else ""
     ratio = f", B/A {r.value:.2f}{' ' + interval if interval else ''}" if r.value is not None else ""
     differ = sum(bool(f[3].distinguishable) for f in found)
-    few = sum(verdict(f[3]).startswith("too few") for f in found)  # too few sessions, or runs to hold an interval
+    few = sum(ratio_state(f[3]) in ("too few", "needs runs") for f in found)
     counted = ""
     if len(found) > 1:
         counted = f"; {differ} of {len(found)} configs differ{'s' if differ == 1 else ''}"

@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Callable, Optional
 
 from ...engine_endpoints import ENGINES
+from ..inference import ALPHA
 from ..report import Cell, Pair, Section, Table
 from ..runs import ConfigRun, Repeat, RequestRecord
 from ..stats import PERCENTILES, Figure, Ratio, kv_tokens, mean, peak, percentile_ms
@@ -23,6 +24,7 @@ __all__ = [
     "kv_source",
     "number",
     "output_tokens_table",
+    "ratio_state",
     "scenario_section",
     "status_cell",
     "ttft_columns",
@@ -44,6 +46,27 @@ def number(value: Optional[float]) -> str:
     if abs(value) >= 100:
         return f"{value:,.0f}"
     return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def ratio_state(r: Ratio) -> str:
+    """Where the report's rule leaves a B/A, for every place that prints it (the tables' marks, the first page's
+    words): "left out" (an incomplete run), "none" (a side has no figure), "too few" (not tested: too few sessions or
+    runs), "difference", "corrected" (its interval alone lies beyond the margin, not once the report's tests are
+    corrected), "needs runs" (tested on an interval its runs cannot hold up: neither the same nor different),
+    "same" (tested, not a difference) or "untested"."""
+    if r.left_out:
+        return "left out"
+    if r.value is None:
+        return "none"
+    if r.too_few:
+        return "too few"
+    if r.distinguishable:
+        return "difference"
+    if r.p is not None and r.p < ALPHA:
+        return "corrected"
+    if r.informative is False and r.needs_runs:
+        return "needs runs"
+    return "same" if r.p is not None else "untested"
 
 
 def interval_text(x: Figure | Ratio) -> str:
