@@ -277,7 +277,18 @@ def session_start_gaps(records: list[dict], lines: list[dict]) -> tuple[list[flo
     return [b - a for a, b in zip(starts, starts[1:])], by_session
 
 
-def test_aiperf_fixed_schedule_starts_sessions_as_a_poisson_process_at_the_rate(tmp_path):
+def gap_mean_and_cv(gaps: list[float]) -> tuple[float, float]:
+    mean = sum(gaps) / len(gaps)
+    return mean, (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5 / mean
+
+
+def correlation(xs: list[float], ys: list[float]) -> float:
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    cov = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    return cov / (sum((x - mx) ** 2 for x in xs) * sum((y - my) ** 2 for y in ys)) ** 0.5
+
+
+def test_aiperf_fixed_schedule_replays_sessions_started_as_a_poisson_process_at_the_rate(tmp_path):
     from e2e.engines.server import ServerThread
 
     traces, configs = tmp_path / "traces", tmp_path / "configs"
@@ -309,13 +320,21 @@ def test_aiperf_fixed_schedule_starts_sessions_as_a_poisson_process_at_the_rate(
     assert len(records) == len(lines)  # every request once, as written
     gaps, by_session = session_start_gaps(records, lines)
     assert len(by_session) == POISSON_SESSIONS
-    mean = sum(gaps) / len(gaps)
-    cv = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5 / mean
-    print(
-        f"session starts: {POISSON_SESSIONS} sessions, mean gap {mean:.4f} s (1/rate {1 / POISSON_RATE}), CV {cv:.3f}"
-    )
+    # The Poisson process is the schedule written (seeded, so this can be asserted exactly); the replay's part is to
+    # keep it. The real gaps ride on this machine's clock, so they are printed, not bounded.
+    scheduled = sorted(line["timestamp"] / 1000 for line in lines if "timestamp" in line)
+    assert len(scheduled) == POISSON_SESSIONS
+    planned = [b - a for a, b in zip(scheduled, scheduled[1:])]
+    mean, cv = gap_mean_and_cv(planned)
+    print(f"schedule: {POISSON_SESSIONS} sessions, mean gap {mean:.4f} s (1/rate {1 / POISSON_RATE}), CV {cv:.3f}")
     assert 0.8 <= cv <= 1.2, cv
     assert abs(mean - 1 / POISSON_RATE) <= 0.1 / POISSON_RATE, mean
+    real_mean, real_cv = gap_mean_and_cv(gaps)
+    kept = correlation(planned, gaps)
+    print(f"replayed: mean gap {real_mean:.4f} s, CV {real_cv:.3f}, gaps' correlation with the schedule's {kept:.3f}")
+    # Sent at once or at a fixed pace, the real gaps would not follow the planned ones (correlation near 0, within
+    # 0.05 for 399 gaps); a start that is late by a few ms on a busy machine leaves it near 1.
+    assert kept >= 0.5, kept
     # each later request waits its recorded delay after the answer before it (10 ms of clock slack)
     delays = defaultdict(list)
     for line in lines:
