@@ -282,10 +282,10 @@ def gap_mean_and_cv(gaps: list[float]) -> tuple[float, float]:
     return mean, (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5 / mean
 
 
-def correlation(xs: list[float], ys: list[float]) -> float:
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    cov = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    return cov / (sum((x - mx) ** 2 for x in xs) * sum((y - my) ** 2 for y in ys)) ** 0.5
+def spread_from(real: list[float], planned: list[float]) -> float:
+    """The interquartile range of how far each real time lies from its planned one."""
+    off = sorted(r - p for r, p in zip(real, planned))
+    return off[3 * len(off) // 4] - off[len(off) // 4]
 
 
 def test_aiperf_fixed_schedule_replays_sessions_started_as_a_poisson_process_at_the_rate(tmp_path):
@@ -330,11 +330,17 @@ def test_aiperf_fixed_schedule_replays_sessions_started_as_a_poisson_process_at_
     assert 0.8 <= cv <= 1.2, cv
     assert abs(mean - 1 / POISSON_RATE) <= 0.1 / POISSON_RATE, mean
     real_mean, real_cv = gap_mean_and_cv(gaps)
-    kept = correlation(planned, gaps)
-    print(f"replayed: mean gap {real_mean:.4f} s, CV {real_cv:.3f}, gaps' correlation with the schedule's {kept:.3f}")
-    # Sent at once or at a fixed pace, the real gaps would not follow the planned ones (correlation near 0, within
-    # 0.05 for 399 gaps); a start that is late by a few ms on a busy machine leaves it near 1.
-    assert kept >= 0.5, kept
+    starts = sorted(min(t for _, t, _ in requests) for requests in by_session.values())
+    paced = [scheduled[0] + i * mean for i in range(len(scheduled))]  # the same rate at a fixed pace
+    off_schedule, off_pace = spread_from(starts, scheduled), spread_from(starts, paced)
+    print(
+        f"replayed: mean gap {real_mean:.4f} s, CV {real_cv:.3f}; starts off the schedule by {off_schedule:.3f} s "
+        f"(interquartile range), off a fixed pace by {off_pace:.3f} s"
+    )
+    # Kept, the starts sit on the schedule up to the replay's jitter; sent at a fixed pace (or at once) they would
+    # drift from it as a Poisson process drifts from its mean rate, about a second over 40 s. A relative test: a
+    # busy machine's lag moves both spreads alike.
+    assert off_schedule < off_pace / 4, (off_schedule, off_pace)
     # each later request waits its recorded delay after the answer before it (10 ms of clock slack)
     delays = defaultdict(list)
     for line in lines:
