@@ -76,7 +76,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("verify", "validate"),
     ("dataset_validation",),  # validate handed the shapes a dataset's workload plans: above both wings
     ("export.start_barrier", "export.pods"),  # the Kubernetes pods' common start (stdlib only), and their spec
-    ("bakeoff.shards",),  # one config's replay split for several load generators: below the bakeoff that runs them
+    ("bakeoff.shards",),
+    (
+        "bakeoff.capacity_search",
+    ),  # the SLO as data and the search for the largest load meeting it: pure  # one config's replay split for several load generators: below the bakeoff that runs them
     # bakeoff: runs against a live server; results reads the run folders it writes
     ("bakeoff.server", "bakeoff.sampler", "bakeoff.runs", "bakeoff.plan", "bakeoff.status", "bakeoff.inference_perf"),
     ("bakeoff.scheduling",),

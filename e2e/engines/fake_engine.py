@@ -21,6 +21,13 @@ SGLang does, its KV usage both as a gauge rounded to 1 % (`sglang:token_usage`) 
 Latency jitter (`jitter_s`, off by default): each prefill waits a further random time, exponential with that mean,
 drawn from a generator seeded with `seed`, so two engines of one profile are two servers that differ by chance alone
 (the A/A check, e2e/suites/bakeoff_aa.py). Which request draws which value follows their arrival, as on a real server.
+
+A capacity known by construction (`slots`, `service_s`; off by default): a server K requests wide, each request's
+first token waits `service_s` while at most K are in flight and `service_s * n / K` when n are (n counted at its
+arrival, itself included), as a processor shared K ways. With N sessions each sending its next request as the last
+ends, every request sees n = N, so a TTFT target T is met by N <= T * K / service_s sessions and broken past it,
+whatever order the requests arrive in (a FIFO queue K wide would not say that: its waits depend on how the
+sessions' requests fall against each other). The capacity search's test (tests/test_e2e_capacity.py) finds it.
 """
 
 from __future__ import annotations
@@ -62,6 +69,8 @@ class EngineProfile:
     warmup_s: float = 0.0  # SGLang's startup warmup: /health answers 503 this long, then its tokens are counted
     jitter_s: float = 0.0  # mean of an exponential wait added to every prefill (0: none)
     seed: int = 0  # of the jitter's generator
+    slots: Optional[int] = None  # a server this many requests wide: the first token waits longer past it
+    service_s: float = 0.0  # with slots: the first token's wait while no more than `slots` are in flight
 
     def __post_init__(self) -> None:
         if self.flavour not in FLAVOURS:
@@ -116,6 +125,9 @@ class EngineState:
         self.waiting += 1
         acquired = False
         try:
+            if self.profile.slots:  # outside the prefill lane: the K-wide server's share, as its docstring says
+                in_flight = self.running + self.waiting
+                await asyncio.sleep(self.profile.service_s * max(1.0, in_flight / self.profile.slots))
             async with self._prefill:
                 self.waiting -= 1
                 acquired = True
