@@ -25,7 +25,9 @@ conversations, known from the data by either sign:
   branch per conversation (7,373 there);
 - a request extended it with other blocks before any request's prompt ended on it: a continuation cannot come
   before the request it continues, so the prefix was another conversation's too.
-Several system prompts are each found alike. The conversation that begins with [system blocks + partial] is a
+Several system prompts are each found alike. Where neither sign shows (the trace opens with [system + partial]
+and fewer than `SHARED_BRANCHES` conversations follow), that request's session takes them all: a small trace's
+system prompt cannot be told from a conversation's first prompt. The conversation that begins with [system blocks + partial] is a
 session of one request: its next request shares only the system blocks with it (the partial block comes back as
 another id), which is what every other conversation shares, so nothing in the ids tells them apart. Parallel
 branches of a conversation each extend the prompt they fork from and join its session. Each line's ids are hashed
