@@ -1,8 +1,9 @@
 """Mooncake-style JSON lines read as requests, with their sessions inferred from hash-id chains where the lines name
 none.
 
-The format (kvcache-ai/Mooncake, FAST25-release/traces, described in its README and read by AIPerf's
-`mooncake_trace` loader and SGLang's `bench_serving --dataset-name mooncake`), one JSON object a line:
+The format (Mooncake's FAST '25 traces, "Trace Format" in
+https://github.com/kvcache-ai/Mooncake/blob/main/FAST25-release/README.md; AIPerf's `mooncake_trace` loader and
+SGLang's `bench_serving --dataset-name mooncake` read it too), one JSON object a line:
 - `timestamp`: the request's arrival, in milliseconds from the trace's start;
 - `input_length`, `output_length`: the prompt's and the answer's tokens;
 - `hash_ids`: the prompt as blocks of `block` tokens (512 in Mooncake's traces), each block an id standing for its
@@ -12,26 +13,26 @@ The format (kvcache-ai/Mooncake, FAST25-release/traces, described in its README 
 
 Sessions without `session_id`. A conversation's next request resends the prompt before it, its answer and a new
 message: its ids start with all the earlier request's *full* blocks, while the earlier one's last, partial block
-comes back filled with more tokens, as another id. So a request joins the session of the latest-registered earlier
-request whose full blocks its own ids start with, the longest such prompt first (a request is "earlier" by timestamp,
-then by line). One that extends none starts a session. That alone is wrong on production traffic: every request of a
-service starts with its system prompt, and a conversation's first request can be only that prompt and a partial
-block ([system blocks + partial]); its full blocks are then the system prompt, every later conversation extends
-it, and the whole trace collapses into a handful of sessions (Mooncake's public conversation trace: 17 where its
-chains give about 7,400). So a request's full-block prompt is not a session's when it is a prefix shared across
-conversations, known from the data by either sign:
+comes back filled with more tokens, as another id. So a request joins the session of an earlier request whose full
+blocks its own ids start with, the longest such prompt first (where two sessions sent the same prompt, the later
+one's; "earlier" is by timestamp, then by line). One that extends none starts a session. That alone is wrong on
+production traffic: every request of a service starts with its system prompt, and a conversation's first request
+can be only that prompt and a partial block ([system blocks + partial]); its full blocks are then the system
+prompt, every later conversation extends it, and the trace collapses into a handful of sessions (Mooncake's public
+conversation trace: 17, where about 7,400 conversations branch from its system block). So a request's full-block
+prompt is not a session's when it is a prefix shared across conversations, known from the data by either sign:
 - many different continuations branch from it (`SHARED_BRANCHES` or more distinct next ids): a conversation forks
   into a few parallel branches (retries, parallel calls; at most 11 in the public trace), a system prompt into one
   branch per conversation (7,373 there);
-- a request extended it with other blocks before any request's prompt ended on it: a continuation cannot come
+- a request went past it with other blocks before any request's prompt ended on it: a continuation cannot come
   before the request it continues, so the prefix was another conversation's too.
-Several system prompts are each found alike. Where neither sign shows (the trace opens with [system + partial]
-and fewer than `SHARED_BRANCHES` conversations follow), that request's session takes them all: a small trace's
-system prompt cannot be told from a conversation's first prompt. The conversation that begins with [system blocks + partial] is a
-session of one request: its next request shares only the system blocks with it (the partial block comes back as
-another id), which is what every other conversation shares, so nothing in the ids tells them apart. Parallel
-branches of a conversation each extend the prompt they fork from and join its session. Each line's ids are hashed
-into a chain of prefixes once; the rule is two passes over the chains, linear in the ids.
+Several system prompts are each found alike. A conversation that opens with [system blocks + partial] is a session
+of one request: its next request shares only the system blocks with it (the partial block comes back as another
+id), as every other conversation does, so nothing in the ids tells them apart. Where neither sign shows (the trace
+opens with such a request and fewer than `SHARED_BRANCHES` conversations follow), that request's session takes them
+all: in so small a trace a system prompt cannot be told from a conversation's first prompt. Parallel branches of a
+conversation each extend the prompt they fork from and join its session. Each line's ids are hashed into a chain of
+prefixes once; the rule is two passes over the chains, linear in the ids (then a sort by arrival).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import xxhash
 
 from ..errors import FastgenError
 
-__all__ = ["SHARED_BRANCHES", "MooncakeError", "MooncakeRequest", "infer_sessions", "is_mooncake", "mooncake_requests"]
+__all__ = ["SHARED_BRANCHES", "MooncakeError", "MooncakeRequest", "is_mooncake", "mooncake_requests"]
 
 # distinct continuations from which a prefix is taken for one shared across conversations: above a conversation's
 # parallel branches (at most 11 in Mooncake's public conversation trace), below a service's conversations
@@ -95,17 +96,17 @@ def is_mooncake(path: Path) -> bool:
 def mooncake_requests(path: Path, block: int) -> list[MooncakeRequest]:
     """The file's requests in arrival order (timestamp, then line), each in its session."""
     lines = sorted(_lines(path, block), key=lambda line: (line.start_ms, line.number))
-    sessions = infer_sessions(lines, stem=path.stem)
+    sessions = _infer_sessions(lines, stem=path.stem)
     return [
         MooncakeRequest(session, line.start_ms, line.input_tokens, line.output_tokens, line.chain)
         for line, session in zip(lines, sessions)
     ]
 
 
-def infer_sessions(lines: list[_Line], *, stem: str) -> list[str]:
+def _infer_sessions(lines: list[_Line], *, stem: str) -> list[str]:
     """Each line's session (lines in arrival order): its own session_id, else that of the earlier request whose
     full-block prompt it extends, the longest first, where that prompt is not shared (module docstring)."""
-    shared = shared_prefixes(lines)
+    shared = _shared_prefixes(lines)
     owner: dict[int, str] = {}  # a request's full-block prompt (its chain hash) -> the session that sent it last
     out: list[str] = []
     for line in lines:
@@ -119,7 +120,7 @@ def infer_sessions(lines: list[_Line], *, stem: str) -> list[str]:
     return out
 
 
-def shared_prefixes(lines: list[_Line]) -> set[int]:
+def _shared_prefixes(lines: list[_Line]) -> set[int]:
     """The full-block prompts (chain hashes) that are prefixes shared across conversations: branched from by
     SHARED_BRANCHES or more continuations, or extended before any request's prompt ended on them."""
     first_end: dict[int, int] = {}  # prompt -> the first request (arrival index) whose full blocks end on it
