@@ -68,6 +68,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("traces.graph",),
     ("traces.requests",),
     ("traces.blocks", "traces"),
+    ("traffic.mooncake",),  # Mooncake lines, their sessions inferred from hash-id chains
     ("traffic.read",),  # traffic as measured from trace files: counts, times, shapes, prefix sharing
     ("traffic.stats", "traffic"),
     # fitting: the generator's side of `workload fit`, above both wings (it reads traffic and writes a workload)

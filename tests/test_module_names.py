@@ -34,6 +34,9 @@ SHARED_NAMES: dict[str, set[str]] = {
     "plots.py": {"analysis/plots.py", "results/plots.py"},
     "summary.py": {"analysis/summary.py", "results/sections/summary.py"},
     "stats.py": {"results/stats.py", "traffic/stats.py"},
+    # one format written and read: a replay exported as Mooncake lines, and Mooncake lines read as traffic (each
+    # traffic/ reader is named for the format it reads)
+    "mooncake.py": {"export/mooncake.py", "traffic/mooncake.py"},
     # the prompts check (were both sides sent the same prompts) and the report section that shows it
     "prompts.py": {"results/prompts.py", "results/sections/prompts.py"},
 }

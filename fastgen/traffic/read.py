@@ -19,7 +19,7 @@ Two sources:
   `gen_ai.tool.message` in order, then `gen_ai.choice`). A chat span with no messages either way (or with message
   events captured without their content) is refused: without them no prefix or step can be followed.
 - Mooncake-style JSON lines: `timestamp` (ms), `input_length`, `output_length`, `hash_ids` and, where present,
-  `session_id`; without it, a request whose hash ids extend an earlier request's whole prompt joins its session.
+  `session_id`; without it, sessions are inferred from the hash-id chains (mooncake.py).
 
 Prefix sharing: a span's prompt is its tool catalog and messages, each message hashed (role, text, calls) into a
 chain; the tokens of a shared prefix are the request's input tokens times the share of the prompt's characters the
@@ -39,6 +39,7 @@ import xxhash
 
 from ..errors import FastgenError
 from ..formats.rows import DATASET_SUFFIX, dataset_file
+from .mooncake import MooncakeError, is_mooncake, mooncake_requests
 
 __all__ = ["Request", "TrafficError", "read_traffic"]
 
@@ -109,7 +110,7 @@ def read_traffic(paths: Iterable[Path], *, block_size: int = 512) -> list[Reques
     spans: list[_Span] = []
     content: dict[str, dict] = {}  # span id -> the messages its log events carry
     for path in files:
-        if _is_mooncake(path):
+        if is_mooncake(path):
             raws += _mooncake(path, block_size)
         else:
             file_spans, file_content = _spans(path)
@@ -145,20 +146,6 @@ def _beside_its_traces(path: Path) -> bool:
     """fastgen's dataset file of a trace directory (rows.py), beside it: the same sessions again."""
     stem = path.name.removesuffix(DATASET_SUFFIX)
     return path.name.endswith(DATASET_SUFFIX) and dataset_file(stem) == path.name and (path.parent / stem).is_dir()
-
-
-def _is_mooncake(path: Path) -> bool:
-    """A .jsonl file of Mooncake lines (hash_ids), not of spans (one per line, as the OpenTelemetry SDK's console
-    exporter writes them with a one-line formatter)."""
-    if path.suffix != ".jsonl":
-        return False
-    with open(path, "rb") as f:
-        first = next((line for line in f if line.strip()), b"")
-    try:
-        row = orjson.loads(first)
-    except orjson.JSONDecodeError:
-        return True  # reported as Mooncake's bad line
-    return not (isinstance(row, dict) and "attributes" in row and "hash_ids" not in row)
 
 
 def _resolved(raws: list[_Raw]) -> list[Request]:
@@ -424,57 +411,28 @@ def _chain(tools: str, messages: list) -> tuple[list[int], list[int]]:
     return chain, sizes
 
 
-# --- Mooncake lines --------------------------------------------------------------------------------------------------
+# --- Mooncake lines (mooncake.py reads them) -------------------------------------------------------------------------
 
 
 def _mooncake(path: Path, block: int) -> list[_Raw]:
-    out: list[_Raw] = []
-    sessions_by_prompt: dict[int, str] = {}
     try:
-        lines = path.read_bytes().splitlines()
-    except OSError as exc:
-        raise TrafficError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            raise TrafficError(f"{path}:{number}: not a JSON line") from None
-        for key in ("timestamp", "input_length", "output_length", "hash_ids"):
-            if key not in row:
-                what = (
-                    "timestamps (ms); Mooncake lines without them have no arrivals to measure"
-                    if key == "timestamp"
-                    else key
-                )
-                raise TrafficError(f"{path}:{number}: has no {key!r}; the lines must carry {what}")
-        ids = [int(i) for i in row["hash_ids"]]
-        chain, h = [], 0
-        for i in ids:
-            h = xxhash.xxh3_64_intdigest(i.to_bytes(8, "little", signed=True), seed=h)
-            chain.append(h)
-        session = row.get("session_id")
-        if session is None:  # the session of the earlier request whose whole prompt this one extends
-            session = next((sessions_by_prompt[c] for c in reversed(chain) if c in sessions_by_prompt), None)
-            session = session if session is not None else f"{path.stem}:{number}"
-        session = str(session)
-        if chain:  # its last full block (the last id may be a partial block a continuation does not share)
-            sessions_by_prompt[chain[-2] if len(chain) > 1 else chain[-1]] = session
-        out.append(
-            _Raw(
-                session=session,
-                start_ms=float(row["timestamp"]),
-                end_ms=None,
-                input_tokens=int(row["input_length"]),
-                output_tokens=int(row["output_length"]),
-                tool_calls=None,
-                subagent=False,
-                chain=chain,
-                sizes=list(range(1, len(chain) + 1)),
-                after=None,
-                model="",
-                block=block,
-            )
+        requests = mooncake_requests(path, block)
+    except MooncakeError as exc:
+        raise TrafficError(str(exc)) from None
+    return [
+        _Raw(
+            session=r.session,
+            start_ms=r.start_ms,
+            end_ms=None,
+            input_tokens=r.input_tokens,
+            output_tokens=r.output_tokens,
+            tool_calls=None,
+            subagent=False,
+            chain=r.chain,
+            sizes=list(range(1, len(r.chain) + 1)),
+            after=None,
+            model="",
+            block=block,
         )
-    return out
+        for r in requests
+    ]
