@@ -20,6 +20,8 @@ Two sources:
   events captured without their content) is refused: without them no prefix or step can be followed.
 - Mooncake-style JSON lines: `timestamp` (ms), `input_length`, `output_length`, `hash_ids` and, where present,
   `session_id`; without it, a request whose hash ids extend an earlier request's whole prompt joins its session.
+- The coding agents' own logs, told by their lines: Claude Code's session files (claude_code.py) and Codex CLI's
+  rollout files (codex.py); their calls' prefix sharing is the service's own cache reads, as they record them.
 
 Prefix sharing: a span's prompt is its tool catalog and messages, each message hashed (role, text, calls) into a
 chain; the tokens of a shared prefix are the request's input tokens times the share of the prompt's characters the
@@ -39,6 +41,8 @@ import xxhash
 
 from ..errors import FastgenError
 from ..formats.rows import DATASET_SUFFIX, dataset_file
+from .agent_logs import agent_log_form, agent_log_requests
+from .logged import Request, TokenCounter
 
 __all__ = ["Request", "TrafficError", "read_traffic"]
 
@@ -57,21 +61,6 @@ _CHOICE_EVENT = "gen_ai.choice"
 
 class TrafficError(FastgenError):
     """Trace files that cannot be read as traffic: one line naming the file and what is missing."""
-
-
-@dataclass(frozen=True)
-class Request:
-    session: str
-    start_ms: float
-    end_ms: Optional[float]  # None where the source has no end times (Mooncake)
-    input_tokens: int
-    output_tokens: int
-    tool_calls: Optional[int]  # calls in the answer; None where the source does not say
-    subagent: bool  # sent by a sub-agent of the session, not by its main agent
-    reused: int  # prompt tokens an earlier request (of any session) sent as the same prefix
-    shared: int  # prompt tokens a request of another session sent as the same prefix
-    follows: Optional[int]  # the earlier request of the same thread whose prompt and answer this one continues
-    model: str = ""
 
 
 @dataclass
@@ -100,15 +89,27 @@ class _Span:
     file_session: str
 
 
-def read_traffic(paths: Iterable[Path], *, block_size: int = 512) -> list[Request]:
-    """Every request of the trace files (a folder: its *.json, *.jsonl files, recursively), in start order."""
+def read_traffic(
+    paths: Iterable[Path],
+    *,
+    block_size: int = 512,
+    count_tokens: Optional[TokenCounter] = None,
+    notes: Optional[list[str]] = None,
+) -> list[Request]:
+    """Every request of the trace files (a folder: its *.json, *.jsonl files, recursively), in start order.
+    `count_tokens` counts an agent log's answers where its own counts are placeholders; `notes` gets one line for
+    each thing a form read cannot see."""
     files = _files(paths)
     if not files:
         raise TrafficError("no trace files found (give *.json span files or *.jsonl Mooncake lines)")
     raws: list[_Raw] = []
     spans: list[_Span] = []
     content: dict[str, dict] = {}  # span id -> the messages its log events carry
+    logs = [p for p in files if agent_log_form(p)]
+    logged = agent_log_requests(logs, count_tokens=count_tokens, notes=notes)
     for path in files:
+        if path in logs:
+            continue
         if _is_mooncake(path):
             raws += _mooncake(path, block_size)
         else:
@@ -116,13 +117,15 @@ def read_traffic(paths: Iterable[Path], *, block_size: int = 512) -> list[Reques
             spans += file_spans
             content.update(file_content)
     raws += [_span_request(s.path, s.span, _joined(s, content), s.file_session) for s in spans]
-    models = sorted({r.model for r in raws if r.model})
+    if logged and raws:
+        raise TrafficError("the files mix agents' logs with spans or Mooncake lines; read one form at a time")
+    models = sorted({r.model for r in raws if r.model} | {r.model for r in logged if r.model})
     if len(models) > 1:
         raise TrafficError(
             f"the traces mix models ({', '.join(models[:4])}); measure one model's traffic at a time (split the files)"
         )
     raws.sort(key=lambda r: (r.start_ms, r.session))
-    return _resolved(raws)
+    return logged if logged else _resolved(raws)
 
 
 def _files(paths: Iterable[Path]) -> list[Path]:
@@ -132,7 +135,9 @@ def _files(paths: Iterable[Path]) -> list[Path]:
             out += sorted(
                 p
                 for p in path.rglob("*")
-                if p.suffix in (".json", ".jsonl") and p.name != "manifest.json" and not _beside_its_traces(p)
+                if p.suffix in (".json", ".jsonl")
+                and p.name not in ("manifest.json", "sessions-index.json")  # sessions-index: Claude Code's
+                and not _beside_its_traces(p)
             )
         elif path.exists():
             out.append(path)
@@ -142,9 +147,11 @@ def _files(paths: Iterable[Path]) -> list[Path]:
 
 
 def _beside_its_traces(path: Path) -> bool:
-    """fastgen's dataset file of a trace directory (rows.py), beside it: the same sessions again."""
+    """fastgen's dataset file of a trace directory (rows.py), beside it: the same sessions again (not a Claude Code
+    session's file, beside the folder of its sub-agents)."""
     stem = path.name.removesuffix(DATASET_SUFFIX)
-    return path.name.endswith(DATASET_SUFFIX) and dataset_file(stem) == path.name and (path.parent / stem).is_dir()
+    beside = path.name.endswith(DATASET_SUFFIX) and dataset_file(stem) == path.name and (path.parent / stem).is_dir()
+    return beside and not (path.parent / stem / "subagents").is_dir()
 
 
 def _is_mooncake(path: Path) -> bool:
