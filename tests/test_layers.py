@@ -69,6 +69,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("traces.requests",),
     ("traces.blocks", "traces"),
     ("traffic.mooncake",),  # Mooncake lines, their sessions inferred from hash-id chains
+    ("traffic.logged",),  # the request every reader gives, and what the agents' logs give of a call
+    ("traffic.claude_code", "traffic.codex"),  # the agents' own logs
+    ("traffic.agent_logs",),  # which files are agents' logs, read as requests
     ("traffic.read",),  # traffic as measured from trace files: counts, times, shapes, prefix sharing
     ("traffic.stats", "traffic"),
     # fitting: the generator's side of `workload fit`, above both wings (it reads traffic and writes a workload)

@@ -35,7 +35,14 @@ def workload_parser() -> argparse.ArgumentParser:
         type=Path,
         help="stats, fit: trace folders or files (*.json spans; *.jsonl: spans one a line, the SDK's log records "
         "whose events carry the spans' messages (gen_ai.client.inference.operation.details, or one a message), in "
-        "the same files or others given with them; or Mooncake lines)",
+        "the same files or others given with them; Mooncake lines; Claude Code session folders, "
+        "~/.claude/projects/<project>; or Codex rollouts, ~/.codex/sessions)",
+    )
+    p.add_argument(
+        "--tokenizer",
+        metavar="NAME",
+        help="stats, fit: count the answers of Claude Code logs (whose own output counts are placeholders) with "
+        "this tokenizer (builtin, a tokenizer.json, a model folder or a hub id; default: 4 characters a token)",
     )
     p.add_argument("--out", type=Path, metavar="FILE", help="fit: the workload YAML to write")
     p.add_argument(
@@ -67,8 +74,8 @@ def run_workload(args) -> int:
         return _run_stats(args)
     if args.action == "fit":
         return _run_fit(args)
-    if args.traces or args.against or args.json or args.out:
-        raise UsageError("TRACES, --against, --json and --out are for `fastgen workload stats` and `fit`")
+    if args.traces or args.against or args.json or args.out or args.tokenizer:
+        raise UsageError("TRACES, --against, --json, --out and --tokenizer are for `fastgen workload stats` and `fit`")
     from ..generator.workload import workload_yaml
 
     sys.stdout.write(workload_yaml(effective_workload(args)))
@@ -79,12 +86,12 @@ def _run_stats(args) -> int:
     """The fidelity table of the traces against the published statistics (or --against's traffic)."""
     import json
 
-    from ..traffic import fidelity_table, read_traffic, traffic_stats
+    from ..traffic import fidelity_table, traffic_stats
 
     if not args.traces:
         raise UsageError("fastgen workload stats needs trace folders or files (e.g. traces/)")
-    measured = traffic_stats(read_traffic(args.traces, block_size=args.block_size))
-    reference = traffic_stats(read_traffic(args.against, block_size=args.block_size)) if args.against else None
+    measured = traffic_stats(_read(args, args.traces))
+    reference = traffic_stats(_read(args, args.against)) if args.against else None
     name = "published" if reference is None else " ".join(str(p) for p in args.against)
     print(fidelity_table(measured, reference, reference_name=name))
     if args.json is not None:
@@ -97,7 +104,7 @@ def _run_fit(args) -> int:
     beside the fitted workload's, and one line for each the agent workload cannot express."""
     from ..generator.spec import DEFAULT_MAX_MODEL_LEN
     from ..generator.workload import workload_yaml
-    from ..traffic import fidelity_table, read_traffic
+    from ..traffic import fidelity_table
     from ..fitting.fitted import fit_and_measure
 
     if not args.traces or args.out is None:
@@ -114,7 +121,7 @@ def _run_fit(args) -> int:
         )
     if not args.out.parent.is_dir():
         raise UsageError(f"--out {args.out}: folder {args.out.parent} does not exist; create it first")
-    requests = read_traffic(args.traces, block_size=args.block_size)
+    requests = _read(args, args.traces)
     fitted = fit_and_measure(
         requests,
         max_model_len=getattr(args, "max_model_len", DEFAULT_MAX_MODEL_LEN),
@@ -132,3 +139,19 @@ def _run_fit(args) -> int:
             args.json, json.dumps({"traces": fitted.reference, "fitted": fitted.measured}, indent=1) + "\n", "--json"
         )
     return 0
+
+
+def _read(args, paths):
+    """The traffic of the trace files, and a line for each thing their forms cannot see (before the tables)."""
+    from ..traffic import read_traffic
+
+    count = None
+    if args.tokenizer:
+        from ..formats.tokenizer import load_tokenizer
+
+        count = load_tokenizer(args.tokenizer).count
+    notes: list[str] = []
+    requests = read_traffic(paths, block_size=args.block_size, count_tokens=count, notes=notes)
+    for line in notes:
+        print(f"note: {line}")
+    return requests

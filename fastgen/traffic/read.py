@@ -2,7 +2,7 @@
 agent of the session sent it, and how many of its prompt tokens an earlier request already sent (within the session,
 and in another session). Prompt text is hashed, never kept.
 
-Two sources:
+The sources:
 - OpenTelemetry GenAI spans, as fastgen writes them and inference-perf reads them: a JSON file `{"spans": [...]}`
   (or a list of spans), each with `gen_ai.input.messages`, `gen_ai.output.messages`, `gen_ai.usage.input_tokens`
   and `output_tokens`, `gen_ai.tool.definitions`, and start and end times (ISO 8601, or `start_time_unix_nano`);
@@ -20,6 +20,8 @@ Two sources:
   events captured without their content) is refused: without them no prefix or step can be followed.
 - Mooncake-style JSON lines: `timestamp` (ms), `input_length`, `output_length`, `hash_ids` and, where present,
   `session_id`; without it, sessions are inferred from the hash-id chains (mooncake.py).
+- The coding agents' own logs, told by their lines: Claude Code's session files (claude_code.py) and Codex CLI's
+  rollout files (codex.py); their calls' prefix sharing is the service's own cache reads, as they record them.
 
 Prefix sharing: a span's prompt is its tool catalog and messages, each message hashed (role, text, calls) into a
 chain; the tokens of a shared prefix are the request's input tokens times the share of the prompt's characters the
@@ -40,6 +42,8 @@ import xxhash
 from ..errors import FastgenError
 from ..formats.rows import DATASET_SUFFIX, dataset_file
 from .mooncake import MooncakeError, is_mooncake, mooncake_requests
+from .agent_logs import agent_log_form, agent_log_requests
+from .logged import Request, TokenCounter
 
 __all__ = ["Request", "TrafficError", "read_traffic"]
 
@@ -58,21 +62,6 @@ _CHOICE_EVENT = "gen_ai.choice"
 
 class TrafficError(FastgenError):
     """Trace files that cannot be read as traffic: one line naming the file and what is missing."""
-
-
-@dataclass(frozen=True)
-class Request:
-    session: str
-    start_ms: float
-    end_ms: Optional[float]  # None where the source has no end times (Mooncake)
-    input_tokens: int
-    output_tokens: int
-    tool_calls: Optional[int]  # calls in the answer; None where the source does not say
-    subagent: bool  # sent by a sub-agent of the session, not by its main agent
-    reused: int  # prompt tokens an earlier request (of any session) sent as the same prefix
-    shared: int  # prompt tokens a request of another session sent as the same prefix
-    follows: Optional[int]  # the earlier request of the same thread whose prompt and answer this one continues
-    model: str = ""
 
 
 @dataclass
@@ -101,15 +90,27 @@ class _Span:
     file_session: str
 
 
-def read_traffic(paths: Iterable[Path], *, block_size: int = 512) -> list[Request]:
-    """Every request of the trace files (a folder: its *.json, *.jsonl files, recursively), in start order."""
+def read_traffic(
+    paths: Iterable[Path],
+    *,
+    block_size: int = 512,
+    count_tokens: Optional[TokenCounter] = None,
+    notes: Optional[list[str]] = None,
+) -> list[Request]:
+    """Every request of the trace files (a folder: its *.json, *.jsonl files, recursively), in start order.
+    `count_tokens` counts an agent log's answers where its own counts are placeholders; `notes` gets one line for
+    each thing a form read cannot see."""
     files = _files(paths)
     if not files:
         raise TrafficError("no trace files found (give *.json span files or *.jsonl Mooncake lines)")
     raws: list[_Raw] = []
     spans: list[_Span] = []
     content: dict[str, dict] = {}  # span id -> the messages its log events carry
+    logs = [p for p in files if agent_log_form(p)]
+    logged = agent_log_requests(logs, count_tokens=count_tokens, notes=notes)
     for path in files:
+        if path in logs:
+            continue
         if is_mooncake(path):
             raws += _mooncake(path, block_size)
         else:
@@ -117,13 +118,15 @@ def read_traffic(paths: Iterable[Path], *, block_size: int = 512) -> list[Reques
             spans += file_spans
             content.update(file_content)
     raws += [_span_request(s.path, s.span, _joined(s, content), s.file_session) for s in spans]
-    models = sorted({r.model for r in raws if r.model})
+    if logged and raws:
+        raise TrafficError("the files mix agents' logs with spans or Mooncake lines; read one form at a time")
+    models = sorted({r.model for r in raws if r.model} | {r.model for r in logged if r.model})
     if len(models) > 1:
         raise TrafficError(
             f"the traces mix models ({', '.join(models[:4])}); measure one model's traffic at a time (split the files)"
         )
     raws.sort(key=lambda r: (r.start_ms, r.session))
-    return _resolved(raws)
+    return logged if logged else _resolved(raws)
 
 
 def _files(paths: Iterable[Path]) -> list[Path]:
@@ -133,7 +136,9 @@ def _files(paths: Iterable[Path]) -> list[Path]:
             out += sorted(
                 p
                 for p in path.rglob("*")
-                if p.suffix in (".json", ".jsonl") and p.name != "manifest.json" and not _beside_its_traces(p)
+                if p.suffix in (".json", ".jsonl")
+                and p.name not in ("manifest.json", "sessions-index.json")  # sessions-index: Claude Code's
+                and not _beside_its_traces(p)
             )
         elif path.exists():
             out.append(path)
@@ -143,9 +148,11 @@ def _files(paths: Iterable[Path]) -> list[Path]:
 
 
 def _beside_its_traces(path: Path) -> bool:
-    """fastgen's dataset file of a trace directory (rows.py), beside it: the same sessions again."""
+    """fastgen's dataset file of a trace directory (rows.py), beside it: the same sessions again (not a Claude Code
+    session's file, beside the folder of its sub-agents)."""
     stem = path.name.removesuffix(DATASET_SUFFIX)
-    return path.name.endswith(DATASET_SUFFIX) and dataset_file(stem) == path.name and (path.parent / stem).is_dir()
+    beside = path.name.endswith(DATASET_SUFFIX) and dataset_file(stem) == path.name and (path.parent / stem).is_dir()
+    return beside and not (path.parent / stem / "subagents").is_dir()
 
 
 def _resolved(raws: list[_Raw]) -> list[Request]:
