@@ -167,10 +167,16 @@ def compare_runs(
     sections = build_sections(pair)
     problems += [p for s in sections for p in s.problems]
     comparison = Comparison(sorted(set(a) & set(b)), sections, problems)
+    _write_report(pair, comparison, out, plots=plots, force=force)
+    return comparison
+
+
+def _write_report(pair: Pair, comparison: Comparison, out: Path, *, plots: bool, force: bool) -> None:
+    """report.json, report.md and the plots into out, nothing of an earlier report left beside them."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         written = WrittenFiles(out)
-        drawn = [p for s in sections for p in s.plots if p.drawn]
+        drawn = [p for s in comparison.sections for p in s.plots if p.drawn]
         comparison.plots_skipped = "--no-plots" if not plots else matplotlib_missing("fastgen compare")
         names = ["report.json", "report.md"] + (
             [f"{p.name}.png" for p in drawn] if comparison.plots_skipped is None else []
@@ -180,16 +186,18 @@ def compare_runs(
             comparison.plots = write_plots(drawn, out)
             for name in comparison.plots.values():
                 written.wrote(name)
-        document = report_document(pair, sections, problems, comparison.plots)
+        document = report_document(pair, comparison.sections, comparison.problems, comparison.plots)
         _write(out / "report.json", json.dumps(document, indent=1, sort_keys=False) + "\n")
         written.wrote("report.json")
-        _write(out / "report.md", report_markdown(pair, sections, problems, comparison.plots, comparison.plots_skipped))
+        _write(
+            out / "report.md",
+            report_markdown(pair, comparison.sections, comparison.problems, comparison.plots, comparison.plots_skipped),
+        )
         written.wrote("report.md")
     except OSError as exc:
         raise OutputError(
             f"cannot write the report into {out}: {exc.strerror or exc}; choose a writable --out"
         ) from None
-    return comparison
 
 
 def _write(path: Path, text: str) -> None:

@@ -48,41 +48,7 @@ def build(pair: Pair) -> Optional[Section]:
     names = sorted(set(pair.a.runs) & set(pair.b.runs))
     if not names:
         return None
-    table = Table(
-        "Prompt tokens sent, per config",
-        [
-            "config",
-            "outputs",
-            "prompt tokens A",
-            "prompt tokens B",
-            "prompt tokens B/A",
-            "requests matched",
-            "offset B-A (tokens a request)",
-            "hit lift of the offset (points)",
-            "same prompts",
-        ],
-        note="Prompt tokens: the server's prompt_tokens summed over a run's successful requests, mean over runs. "
-        "Requests matched: by session and turn, with usage on both sides. Offset: B's prompt tokens minus A's, "
-        "the same on every matched request (recorded outputs), or on every first request (live outputs, whose "
-        "totals must then agree within 5 % after it). Hit lift: the points that offset adds to the hit % of the "
-        "side that has it, since its tokens are cached in every later request (on that side, in the tables). "
-        f"`NO`: the engines were sent different prompts (recorded outputs: requests off by different amounts, "
-        f"totals more than {RECORDED_TOLERANCE:.1%} apart); that config is left out of the summary.",
-    )
-    kinds = Table(
-        "Turn kinds, as recorded and as answered",
-        [
-            "config",
-            "recorded kind",
-            "requests A",
-            *(f"{k} A" for k in ANSWERS),
-            "requests B",
-            *(f"{k} B" for k in ANSWERS),
-        ],
-        note="Each successful request by its recorded kind, and how each engine answered it: with tool calls, "
-        "with text, or with nothing streamed (inference-perf's output_message). A recorded tool call "
-        "answered with text is no tool call: it has a TTFT and counts among the text answers.",
-    )
+    table, kinds = _sent_table(), _kinds_table()
     section = Section(
         "prompts", "Same prompts", intro=__doc__.split("\n\n")[0].replace("\n", " "), tables=[table, kinds]
     )
@@ -123,3 +89,44 @@ def build(pair: Pair) -> Optional[Section]:
                 row += [sum(counts.values()), *(counts.get(k, 0) for k in ANSWERS)]
             kinds.rows.append(row)
     return section
+
+
+def _sent_table() -> Table:
+    return Table(
+        "Prompt tokens sent, per config",
+        [
+            "config",
+            "outputs",
+            "prompt tokens A",
+            "prompt tokens B",
+            "prompt tokens B/A",
+            "requests matched",
+            "offset B-A (tokens a request)",
+            "hit lift of the offset (points)",
+            "same prompts",
+        ],
+        note="Prompt tokens: the server's prompt_tokens summed over a run's successful requests, mean over runs. "
+        "Requests matched: by session and turn, with usage on both sides. Offset: B's prompt tokens minus A's, "
+        "the same on every matched request (recorded outputs), or on every first request (live outputs, whose "
+        "totals must then agree within 5 % after it). Hit lift: the points that offset adds to the hit % of the "
+        "side that has it, since its tokens are cached in every later request (on that side, in the tables). "
+        f"`NO`: the engines were sent different prompts (recorded outputs: requests off by different amounts, "
+        f"totals more than {RECORDED_TOLERANCE:.1%} apart); that config is left out of the summary.",
+    )
+
+
+def _kinds_table() -> Table:
+    return Table(
+        "Turn kinds, as recorded and as answered",
+        [
+            "config",
+            "recorded kind",
+            "requests A",
+            *(f"{k} A" for k in ANSWERS),
+            "requests B",
+            *(f"{k} B" for k in ANSWERS),
+        ],
+        note="Each successful request by its recorded kind, and how each engine answered it: with tool calls, "
+        "with text, or with nothing streamed (inference-perf's output_message). A recorded tool call "
+        "answered with text is no tool call: it has a TTFT and counts among the text answers.",
+    )

@@ -59,7 +59,20 @@ def build(pair: Pair) -> Optional[Section]:
     names, section = opened
     section.intro = _answered_intro(pair, names)
     turns = sorted({r.turn for n in names for r in pair.a.runs[n].requests + pair.b.runs[n].requests})
+    by_turn, hits = _by_turn(pair, names, turns)
+    section.tables += [
+        by_turn,
+        hits,
+        _by_level(pair, names),
+        _grid(pair, names, turns),
+        _kinds(pair, names),
+        output_tokens_table(pair, names),
+    ]
+    section.plots += _plots(pair, names, turns, by_turn=by_turn, hits=hits)
+    return section
 
+
+def _by_turn(pair: Pair, names: list[str], turns: list[int]) -> tuple[Table, Table]:
     by_turn = Table(
         f"TTFT of {TEXT_ANSWERS} by turn (all load levels pooled)",
         ["turn", "kind", *ttft_columns()],
@@ -75,7 +88,10 @@ def build(pair: Pair) -> Optional[Section]:
         hits.rows.append(
             [turn, *pair.triple(HIT, names, lambda r, t=turn: r.turn == t), *pair.ceiling_cells(names, turn)]
         )
+    return by_turn, hits
 
+
+def _grid(pair: Pair, names: list[str], turns: list[int]) -> Table:
     grid = Table(
         f"By load level and turn (TTFT of {TEXT_ANSWERS})",
         ["config", "concurrency", "turn", "kind", *abr("hit %"), *abr("TTFT p50 ms")],
@@ -95,13 +111,19 @@ def build(pair: Pair) -> Optional[Section]:
                     *pair.triple(TTFT[50], [name], lambda r, t=turn: r.turn == t),
                 ]
             )
+    return grid
 
+
+def _by_level(pair: Pair, names: list[str]) -> Table:
     by_level = Table(f"TTFT of {TEXT_ANSWERS} by concurrency", ["config", "concurrency", "status", *ttft_columns()])
     for name in names:
         by_level.rows.append(
             [name, pair.a.runs[name].concurrency, status_cell(pair, name), *ttft_triples(pair, [name])]
         )
+    return by_level
 
+
+def _kinds(pair: Pair, names: list[str]) -> Table:
     kinds = Table(
         "Tool-call turns against text turns, as recorded and as answered (all load levels pooled)",
         ["recorded kind", "answered", *abr("latency p50 ms"), *abr("latency p95 ms"), *abr("NTPOT p50 ms")],
@@ -121,11 +143,16 @@ def build(pair: Pair) -> Optional[Section]:
                     *pair.triple(NTPOT, names, keep),
                 ]
             )
-    section.tables += [by_turn, hits, by_level, grid, kinds, output_tokens_table(pair, names)]
+    return kinds
 
+
+def _plots(pair: Pair, names: list[str], turns: list[int], *, by_turn: Table, hits: Table) -> list[Plot]:
     levels = [pair.a.runs[n].concurrency for n in names]
     p95 = {n: ttft_triples(pair, [n]) for n in names}
-    section.plots.append(
+    text_turns = [row[0] for row in by_turn.rows if _value(row[2]) is not None or _value(row[3]) is not None]
+    rows = {row[0]: row for row in by_turn.rows}
+    hit_rows = {row[0]: row for row in hits.rows}
+    return [
         Plot(
             "scenario1_ttft_p95_by_concurrency",
             f"Scenario 1: p95 TTFT of {TEXT_ANSWERS} against concurrency",
@@ -133,11 +160,7 @@ def build(pair: Pair) -> Optional[Section]:
             "TTFT p95 (ms)",
             levels,
             {side.label: [_value(p95[n][3 + i]) for n in names] for i, side in enumerate(pair.sides)},
-        )
-    )
-    text_turns = [row[0] for row in by_turn.rows if _value(row[2]) is not None or _value(row[3]) is not None]
-    rows = {row[0]: row for row in by_turn.rows}
-    section.plots.append(
+        ),
         Plot(
             "scenario1_ttft_by_turn",
             f"Scenario 1: median TTFT of {TEXT_ANSWERS} by turn",
@@ -145,10 +168,7 @@ def build(pair: Pair) -> Optional[Section]:
             "TTFT p50 (ms)",
             text_turns,
             {side.label: [_value(rows[t][2 + i]) for t in text_turns] for i, side in enumerate(pair.sides)},
-        )
-    )
-    hit_rows = {row[0]: row for row in hits.rows}
-    section.plots.append(
+        ),
         Plot(
             "scenario1_hit_by_turn",
             "Scenario 1: prefix-cache hit ratio by turn",
@@ -156,6 +176,5 @@ def build(pair: Pair) -> Optional[Section]:
             "hit %",
             turns,
             {side.label: [_value(hit_rows[t][1 + i]) for t in turns] for i, side in enumerate(pair.sides)},
-        )
-    )
-    return section
+        ),
+    ]

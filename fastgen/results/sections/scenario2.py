@@ -105,6 +105,12 @@ def build(pair: Pair) -> Optional[Section]:
         )
         layouts[_layout(a_requests)].append(name)
 
+    sync_stagger = _sync_stagger(pair, layouts)
+    section.tables += [per_config, sync_stagger, cache, output_tokens_table(pair, names)]
+    return section
+
+
+def _sync_stagger(pair: Pair, layouts: dict[str, list[str]]) -> Table:
     sync_stagger = Table(
         f"Sync against stagger (all load levels pooled; TTFT of {TEXT_ANSWERS})",
         [
@@ -130,5 +136,4 @@ def build(pair: Pair) -> Optional[Section]:
                 *pair.triple(HIT, layouts[layout]),
             ]
         )
-    section.tables += [per_config, sync_stagger, cache, output_tokens_table(pair, names)]
-    return section
+    return sync_stagger

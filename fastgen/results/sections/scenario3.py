@@ -63,6 +63,32 @@ def build(pair: Pair) -> Optional[Section]:
     if (opened := scenario_section(pair, SCENARIO, TITLE, INTRO)) is None:
         return None
     names, section = opened
+    per_config, pressure = _per_config(pair, names)
+    layouts = Table(
+        f"Stable against noisy, per engine (TTFT of {TEXT_ANSWERS})",
+        [
+            "concurrency",
+            "side",
+            "hit % stable",
+            "hit % noisy",
+            "gap (points)",
+            "TTFT p50 stable",
+            "TTFT p50 noisy",
+            "noisy/stable",
+        ],
+    )
+    for level, found in stable_noisy(pair).items():
+        for side, (hs, hn, ts, tn) in zip(pair.sides, found):
+            layouts.rows.append([level, side.label, hs, hn, gap(hs, hn), ts, tn, ratio(ts.value, tn.value)])
+        section.findings.append(_verdict(level, found, pair))
+    section.tables += [per_config, layouts, pressure, output_tokens_table(pair, names)]
+    for name in names:
+        section.plots += _over_time_plots(pair, name)
+    return section
+
+
+def _per_config(pair: Pair, names: list[str]) -> tuple[Table, Table]:
+    """(hit ratio and TTFT per config, the cache's pressure per config)"""
     per_config = Table(
         f"Hit ratio and TTFT of {TEXT_ANSWERS} per config",
         ["config", "layout", "concurrency", "status", *abr("hit %"), *pair.ceiling_columns(), *ttft_columns()],
@@ -108,51 +134,31 @@ def build(pair: Pair) -> Optional[Section]:
         for quantity in ("preemptions", "evictions"):  # A and B (no B/A)
             row += pair.run_sides(name, partial(_counter_delta, quantity))
         pressure.rows.append(row)
+    return per_config, pressure
 
-    layouts = Table(
-        f"Stable against noisy, per engine (TTFT of {TEXT_ANSWERS})",
-        [
-            "concurrency",
-            "side",
-            "hit % stable",
-            "hit % noisy",
-            "gap (points)",
-            "TTFT p50 stable",
-            "TTFT p50 noisy",
-            "noisy/stable",
-        ],
-    )
-    for level, found in stable_noisy(pair).items():
-        for side, (hs, hn, ts, tn) in zip(pair.sides, found):
-            layouts.rows.append([level, side.label, hs, hn, gap(hs, hn), ts, tn, ratio(ts.value, tn.value)])
-        section.findings.append(_verdict(level, found, pair))
-    section.tables += [per_config, layouts, pressure, output_tokens_table(pair, names)]
 
-    for name in names:
-        bin_s = max(_span(pair.a, name), _span(pair.b, name)) / BINS or 1.0
-        series = {
-            side.label: over_time([r.requests for r in side.runs[name].repeats], bin_s, BINS) for side in pair.sides
-        }
-        shade = {
-            side.label: list(span)
-            for side in pair.sides
-            if (span := window_offsets([r.requests for r in side.runs[name].repeats], pair.options.plateau))
-        }
-        x = [round(i * bin_s, 1) for i in range(BINS)]
-        stem = name.replace("/", "_")
-        for suffix, caption, y_label, index in OVER_TIME_PLOTS:
-            section.plots.append(
-                Plot(
-                    f"{stem}_{suffix}",
-                    f"{name}: {caption}",
-                    "seconds from the first request (shaded: steady state)",
-                    y_label,
-                    x,
-                    {label: s[index] for label, s in series.items()},
-                    shade=shade,
-                )
-            )
-    return section
+def _over_time_plots(pair: Pair, name: str) -> list[Plot]:
+    bin_s = max(_span(pair.a, name), _span(pair.b, name)) / BINS or 1.0
+    series = {side.label: over_time([r.requests for r in side.runs[name].repeats], bin_s, BINS) for side in pair.sides}
+    shade = {
+        side.label: list(span)
+        for side in pair.sides
+        if (span := window_offsets([r.requests for r in side.runs[name].repeats], pair.options.plateau))
+    }
+    x = [round(i * bin_s, 1) for i in range(BINS)]
+    stem = name.replace("/", "_")
+    return [
+        Plot(
+            f"{stem}_{suffix}",
+            f"{name}: {caption}",
+            "seconds from the first request (shaded: steady state)",
+            y_label,
+            x,
+            {label: s[index] for label, s in series.items()},
+            shade=shade,
+        )
+        for suffix, caption, y_label, index in OVER_TIME_PLOTS
+    ]
 
 
 def _counter_delta(quantity: str, repeat: Repeat, run: ConfigRun) -> Optional[float]:

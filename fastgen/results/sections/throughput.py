@@ -50,33 +50,7 @@ def build(pair: Pair) -> Optional[Section]:
         "tool call streams no content and has neither.",
     )
     for name in names:
-        row: list[Cell] = [
-            name,
-            status_cell(pair, name),
-            *pair.run_triple(name, lambda r, _: sessions_per_hour(r), n=lambda r: len(r.sessions), what="sessions/h"),
-            *pair.run_triple(name, whole_output_tokens_per_s, what="output tok/s"),
-        ]
-        if gpus:
-            row += [
-                *pair.run_triple(
-                    name,
-                    lambda r, _: per_gpu_hour(sessions_per_hour(r), r.server.get("gpus"), per_second=False),
-                    n=lambda r: len(r.sessions),
-                    what="sessions/GPU-h",
-                ),
-                *pair.run_triple(
-                    name,
-                    lambda r, _: per_gpu_hour(output_tokens_per_s(r.requests), r.server.get("gpus"), per_second=True),
-                    what="output tok/GPU-h",
-                ),
-            ]
-        row += [
-            pair.a.runs[name].sessions_failed,
-            pair.b.runs[name].sessions_failed,
-            pair.a.runs[name].requests_failed,
-            pair.b.runs[name].requests_failed,
-        ]
-        table.rows.append(row)
+        table.rows.append(_throughput_row(pair, name, gpus=gpus))
         decode.rows.append(
             [
                 name,
@@ -85,3 +59,33 @@ def build(pair: Pair) -> Optional[Section]:
             ]
         )
     return Section("throughput", "Throughput", tables=[table, decode])
+
+
+def _throughput_row(pair: Pair, name: str, *, gpus: bool) -> list[Cell]:
+    row: list[Cell] = [
+        name,
+        status_cell(pair, name),
+        *pair.run_triple(name, lambda r, _: sessions_per_hour(r), n=lambda r: len(r.sessions), what="sessions/h"),
+        *pair.run_triple(name, whole_output_tokens_per_s, what="output tok/s"),
+    ]
+    if gpus:
+        row += [
+            *pair.run_triple(
+                name,
+                lambda r, _: per_gpu_hour(sessions_per_hour(r), r.server.get("gpus"), per_second=False),
+                n=lambda r: len(r.sessions),
+                what="sessions/GPU-h",
+            ),
+            *pair.run_triple(
+                name,
+                lambda r, _: per_gpu_hour(output_tokens_per_s(r.requests), r.server.get("gpus"), per_second=True),
+                what="output tok/GPU-h",
+            ),
+        ]
+    row += [
+        pair.a.runs[name].sessions_failed,
+        pair.b.runs[name].sessions_failed,
+        pair.a.runs[name].requests_failed,
+        pair.b.runs[name].requests_failed,
+    ]
+    return row
