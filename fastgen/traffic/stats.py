@@ -7,7 +7,13 @@ here: a step is one request; "steps per session" counts the requests of a sessio
 appended tokens are a request's input tokens that no earlier request sent as the same prefix, and the cached share is
 one minus their sum over the input tokens' (an unbounded prefix cache); cross-session sharing is the share of input
 tokens in a prefix that another session sent first; tool latency is the time from an answer with tool calls to the
-request that continues it, human wait the same after a text answer. Percentiles are Hazen's ((i + 0.5) / n), so a
+request that continues it, human wait the same after a text answer. Statistics compared between traffics (no
+published value): requests per session count a session's sub-agents' too; a request's idle gap is the time from the
+latest end of its session's earlier requests to its start (0 where one still runs); the hit ratio by idle gap is the
+share of the prompts after such a gap that an earlier request of the same session sent as the same prefix (what an
+engine's cache that kept the session's blocks across the gap would hit; a production cache keeps them minutes, not
+forever, so compare the buckets); the arrival rate counts the requests started in each minute from the first
+request's (the last minute counted whole). Percentiles are Hazen's ((i + 0.5) / n), so a
 p99 of a few hundred sessions is an observed session, not an extrapolation.
 """
 
