@@ -13,16 +13,23 @@ from .options import Parser, UsageError, int_in, write_output
 __all__ = ["run_workload", "workload_parser"]
 
 
+_DESCRIPTION = (
+    "show: print the effective workload as YAML: the shipped default, or "
+    "--workload FILE, with --scale, --budget-scale, --max-model-len and --arrival-window applied; edit it "
+    "and generate with fastgen --workload FILE. stats TRACES: the statistics published measurements of "
+    "coding agents report (TraceLab, AgentX) and those traffics are compared by (token and session percentiles, "
+    "idle gaps, the prompt a session sent before by idle gap, requests per minute), measured on trace files, "
+    "beside the published values, or side by side with --against another traffic's, with the difference and "
+    "whether it is within each statistic's tolerance. fit TRACES --out FILE: write the agent "
+    "workload whose distributions match the traces' (counts, times and prefix sharing only; no text), and print "
+    "the traces' statistics beside the fitted workload's, generated at a small scale."
+)
+
+
 def workload_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="fastgen workload",
-        description="show: print the effective workload as YAML: the shipped default, or "
-        "--workload FILE, with --scale, --budget-scale, --max-model-len and --arrival-window applied; edit it "
-        "and generate with fastgen --workload FILE. stats TRACES: the statistics published measurements of "
-        "coding agents report (TraceLab, AgentX), measured on trace files (OpenTelemetry spans, or Mooncake "
-        "JSON lines), beside the published values or --against another traffic's. fit TRACES --out FILE: write the agent "
-        "workload whose distributions match the traces' (counts, times and prefix sharing only; no text), and print "
-        "the traces' statistics beside the fitted workload's, generated at a small scale.",
+        description=_DESCRIPTION,
     )
     p.add_argument(
         "action",
