@@ -13,16 +13,23 @@ from .options import Parser, UsageError, int_in, write_output
 __all__ = ["run_workload", "workload_parser"]
 
 
+_DESCRIPTION = (
+    "show: print the effective workload as YAML: the shipped default, or "
+    "--workload FILE, with --scale, --budget-scale, --max-model-len and --arrival-window applied; edit it "
+    "and generate with fastgen --workload FILE. stats TRACES: the statistics published measurements of "
+    "coding agents report (TraceLab, AgentX) and those traffics are compared by (token and session percentiles, "
+    "idle gaps, the prompt a session sent before by idle gap, requests per minute), measured on trace files, "
+    "beside the published values, or side by side with --against another traffic's, with the difference and "
+    "whether it is within each statistic's tolerance. fit TRACES --out FILE: write the agent "
+    "workload whose distributions match the traces' (counts, times and prefix sharing only; no text), and print "
+    "the traces' statistics beside the fitted workload's, generated at a small scale."
+)
+
+
 def workload_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="fastgen workload",
-        description="show: print the effective workload as YAML: the shipped default, or "
-        "--workload FILE, with --scale, --budget-scale, --max-model-len and --arrival-window applied; edit it "
-        "and generate with fastgen --workload FILE. stats TRACES: the statistics published measurements of "
-        "coding agents report (TraceLab, AgentX), measured on trace files (OpenTelemetry spans, or Mooncake "
-        "JSON lines), beside the published values or --against another traffic's. fit TRACES --out FILE: write the agent "
-        "workload whose distributions match the traces' (counts, times and prefix sharing only; no text), and print "
-        "the traces' statistics beside the fitted workload's, generated at a small scale.",
+        description=_DESCRIPTION,
     )
     p.add_argument(
         "action",
@@ -52,12 +59,18 @@ def workload_parser() -> argparse.ArgumentParser:
         help="fit: sessions of the fitted workload generated (built-in tokenizer, a temporary folder) to measure it",
     )
     p.add_argument(
-        "--against", nargs="+", type=Path, metavar="TRACES", help="stats: compare with this traffic, not the published"
+        "--against",
+        nargs="+",
+        type=Path,
+        metavar="TRACES",
+        help="stats: print the traces' statistics side by side with this traffic's (trace folders or files, or a "
+        "fastgen output folder), the difference and whether it is within each statistic's tolerance",
     )
     p.add_argument(
         "--json",
         type=Path,
-        help="stats, fit: also write the measured statistics to this JSON file (fit: the traces' and the fitted's)",
+        help="stats, fit: also write the measured statistics to this JSON file (stats --against: both traffics' "
+        "and, for each statistic, the difference, tolerance and whether it holds; fit: the traces' and the fitted's)",
     )
     p.add_argument(
         "--block-size",
@@ -83,20 +96,46 @@ def run_workload(args) -> int:
 
 
 def _run_stats(args) -> int:
-    """The fidelity table of the traces against the published statistics (or --against's traffic)."""
+    """The statistics of the traces beside the published ones, or side by side with --against's traffic (then the
+    difference and whether it is within tolerance); --json: the measured statistics, or both and the comparison."""
     import json
 
-    from ..traffic import fidelity_table, traffic_stats
+    from ..traffic.stats import comparison, comparison_table, fidelity_table, traffic_stats, unavailable
 
     if not args.traces:
         raise UsageError("fastgen workload stats needs trace folders or files (e.g. traces/)")
-    measured = traffic_stats(_read(args, args.traces))
-    reference = traffic_stats(_read(args, args.against)) if args.against else None
-    name = "published" if reference is None else " ".join(str(p) for p in args.against)
-    print(fidelity_table(measured, reference, reference_name=name))
+    requests = _read(args, args.traces)
+    against = _read(args, args.against) if args.against else None
+    measured = traffic_stats(requests)
+    if against is None:
+        print(fidelity_table(measured, None))
+        _print_unavailable(unavailable(requests, measured), "")
+        if args.json is not None:
+            write_output(args.json, json.dumps(measured, indent=1) + "\n", "--json")
+        return 0
+    reference = traffic_stats(against)
+    names = [" ".join(str(p) for p in paths) for paths in (args.traces, args.against)]
+    print(comparison_table(measured, reference, traffic_name=names[0], against_name=names[1]))
+    _print_unavailable(unavailable(requests, measured), f"{names[0]}: ")
+    _print_unavailable(unavailable(against, reference), f"{names[1]}: ")
     if args.json is not None:
-        write_output(args.json, json.dumps(measured, indent=1) + "\n", "--json")
+        document = {
+            "traffic": {"paths": [str(p) for p in args.traces], **_counts(measured)},
+            "against": {"paths": [str(p) for p in args.against], **_counts(reference)},
+            "statistics": comparison(measured, reference),
+        }
+        write_output(args.json, json.dumps(document, indent=1) + "\n", "--json")
     return 0
+
+
+def _counts(stats) -> dict:
+    return {"sessions": stats["sessions"], "requests": stats["requests"]}
+
+
+def _print_unavailable(lines: list[str], prefix: str) -> None:
+    """Why a statistic shows '-': once for each reason, below the table."""
+    for line in lines:
+        print(f"{prefix}'-' where {line.removeprefix('- ')}")
 
 
 def _run_fit(args) -> int:

@@ -68,7 +68,8 @@ def agent_log_form(path: Path) -> Optional[str]:
 
 def _requests(calls: list[LoggedCall]) -> list[Request]:
     """The agents' logged calls as requests: each continues its agent's last one; the cached tokens are reused, and
-    shared with another session on a session's first call (nothing of the session was in the cache before it)."""
+    shared with another session on a session's first call (nothing of the session was in the cache before it), the
+    session's own on its later calls."""
     calls = sorted(calls, key=lambda c: (c.start_ms, c.session, c.thread))
     last: dict[tuple[str, str], int] = {}
     out: list[Request] = []
@@ -87,6 +88,7 @@ def _requests(calls: list[LoggedCall]) -> list[Request]:
                 shared=min(c.cached_tokens, c.input_tokens) if opens else 0,
                 follows=last.get((c.session, c.thread)),
                 model=c.model,
+                own=0 if opens else min(c.cached_tokens, c.input_tokens),
             )
         )
         last[(c.session, c.thread)] = i

@@ -54,6 +54,9 @@ class Request:
     shared: int  # prompt tokens a request of another session sent as the same prefix
     follows: Optional[int]  # the earlier request of the same thread whose prompt and answer this one continues
     model: str = ""
+    # prompt tokens an earlier request of the same session sent as the same prefix: what an engine's cache keeps for
+    # the session across its idle gap (stats.py's hit ratio by idle gap)
+    own: int = 0
 
 
 @dataclass(frozen=True)

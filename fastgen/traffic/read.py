@@ -159,6 +159,7 @@ def _resolved(raws: list[_Raw]) -> list[Request]:
     first_session: dict[int, str] = {}  # prefix hash -> the session that sent it first
     answered: dict[int, int] = {}  # prompt+answer hash -> the request it ends
     first_prompt: dict[str, int] = {}  # session -> its first request's first message hash
+    sent: dict[str, set[int]] = {}  # session -> the prefix hashes it sent
     out: list[Request] = []
     for i, r in enumerate(raws):
         reused_at = shared_at = -1
@@ -169,6 +170,8 @@ def _resolved(raws: list[_Raw]) -> list[Request]:
             reused_at = k
             if owner != r.session:
                 shared_at = k
+        own = sent.setdefault(r.session, set())
+        own_at = next((k - 1 for k, h in enumerate(r.chain) if h not in own), len(r.chain) - 1)
         follows = None
         for k in range(len(r.chain) - 1, -1, -1):
             j = answered.get(r.chain[k])
@@ -192,8 +195,10 @@ def _resolved(raws: list[_Raw]) -> list[Request]:
                 shared=_tokens(r, shared_at),
                 follows=follows,
                 model=r.model,
+                own=_tokens(r, own_at),
             )
         )
+        own.update(r.chain)
         for h in r.chain:
             first_session.setdefault(h, r.session)
         if r.after is not None:
