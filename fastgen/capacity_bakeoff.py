@@ -120,10 +120,22 @@ def search_capacity(
         step_s=options.bakeoff.timeout_s or 0.0,
     )
     replicas = step.replicas
-    line = capacity.line(options.slo) + _per_replica(capacity, replicas)
+    line = capacity.line(options.slo) + _per_replica(capacity, replicas) + _unmeasured(step.figures)
     folder.mkdir(parents=True, exist_ok=True)
     write_atomically(folder / CAPACITY_FILE, _document(options, config, capacity, step, line=line))
     return CapacityResult(capacity, line, folder, replicas)
+
+
+def _unmeasured(figures: list[dict]) -> str:
+    """What an unclear step lacked, said: a step with no TTFT p95 counts as not meeting, so the bound it sets is
+    one the measurements could not rule out, and the user needs to know why."""
+    empty = sum(f.get("ttft_p95_ms") is None and f.get("status") != "failed" for f in figures)
+    if not empty:
+        return ""
+    return (
+        f"; {empty} step(s) had no TTFT p95 (too few text answers in the steady-state window: inference-perf times "
+        f"no tool-call answer); a config with more sessions (a larger --scale) gives one"
+    )
 
 
 def _per_replica(capacity: Capacity, replicas: int) -> str:

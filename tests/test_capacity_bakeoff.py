@@ -73,6 +73,7 @@ def _bakeoff(tmp_path, *args: str, configs=None) -> subprocess.CompletedProcess:
         (["--capacity", "scenario3/c100"], "--capacity needs the SLO to meet: add --slo ttft_p95_ms=MS"),
         (["--slo", "ttft_p95_ms=100"], "--slo is for a capacity search; give --capacity CONFIG with it"),
         (["--capacity", "s/c1", "--slo", "ttft=1"], "--slo: 'ttft=1' is not NAME=VALUE"),
+        (["--capacity", "s/c1", "--slo", "tpot_p95_ms=50"], "tpot_p95_ms is not measured by a capacity step yet"),
         (["--capacity", "s/c1", "--slo", "ttft_p95_ms=1", "--configs", "s/c2"], "searches one config"),
     ],
 )

@@ -250,10 +250,14 @@ def _run_capacity(args, options, echo) -> int:
         raise SpecError("--capacity needs the SLO to meet: add --slo ttft_p95_ms=MS")
     if args.configs:
         raise SpecError("--capacity searches one config: give it there, not with --configs")
+    slo = parse_slo(args.slo)
+    unmeasured = [name for name in slo.targets() if name != "ttft_p95_ms"]
+    if unmeasured:
+        raise SpecError(f"--slo: {unmeasured[0]} is not measured by a capacity step yet; give ttft_p95_ms=MS only")
     capacity = CapacityOptions(
         bakeoff=options,
         config=args.capacity,
-        slo=parse_slo(args.slo),
+        slo=slo,
         start=args.start,
         lowest=args.lowest,
         highest=args.highest,
