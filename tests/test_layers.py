@@ -132,6 +132,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("predicted",),  # compare's own analyze: the results read side calling the analysis at what the runs recorded
     # the bakeoff handed the outputs check a dataset's workload asks for: above both wings
     ("dataset_bakeoff",),
+    ("capacity_bakeoff",),  # the capacity search run step by step by the bakeoff, judged by the report's figures
     ("cli.options", "cli.generate", "cli.workload", "cli.datasets", "cli.runs", "cli.analysis"),
     ("cli.export",),
     ("cli", "__main__", ""),  # "" is the package door, fastgen/__init__.py

@@ -85,9 +85,11 @@ def run_config_text(
     outputs: Optional[str] = None,
     tool_call_max_tokens: Optional[str] = None,
     tool_choice: Optional[str] = None,
+    in_flight: Optional[int] = None,
 ) -> str:
     """The YAML of one run: `text` (a generated config) pointed at `url` and reporting into `report_dir`; with
-    `outputs` (live, recorded) or `tool_call_max_tokens` (floor, recorded), replaying so (None: as the config says)."""
+    `outputs` (live, recorded) or `tool_call_max_tokens` (floor, recorded), replaying so (None: as the config says);
+    with `in_flight`, at that many sessions in flight (a capacity search's step)."""
     document = ConfigDocument(yaml.safe_load(text))
     try:
         sections = (document.server, document.replay, document.tokenizer)
@@ -97,6 +99,8 @@ def run_config_text(
             f"regenerate the configs with fastgen"
         ) from None
     document.point_at(url, engine)
+    if in_flight is not None:
+        document.hold_in_flight(in_flight)
     try:
         replay = document.replay = with_source_paths(sections[1], lambda p: _absolute(p, config_dir))
     except (KeyError, TypeError):

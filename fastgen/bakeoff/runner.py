@@ -102,6 +102,7 @@ class BakeoffOptions:
     router_policy: Optional[str] = None
     router_metrics: Optional[str] = None
     shards: int = 1  # inference-perf processes a run, each replaying its own share of the sessions (shards.py)
+    in_flight: Optional[int] = None  # a capacity search's step: the sessions in flight (None: the config's)
 
 
 @dataclass
@@ -133,6 +134,7 @@ def _run_config_text(config: ConfigRun, server: LiveServer, partial: Path, optio
         outputs=options.outputs,
         tool_call_max_tokens=options.tool_call_max_tokens,
         tool_choice=options.tool_choice,
+        in_flight=options.in_flight,
     )
     if options.check_outputs is not None:
         replay = ConfigDocument(yaml.safe_load(text)).replay

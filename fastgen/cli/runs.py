@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..errors import SpecError
 from .options import Interrupted, Parser, add_replay_modes, int_in, positive_float, url_option
 
 __all__ = ["bakeoff_parser", "compare_parser", "run_bakeoff_command", "run_compare"]
@@ -61,7 +62,49 @@ def bakeoff_parser() -> Parser:
         "tool (for servers and datasets without tool calls)",
     )
     _run_options(p)
+    _capacity_options(p)
     return p
+
+
+def _capacity_options(p: Parser) -> None:
+    """--capacity CONFIG and its SLO, bounds, width and budget: the search for the largest load meeting the SLO."""
+    g = p.add_argument_group("capacity search (--capacity)")
+    g.add_argument(
+        "--capacity",
+        metavar="CONFIG",
+        help="instead of running the configs, search the most sessions in flight at which CONFIG (e.g. "
+        "scenario3/c100_noisy) meets --slo: each step is CONFIG at that concurrency (no arrival rate), an ordinary "
+        "run in OUT/capacity/LABEL/CONFIG/sessions-N/; the outcome goes to capacity.json there. Exit 1 unless "
+        "the search brackets the capacity",
+    )
+    g.add_argument("--slo", metavar="NAME=VALUE", help="the SLO the steps are judged by, e.g. ttft_p95_ms=2000")
+    g.add_argument("--start", type=int_in(1, 10**6, "--start"), help="the first load (default: CONFIG's concurrency)")
+    g.add_argument("--lowest", type=int_in(1, 10**6, "--lowest"), default=1, help="the smallest load tried")
+    g.add_argument(
+        "--highest",
+        type=int_in(1, 10**6, "--highest"),
+        help="the largest load tried (default and most: half CONFIG's sessions, so that a step has a steady state)",
+    )
+    g.add_argument(
+        "--width",
+        type=positive_float("--width", most=10),
+        default=0.10,
+        help="stop when hi/lo - 1 is at most this (or the loads are neighbours)",
+    )
+    g.add_argument(
+        "--budget-minutes",
+        type=positive_float("--budget-minutes", most=10**6),
+        metavar="M",
+        help="stop with what is known when the steps have taken M minutes (with --timeout, a step is counted at "
+        "its limit before it starts)",
+    )
+    g.add_argument(
+        "--plateau",
+        type=positive_float("--plateau", most=1),
+        default=1.0,
+        metavar="F",
+        help="a step's steady-state window starts when F x the most sessions in flight are in flight (as compare's)",
+    )
 
 
 def _run_options(p: Parser) -> None:
@@ -77,7 +120,8 @@ def _run_options(p: Parser) -> None:
         type=int_in(1, 100, "--repeat"),
         default=1,
         metavar="N",
-        help="run each config N times, one after another, the cache emptied before each",
+        help="run each config N times, one after another, the cache emptied before each (with --capacity: up to "
+        "N runs of a step whose verdict is unclear, pooled)",
     )
     p.add_argument(
         "--shards",
@@ -143,6 +187,8 @@ def run_bakeoff_command(args) -> int:
     from ..extras import require_extra
 
     require_extra("bakeoff", "fastgen bakeoff")
+    if args.capacity is None and args.slo is not None:
+        raise SpecError("--slo is for a capacity search; give --capacity CONFIG with it")
     options = BakeoffOptions(
         url=args.url,
         label=args.label,
@@ -167,6 +213,8 @@ def run_bakeoff_command(args) -> int:
         router_metrics=args.router_metrics,
     )
     echo = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
+    if args.capacity is not None:
+        return _run_capacity(args, options, echo)
     ended: list[RunOutcome] = []
     try:
         outcomes = run_bakeoff(
@@ -192,6 +240,40 @@ def run_bakeoff_command(args) -> int:
     for outcome in bad:
         print(f"  {outcome.name}: {outcome.status}: {outcome.reason}")
     return 1 if bad else 0
+
+
+def _run_capacity(args, options, echo) -> int:
+    from ..bakeoff.capacity_search import parse_slo
+    from ..capacity_bakeoff import CapacityOptions, search_capacity
+
+    if args.slo is None:
+        raise SpecError("--capacity needs the SLO to meet: add --slo ttft_p95_ms=MS")
+    if args.configs:
+        raise SpecError("--capacity searches one config: give it there, not with --configs")
+    slo = parse_slo(args.slo)
+    unmeasured = [name for name in slo.targets() if name != "ttft_p95_ms"]
+    if unmeasured:
+        raise SpecError(f"--slo: {unmeasured[0]} is not measured by a capacity step yet; give ttft_p95_ms=MS only")
+    capacity = CapacityOptions(
+        bakeoff=options,
+        config=args.capacity,
+        slo=slo,
+        start=args.start,
+        lowest=args.lowest,
+        highest=args.highest,
+        width=args.width,
+        repeats=args.repeat - 1,
+        budget_s=None if args.budget_minutes is None else args.budget_minutes * 60,
+        plateau=args.plateau,
+    )
+    try:
+        result = search_capacity(
+            capacity, echo=echo, warn=lambda line: print(f"fastgen: warning: {line}", file=sys.stderr)
+        )
+    except KeyboardInterrupt:
+        raise Interrupted("the finished steps are kept; run the same command again to go on") from None
+    print(f"{result.line}; steps in {result.folder}")
+    return 0 if result.ok else 1
 
 
 def compare_parser() -> Parser:

@@ -100,6 +100,22 @@ class ConfigDocument:
         return self._open(self.raw["load"]["stages"][0])
 
     @property
+    def concurrent_sessions(self) -> Any:
+        """The first stage's concurrent_sessions: the most sessions in flight at once (None where it sets none)."""
+        return self.stage.get("concurrent_sessions")
+
+    def hold_in_flight(self, sessions: int) -> None:
+        """Replay with `sessions` sessions in flight: the first stage's concurrency, no arrival rate (a session
+        starts as soon as one ends, so the load is the concurrency), and the workers' request cap scaled with it
+        (fastgen sizes it as concurrency x requests a session)."""
+        stage, was = self.stage, self.stage.get("concurrent_sessions")
+        stage["concurrent_sessions"] = sessions
+        stage.pop("session_rate", None)
+        cap = self.raw["load"].get("worker_max_concurrency")
+        if isinstance(cap, int) and isinstance(was, int) and was > 0:
+            self.raw["load"]["worker_max_concurrency"] = max(sessions, -(-cap * sessions // was))
+
+    @property
     def base_seed(self) -> Any:
         """load.base_seed: the seed of inference-perf's session shuffle (KeyError: none, picked by the clock)."""
         return self.raw["load"]["base_seed"]

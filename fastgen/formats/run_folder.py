@@ -11,6 +11,11 @@ or walks the tree itself (tests/test_run_folder.py holds them to it).
                                            config, inference-perf's reports and log (SHARDS_FOLDER); readers
                                            merge the shards' records into the run's (report_folders)
 
+A capacity search (`fastgen bakeoff --capacity`) keeps each step as an ordinary bakeoff whose label is its load:
+
+    <out>/capacity/<label>/<scenario>/<config>/        capacity.json (CAPACITY_FILE): the search's outcome, and
+        sessions-<N>/<scenario>/<config>/repeat-<K>/   each step's runs at N sessions in flight (step_label)
+
 A run is written into `repeat-<K>.partial/` and renamed over `repeat-<K>/` when it has ended (the finished run it
 replaces moved aside to `repeat-<K>.old-<pid>/` for that moment), so a walk skips both: a reader never sees half a run.
 """
@@ -22,6 +27,9 @@ from pathlib import Path
 from typing import Optional
 
 __all__ = [
+    "CAPACITY_FILE",
+    "capacity_folder",
+    "step_label",
     "INFERENCE_PERF_CONFIG",
     "LOG_FILE",
     "METRICS_FILE",
@@ -48,6 +56,8 @@ METRICS_FILE = "metrics.jsonl"
 LOG_FILE = "inference-perf.log"
 RUN_CONFIG_FILE = "run-config.yml"
 SHARDS_FOLDER = "shards"
+CAPACITY_FOLDER = "capacity"
+CAPACITY_FILE = "capacity.json"
 # inference-perf 0.7.0's reports, and the config it writes beside them
 PER_REQUEST_FILE = "per_request_lifecycle_metrics.json"
 PER_SESSION_FILE = "per_session_lifecycle_metrics.json"
@@ -73,6 +83,16 @@ def repeat_of(folder: Path) -> Optional[int]:
     """Which repeat `folder` is (its repeat-K name), None when it is not a repeat folder (an older layout's run)."""
     match = _REPEAT.fullmatch(Path(folder).name)
     return int(match.group(1)) if match else None
+
+
+def capacity_folder(out_dir: Path, label: str, config: str) -> Path:
+    """Where the capacity search of `config` (scenario3/c100_noisy) against LABEL's server keeps its steps."""
+    return Path(out_dir) / CAPACITY_FOLDER / label / config
+
+
+def step_label(load: int) -> str:
+    """The label (folder) of a capacity step at `load` sessions in flight."""
+    return f"sessions-{load}"
 
 
 def shard_folder(index: int) -> str:
