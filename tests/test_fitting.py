@@ -54,6 +54,42 @@ def test_fit_of_the_agent_workload_gives_its_statistics_back(agent_traces):
     assert [line.split(":")[0] for line in fitted.unexpressed] == ["output tokens per step"]
 
 
+CHAT_WORKLOAD = """format: 1
+scenarios:
+  chat:
+    sessions: 200
+    turn_strata: [{percent: 60, turns: {lo: 1, hi: 1}}, {percent: 30, turns: {lo: 2, hi: 4}},
+                  {percent: 10, turns: {lo: 5, hi: 12}}]
+"""
+# what a chat workload carries: no tool calls, so no tool latency
+CHAT_ROUND_TRIP = ("input_mean", "input_p50", "appended_mean", "cached_share", "output_mean", "output_p50",
+                   "steps_p50", "steps_p99", "calls_mean", "human_p50", "human_p90", "subagent_share",
+                   "cross_share")  # fmt: skip
+
+
+def test_fit_of_a_chat_workload_chooses_chat_and_gives_its_statistics_back(tmp_path):
+    """Conversations without tools, most one request long and a tail of long ones, fit as chat (the agent loop would
+    add a tool step to each) and come back within tolerance on every statistic they carry."""
+    workload = tmp_path / "chat.yaml"
+    workload.write_text(CHAT_WORKLOAD)
+    result = run_fastgen("--workload", str(workload), "--tokenizer", "builtin", "-q", "--workers", "2",
+                         "--output-dir", str(tmp_path / "traces"), "--config-dir", str(tmp_path / "configs"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    fitted = fit_and_measure(read_traffic([tmp_path / "traces"]), max_model_len=131072, sessions=200)
+    stats = {s.key: s for s in PUBLISHED}
+    missed = [
+        (key, fitted.reference[key], fitted.measured[key])
+        for key in CHAT_ROUND_TRIP
+        if not within(stats[key], fitted.measured[key], fitted.reference[key])
+    ]
+    assert not missed
+    assert list(fitted.spec.scenarios) == ["chat"] and fitted.reference["calls_mean"] == 0
+    chat = fitted.spec.scenarios["chat"]
+    assert chat.sessions == 200 and chat.tools == 0 and len(chat.turn_strata) == 4
+    assert chat.turn_strata[0].turns.hi == 1 and chat.turn_strata[-1].turns.hi >= 10  # one-request sessions, the tail
+    assert [line.split(":")[0] for line in fitted.unexpressed] == ["input tokens per request, median"]
+
+
 @pytest.fixture(scope="module")
 def field_traces(tmp_path_factory) -> Path:
     """--workload field's 20 sessions at a tenth of its budgets: several tasks a session, a tail of long sessions,
@@ -128,9 +164,8 @@ def test_cli_fit_reads_a_mooncake_export(agent_traces, tmp_path):
     assert "not expressed: tool latency, human wait: Mooncake lines have no end times" in result.stdout
     row = next(line for line in result.stdout.splitlines() if line.startswith("| steps per session (main agent), med"))
     assert row.endswith("| yes |"), row
-    agent = yaml.safe_load(out.read_text())["scenarios"]["agent_loop"]
-    assert agent["parallel_calls"] == {"lo": 1, "hi": 1} and agent["subagents"] == {"lo": 0, "hi": 0}
-    assert agent["subagent_percent"] == 0  # none delegate, and the YAML says so
+    # Mooncake lines say no tool call: the fit speaks chat, whose every request is a step of the conversation
+    assert list(yaml.safe_load(out.read_text())["scenarios"]) == ["chat"]
 
 
 def _chat(n: int, session: str, messages: list, output: dict, tokens: tuple, start_s: float, model: str) -> dict:

@@ -54,6 +54,7 @@ LAYERS: list[tuple[str, ...]] = [
         "generator.scenarios.steps",
         "generator.scenarios.chain",
         "generator.scenarios.fan",
+        "generator.scenarios.chat",
         "generator.scenarios",
     ),
     ("generator.workload",),
@@ -76,6 +77,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("traffic.stats", "traffic"),
     # fitting: the generator's side of `workload fit`, above both wings (it reads traffic and writes a workload)
     ("fitting.fit",),  # the agent workload fitted to traffic: pure
+    ("fitting.chat_fit",),  # the chat workload fitted to traffic without tool calls, with fit.py's helpers: pure
     ("fitting.fitted", "fitting"),  # a fitted workload checked against the window and generated at a small scale
     ("verify", "validate"),
     ("dataset_validation",),  # validate handed the shapes a dataset's workload plans: above both wings

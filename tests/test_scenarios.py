@@ -155,7 +155,16 @@ def test_a_scenario_with_the_name_or_id_of_another_is_refused(toy):
         register(dataclasses.replace(TOY_SCENARIO, name="toy2", id=3, layouts=("toy2",)))
     with pytest.raises(SpecError, match="same layout as 'toy'"):
         register(dataclasses.replace(TOY_SCENARIO, name="toy3", id=10))
-    assert [s.name for s in registered()] == ["scenario1", "scenario2", "scenario3", "agent_loop", "chain", "fan", TOY]
+    assert [s.name for s in registered()] == [
+        "scenario1",
+        "scenario2",
+        "scenario3",
+        "agent_loop",
+        "chain",
+        "fan",
+        "chat",
+        TOY,
+    ]
 
 
 def test_twelve_branches_give_thirteen_events_in_the_files_the_configs_and_validate(tmp_path, builtin):

@@ -367,9 +367,9 @@ def _spacing(requests: Sequence[Request], sessions: dict[str, _Session]) -> int:
     return int(min(_MAX_MS, round(float(np.median(gaps))))) if len(gaps) else 30_000
 
 
-# the prompt-side token budgets: what a span's input_tokens add up from
+# the prompt-side token budgets: what a span's input_tokens add up from (first and message: the chat workload's)
 _PROMPT_FIELDS = ("system", "tools", "repo_map", "task", "next_task", "tool_result", "compact_trigger",
-                  "subagent_system", "subagent_task")  # fmt: skip
+                  "subagent_system", "subagent_task", "first", "message")  # fmt: skip
 
 
 def refined(document: dict, target: Stats, measured: Stats) -> dict:
@@ -381,19 +381,19 @@ def refined(document: dict, target: Stats, measured: Stats) -> dict:
     if not want or not got:
         return document
     factor = want / got
-    scenario = dict(document["scenarios"][SCENARIO])
-    for name in _PROMPT_FIELDS:
-        value = scenario.get(name)
+    ((name, scenario),) = ((n, dict(sc)) for n, sc in document["scenarios"].items())  # agent_loop's, or chat's
+    for field in _PROMPT_FIELDS:
+        value = scenario.get(field)
         if isinstance(value, dict):
             lo = max(1, int(round(value["lo"] * factor)))
-            scenario[name] = {"lo": lo, "hi": max(lo, int(round(value["hi"] * factor)))}
+            scenario[field] = {"lo": lo, "hi": max(lo, int(round(value["hi"] * factor)))}
         elif isinstance(value, int):
-            scenario[name] = max(1, int(round(value * factor)))
-    summary = scenario["summary"]
-    room = scenario["compact_trigger"] - scenario["system"] - 2 * _INSTRUCTION - 1
-    hi = max(1, min(summary["hi"], room))
-    scenario["summary"] = {"lo": min(summary["lo"], hi), "hi": hi}
-    return {**document, "scenarios": {SCENARIO: scenario}}
+            scenario[field] = max(1, int(round(value * factor)))
+    if "summary" in scenario:  # the agent loop's: the new prompt after a compaction stays below the trigger
+        room = scenario["compact_trigger"] - scenario["system"] - 2 * _INSTRUCTION - 1
+        hi = max(1, min(scenario["summary"]["hi"], room))
+        scenario["summary"] = {"lo": min(scenario["summary"]["lo"], hi), "hi": hi}
+    return {**document, "scenarios": {name: scenario}}
 
 
 # --- timing ----------------------------------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ from ..generator.scenarios import in_spec
 from ..generator.spec import Spec
 from ..formats.tokenizer import load_tokenizer
 from ..generator.workload import spec_from_document
-from .fit import fit_workload, refined
+from .chat_fit import fit_traffic
+from .fit import refined
 from ..traffic.read import Request, read_traffic
 from ..traffic.stats import traffic_stats
 
@@ -27,7 +28,7 @@ __all__ = ["FittedWorkload", "checked_spec", "fit_and_measure", "generated_reque
 @dataclass(frozen=True)
 class FittedWorkload:
     spec: Spec
-    unexpressed: tuple[str, ...]  # one line per statistic the agent workload cannot express
+    unexpressed: tuple[str, ...]  # one line per statistic the fitted workload cannot express
     reference: dict[str, Optional[float]]  # the traces' statistics
     measured: dict[str, Optional[float]]  # the fitted workload's, generated at a small scale
 
@@ -36,7 +37,7 @@ def fit_and_measure(requests: Sequence[Request], *, max_model_len: int, sessions
     """The workload fitted to the requests, generated at `sessions` sessions and refined once by what that missed,
     then measured again: what `fastgen workload fit` writes and the table it prints."""
     reference = traffic_stats(requests)
-    fit = fit_workload(requests, max_model_len=max_model_len)
+    fit = fit_traffic(requests, max_model_len=max_model_len)
     first = measure_fitted(checked_spec(fit.document), sessions=sessions)
     spec = checked_spec(refined(fit.document, reference, first))
     return FittedWorkload(spec, fit.unexpressed, reference, measure_fitted(spec, sessions=sessions))

@@ -8,7 +8,7 @@ SCENARIO and is then generated, configured and validated wherever a spec names i
 from __future__ import annotations
 
 from ..spec import DEFAULT_MAX_MODEL_LEN, Spec, Timing
-from . import agent_loop, chain, fan, scenario1, scenario2, scenario3
+from . import agent_loop, chain, chat, fan, scenario1, scenario2, scenario3
 from .base import (
     ConfigEntry,
     Request,
@@ -42,8 +42,8 @@ __all__ = [
 
 BUILTIN: tuple[Scenario, ...] = tuple(register(m.SCENARIO) for m in (scenario1, scenario2, scenario3))
 # Agent shapes beyond the benchmark's three: generated when a workload names them, never by default. chain and fan
-# are declared in the workload file itself, step by step (steps.py)
-MORE: tuple[Scenario, ...] = tuple(register(m.SCENARIO) for m in (agent_loop, chain, fan))
+# are declared in the workload file itself, step by step (steps.py); chat is a conversation without tools
+MORE: tuple[Scenario, ...] = tuple(register(m.SCENARIO) for m in (agent_loop, chain, fan, chat))
 
 
 def default_spec(*, timing: Timing | None = None, max_model_len: int = DEFAULT_MAX_MODEL_LEN) -> Spec:
