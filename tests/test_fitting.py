@@ -166,6 +166,12 @@ def test_cli_fit_reads_a_mooncake_export(agent_traces, tmp_path):
     assert row.endswith("| yes |"), row
     # Mooncake lines say no tool call: the fit speaks chat, whose every request is a step of the conversation
     assert list(yaml.safe_load(out.read_text())["scenarios"]) == ["chat"]
+    assert "fitted as: chat (chat where no request calls a tool; else --family)" in result.stdout
+    # the user who knows the trace is an agent's says so
+    agent = run_fastgen("workload", "fit", str(lines), "--out", str(out), "--check-sessions", "20", "--family", "agent")
+    assert agent.returncode == 0, agent.stderr
+    assert list(yaml.safe_load(out.read_text())["scenarios"]) == ["agent_loop"]
+    assert "fitted as: agent_loop (--family)" in agent.stdout
 
 
 def _chat(n: int, session: str, messages: list, output: dict, tokens: tuple, start_s: float, model: str) -> dict:

@@ -73,6 +73,13 @@ def workload_parser() -> argparse.ArgumentParser:
         "and, for each statistic, the difference, tolerance and whether it holds; fit: the traces' and the fitted's)",
     )
     p.add_argument(
+        "--family",
+        choices=["auto", "chat", "agent"],
+        default="auto",
+        help="fit: the workload family: chat (conversations, no tools) or agent (agent loops); auto: chat where no "
+        "request calls a tool. Mooncake lines cannot show tool calls, so an agent's Mooncake trace needs agent",
+    )
+    p.add_argument(
         "--block-size",
         type=int_in(1, 4096, "--block-size"),
         default=512,
@@ -145,6 +152,7 @@ def _run_fit(args) -> int:
     from ..generator.workload import workload_yaml
     from ..traffic import fidelity_table
     from ..fitting.fitted import fit_and_measure
+    from ..generator.scenarios import in_spec
 
     if not args.traces or args.out is None:
         raise UsageError(
@@ -165,7 +173,11 @@ def _run_fit(args) -> int:
         requests,
         max_model_len=getattr(args, "max_model_len", DEFAULT_MAX_MODEL_LEN),
         sessions=args.check_sessions,
+        family=args.family,
     )
+    chosen = ", ".join(scenario.name for scenario in in_spec(fitted.spec))
+    how = "--family" if args.family != "auto" else "chat where no request calls a tool; else --family"
+    print(f"fitted as: {chosen} ({how})")
     print(fidelity_table(fitted.measured, fitted.reference, reference_name="traces", measured_name="fitted"))
     print(f"(the fitted workload: {args.check_sessions} sessions generated with the built-in tokenizer)")
     for line in fitted.unexpressed:

@@ -46,10 +46,18 @@ def is_chat(requests: Sequence[Request]) -> bool:
     return not any(r.tool_calls or r.subagent for r in requests)
 
 
-def fit_traffic(requests: Sequence[Request], *, max_model_len: int = DEFAULT_MAX_MODEL_LEN) -> Fit:
-    """The workload family that can say the traffic, fitted: chat where no request calls a tool, else the agent
-    loop."""
-    if requests and is_chat(requests):
+FAMILIES = ("auto", "chat", "agent")
+
+
+def fit_traffic(
+    requests: Sequence[Request], *, max_model_len: int = DEFAULT_MAX_MODEL_LEN, family: str = "auto"
+) -> Fit:
+    """The workload family that can say the traffic, fitted: chat where no request calls a tool (or `family`
+    says so), else the agent loop. A source that cannot show tool calls (Mooncake lines) reads as chat unless the
+    caller knows better."""
+    if family not in FAMILIES:
+        raise ValueError(f"family {family!r} is not one of {FAMILIES}")
+    if family == "chat" or (family == "auto" and requests and is_chat(requests)):
         return fit_chat(requests, max_model_len=max_model_len)
     return fit_workload(requests, max_model_len=max_model_len)
 

@@ -33,11 +33,13 @@ class FittedWorkload:
     measured: dict[str, Optional[float]]  # the fitted workload's, generated at a small scale
 
 
-def fit_and_measure(requests: Sequence[Request], *, max_model_len: int, sessions: int) -> FittedWorkload:
+def fit_and_measure(
+    requests: Sequence[Request], *, max_model_len: int, sessions: int, family: str = "auto"
+) -> FittedWorkload:
     """The workload fitted to the requests, generated at `sessions` sessions and refined once by what that missed,
     then measured again: what `fastgen workload fit` writes and the table it prints."""
     reference = traffic_stats(requests)
-    fit = fit_traffic(requests, max_model_len=max_model_len)
+    fit = fit_traffic(requests, max_model_len=max_model_len, family=family)
     first = measure_fitted(checked_spec(fit.document), sessions=sessions)
     spec = checked_spec(refined(fit.document, reference, first))
     return FittedWorkload(spec, fit.unexpressed, reference, measure_fitted(spec, sessions=sessions))
