@@ -128,6 +128,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("analysis.corpus", "analysis.side_by_side", "analysis.serving"),
     ("analysis.analyze",),
     ("analysis.calibrate", "analysis.summary", "analysis.report", "analysis.plots", "analysis"),
+    ("analysis.capacity_predict",),  # the capacity under an SLO, predicted: the bakeoff's search on the model
     ("analysis.request",),  # what an analysis is asked: its targets, tokenizer, server and options, checked
     ("export.jsonl", "export.arrivals"),
     ("export.mooncake", "export.dag", "export.mooncake_sessions", "export"),

@@ -134,8 +134,8 @@ class Capacity:
     steps: tuple[Step, ...]
     seconds: float  # what the steps said they took
 
-    def line(self, slo: SLO) -> str:
-        """The outcome in one line, with what was measured."""
+    def line(self, slo: SLO, *, simulated: bool = False) -> str:
+        """The outcome in one line, with what was measured (or, `simulated`, what a model predicted: no seconds)."""
         tried = ", ".join(f"{s.load:g} {s.measured.verdict.value}" for s in self.steps) or "nothing"
         lo, hi, last = _g(self.lo), _g(self.hi), self.steps[-1] if self.steps else None
         head = {
@@ -149,6 +149,8 @@ class Capacity:
             Outcome.OUT_OF_BUDGET: f"out of budget with the bracket [{lo}, {hi}] (lo meets, hi breaks)",
             Outcome.NO_BUDGET: "the budget is too small for one step; nothing was measured",
         }[self.outcome]
+        if simulated:
+            return f"{head}; simulated: {tried} ({len(self.steps)} load{'' if len(self.steps) == 1 else 's'})"
         return f"{head}; measured: {tried} ({len(self.steps)} steps, {self.seconds:.0f} s)"
 
 

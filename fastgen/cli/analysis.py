@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -56,6 +57,12 @@ def analyze_parser() -> Parser:
         "memory: the full default set takes twice as long)",
     )
     _service_options(p)
+    _output_options(p)
+    _capacity_options(p)
+    return p
+
+
+def _output_options(p: Parser) -> None:
     p.add_argument(
         "--verbose",
         action="store_true",
@@ -70,7 +77,30 @@ def analyze_parser() -> Parser:
         default=None,
         help="processes reading the trace files (unset: all cores; the figures do not depend on it)",
     )
-    return p
+
+
+def _capacity_options(p: Parser) -> None:
+    g = p.add_argument_group("capacity under an SLO, predicted (--capacity)")
+    g.add_argument(
+        "--capacity",
+        action="store_true",
+        help="instead of the hit table, predict for each config the most sessions in flight whose replay meets "
+        "--slo on the engine model (at the speeds and KV capacity given): the bakeoff's capacity search, each load "
+        "simulated once, from the config's concurrency up to half its sessions; one line per config, with the hit "
+        "there and the band's bracket. Exit 1 unless every config's capacity is bracketed",
+    )
+    g.add_argument(
+        "--slo",
+        metavar="NAME=VALUE",
+        help="the SLO the loads are judged by, over every answer (tool calls too): ttft_p95_ms, tpot_p95_ms, "
+        "session_p95_s, e.g. ttft_p95_ms=2000",
+    )
+    g.add_argument(
+        "--width",
+        type=positive_float("--width", most=10),
+        default=0.10,
+        help="with --capacity: stop when hi/lo - 1 is at most this (or the loads are neighbours); default 0.10",
+    )
 
 
 def _engine_options(p: Parser) -> None:
@@ -202,6 +232,7 @@ def run_analyze(args) -> int:
     from ..analysis.request import matching_targets, server_of
     from ..extras import require_extra
 
+    slo = _checked_capacity(args)
     require_extra("validate", "fastgen analyze")  # before any file is read: it reads them as inference-perf does
     if args.plots is not None:
         require_extra("plots", "fastgen analyze --plots")
@@ -210,6 +241,8 @@ def run_analyze(args) -> int:
     if args.only:
         targets = matching_targets(targets, args.only)
     options, service_source = _options(args, server, targets, tokenizer)
+    if slo is not None:
+        return _run_capacity(args, targets, tokenizer, options, service_source=service_source, slo=slo)
     reading, results = analyze(
         targets, tokenizer, options, workers=args.workers, progress=not args.quiet and sys.stderr.isatty()
     )
@@ -236,6 +269,53 @@ def run_analyze(args) -> int:
         document = analysis_document(reading, options, results, service_source=service_source, server=server_line)
         write_output(args.json, json.dumps(document, indent=1) + "\n", "--json")
     return 0
+
+
+def _checked_capacity(args):
+    """The SLO of --capacity (None without it); SpecError for flags that do not go together."""
+    from ..bakeoff.capacity_search import parse_slo
+    from ..errors import SpecError
+
+    if not args.capacity:
+        if args.slo is not None:
+            raise SpecError("--slo is for a capacity prediction; add --capacity")
+        return None
+    if args.slo is None:
+        raise SpecError("--capacity needs the SLO to meet: add --slo ttft_p95_ms=MS")
+    for flag, given in (("--definition aiperf", args.definition == "aiperf"), ("--sweep", args.sweep)):
+        if given:
+            raise SpecError(f"--capacity predicts latency on the engine model; drop {flag}")
+    if args.plots is not None:
+        raise SpecError("--capacity draws no plots yet; drop --plots")
+    return parse_slo(args.slo)
+
+
+def _run_capacity(args, targets, tokenizer, options, *, service_source, slo) -> int:
+    from ..analysis.capacity_predict import capacity_document, capacity_line, predict_capacities
+    from ..analysis.summary import service_line, service_origin
+    from ..bakeoff.capacity_search import Outcome
+
+    predicted = predict_capacities(
+        targets, tokenizer, options, slo, width=args.width, workers=args.workers, progress=False
+    )
+    kv = "unbounded" if options.capacity_tokens is None else f"{options.capacity_tokens:,} tokens per replica"
+    print(f"{service_line(options.service, service_source)}; {options.engine} model, KV {kv}")
+    lines = [capacity_line(p, slo) for p in predicted]
+    print("\n".join(lines))
+    if args.json:
+        document = {
+            "slo": slo.targets(),
+            "engine": options.engine,
+            "capacity_tokens": options.capacity_tokens,
+            "replicas": options.replicas,
+            "service": {
+                **dataclasses.asdict(options.service),
+                "source": service_origin(options.service, service_source),
+            },
+            "configs": [capacity_document(p, slo) for p in predicted],
+        }
+        write_output(args.json, json.dumps(document, indent=1) + "\n", "--json")
+    return 0 if all(p.capacity.outcome is Outcome.BRACKETED for p in predicted) else 1
 
 
 def _options(args, server, targets, tokenizer):
