@@ -51,13 +51,7 @@ def workload_parser() -> argparse.ArgumentParser:
         help="stats, fit: count the answers of Claude Code logs (whose own output counts are placeholders) with "
         "this tokenizer (builtin, a tokenizer.json, a model folder or a hub id; default: 4 characters a token)",
     )
-    p.add_argument("--out", type=Path, metavar="FILE", help="fit: the workload YAML to write")
-    p.add_argument(
-        "--check-sessions",
-        type=int_in(1, 1000, "--check-sessions"),
-        default=40,
-        help="fit: sessions of the fitted workload generated (built-in tokenizer, a temporary folder) to measure it",
-    )
+    _add_fit_options(p)
     p.add_argument(
         "--against",
         nargs="+",
@@ -73,13 +67,6 @@ def workload_parser() -> argparse.ArgumentParser:
         "and, for each statistic, the difference, tolerance and whether it holds; fit: the traces' and the fitted's)",
     )
     p.add_argument(
-        "--family",
-        choices=["auto", "chat", "agent"],
-        default="auto",
-        help="fit: the workload family: chat (conversations, no tools) or agent (agent loops); auto: chat where no "
-        "request calls a tool. Mooncake lines cannot show tool calls, so an agent's Mooncake trace needs agent",
-    )
-    p.add_argument(
         "--block-size",
         type=int_in(1, 4096, "--block-size"),
         default=512,
@@ -87,6 +74,23 @@ def workload_parser() -> argparse.ArgumentParser:
     )
     add_workload_options(p)
     return p
+
+
+def _add_fit_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, metavar="FILE", help="fit: the workload YAML to write")
+    p.add_argument(
+        "--check-sessions",
+        type=int_in(1, 1000, "--check-sessions"),
+        default=40,
+        help="fit: sessions of the fitted workload generated (built-in tokenizer, a temporary folder) to measure it",
+    )
+    p.add_argument(
+        "--family",
+        choices=["auto", "chat", "agent"],
+        default="auto",
+        help="fit: the workload family: chat (conversations, no tools) or agent (agent loops); auto: chat where no "
+        "request calls a tool. Mooncake lines cannot show tool calls, so an agent's Mooncake trace needs agent",
+    )
 
 
 def run_workload(args) -> int:
