@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from _support import ROOT
 from conftest import run_fastgen
 
 from fastgen.analysis import AnalysisOptions, config_targets
@@ -17,7 +18,6 @@ from fastgen.analysis.schedule import ServiceModel
 from fastgen.errors import SpecError
 from fastgen.traces.blocks import load_reading
 
-ROOT = Path(__file__).resolve().parent.parent
 CONFIG = "scenario3/c100_noisy"  # twenty sessions 0.5 s apart: at these speeds their prefills queue
 TRUTH = ServiceModel(prefill_tokens_per_s=3000.0, decode_tokens_per_s=40.0)
 SETTINGS = SchedulerSettings(batch_tokens=2048, max_running=128)

@@ -7,13 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support import ROOT
 from conftest import run_fastgen
 
 from fastgen.analysis import AnalysisOptions, analyze, config_targets
 from fastgen.analysis.engine_base import Served
 from fastgen.analysis.routing import BALANCE_ABS_THRESHOLD, Router
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def served(blocks, prompt: int = 0) -> Served:

@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from _support import ROOT
 from fastgen.analysis import AnalysisOptions
 from fastgen.analysis.cache import BlockIds
 from fastgen.analysis.rules import ENGINE_RULES
 from fastgen.analysis.schedule import Load, PlannedRequest, ServiceModel, simulate
 from fastgen.traces.blocks import block_hashes
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 IDS = BlockIds()  # one numbering for every test: equal hashes, equal ids

@@ -1,7 +1,7 @@
 """An engine behind a router (fastgen/bakeoff/fleet.py): the replicas found, checked, reset, sampled and counted one
 by one, and each way a fleet is refused in one line. Fake engines on loopback (e2e/engines/fake_engine.py) stand for the
 replicas; a small HTTP server answers as vllm-router 0.1.17 answers its listings and metrics (seen 2026-12-04). The
-real router in front of fake and real engines: tests/test_e2e_router.py and `make e2e-router`.
+real router in front of fake and real engines: tests/e2e/test_e2e_router.py and `make e2e-router`.
 """
 
 from __future__ import annotations

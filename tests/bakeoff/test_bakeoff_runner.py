@@ -13,13 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from _support import ROOT
 from _support.bakeoff import QUICK, bakeoff, engine, run_record
 
 from e2e.suites.bakeoff import is_probe, segments
 from e2e.suites.run import Dataset
-
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from _support import ROOT
+
 
 @pytest.fixture(scope="module")
 def small(e2e_dataset) -> Path:
     """The e2e suite's dataset (conftest.py), generated once a session."""
     return e2e_dataset
-
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def analyze_cli(*args: str) -> subprocess.CompletedProcess:

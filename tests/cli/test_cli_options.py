@@ -7,14 +7,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from _support import ROOT
 from fastgen.cli.options import write_output
 from fastgen.errors import OutputError
 
-ROOT = Path(__file__).resolve().parent.parent
 CUT = 64  # bytes a process may write into one file once its document is serialised: less than any document below
 
 # fastgen as a user runs it, but the moment the command has serialised its JSON document (json.dumps with indent=1),

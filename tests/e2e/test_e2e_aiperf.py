@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from _support import ROOT
 from e2e.real.aiperf import INSTALL_MARKER, analyze_trace, load_dag
 
 VENV = os.environ.get("FASTGEN_AIPERF_VENV")
@@ -27,7 +28,6 @@ pytestmark = pytest.mark.skipif(
     not VENV or not (Path(VENV) / INSTALL_MARKER).exists(),
     reason="FASTGEN_AIPERF_VENV does not point at a venv installed by e2e.real.aiperf.install()",
 )
-ROOT = Path(__file__).resolve().parent.parent
 KNOWN = [[0, 1, 2], [0, 1, 3], [4], [0, 1, 2, 5], [6, 0]]  # rates 0, 2/3, 0, 3/4, 0
 
 
@@ -103,7 +103,7 @@ def test_aiperf_analyze_trace_on_the_export_equals_analyze_definition_aiperf(sma
 
 
 # fastgen export dag_jsonl, read by AIPerf's own dag_jsonl loader (e2e.real.aiperf.load_dag): one config of each trace
-# directory, and the hand-made graphs of tests/test_export_dag.py (a new prompt, a join, a second root).
+# directory, and the hand-made graphs of tests/export/test_export_dag.py (a new prompt, a join, a second root).
 DAG_CONFIGS = [
     "scenario1/c10",
     "scenario2/c10_sync",
@@ -225,7 +225,7 @@ def test_aiperf_loads_the_dag_export_of_the_agent_shapes(tmp_path, workload, nam
 
 def test_aiperf_loads_the_hand_made_graphs(tmp_path):
     from fastgen.export import session_conversations, write_dag
-    from test_export_dag import hand_made_sessions
+    from _support.dag import hand_made_sessions
 
     lines = []
     for name, session in hand_made_sessions().items():

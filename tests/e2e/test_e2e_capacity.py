@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 import aiohttp
 import pytest
 
+from _support import ROOT
 from e2e.engines.fake_engine import EngineProfile
 from e2e.engines.server import DEFAULT_MODEL, ServerThread
 from fastgen.bakeoff.capacity_search import SLO, Measured, Outcome, Verdict, judge, search
@@ -21,7 +21,7 @@ from fastgen.results.runs import RequestRecord
 from fastgen.results.inference import figure
 from fastgen.results.sections.common import TTFT
 
-TOKENIZER = Path(__file__).resolve().parents[1] / "fastgen" / "data" / "builtin-tokenizer"
+TOKENIZER = ROOT / "fastgen" / "data" / "builtin-tokenizer"
 BODY = {
     "model": DEFAULT_MODEL,
     "messages": [{"role": "user", "content": "Fix the failing test."}],

@@ -5,7 +5,7 @@ against each replica's log, its counters and the router's own counts.
 
 Skipped unless FASTGEN_ROUTER_VENV names a venv where e2e.real.router.install() has finished (`make e2e-router` makes
 one; so does `python -m e2e.real.router --venv DIR ...`, about 20 s): `FASTGEN_ROUTER_VENV=.e2e-router/venv
-.venv/bin/python -m pytest tests/test_e2e_router.py`.
+.venv/bin/python -m pytest tests/e2e/test_e2e_router.py`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from _support import ROOT
 from e2e.suites.bakeoff import FakeEngineProcess
 from e2e.suites.bakeoff_router import run_router_bakeoff
 from e2e.real.router import INSTALL_MARKER, RouterProcess, install
 from fastgen.bakeoff.fleet import listed_replicas, policy_in_metrics
 from fastgen.bakeoff.server import fetch, probe_server
 from fastgen.errors import ServerError
-from test_docs import _fenced_commands, _words
+from _support.docs import _fenced_commands, _words
 
 VENV = os.environ.get("FASTGEN_ROUTER_VENV")
 pytestmark = pytest.mark.skipif(
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.skipif(
     reason="FASTGEN_ROUTER_VENV does not point at a venv installed by e2e.real.router.install()",
 )
 MODEL = "meta-llama/Llama-3.3-70B-Instruct"
-TOKENIZER = Path(__file__).resolve().parents[1] / "fastgen" / "data" / "builtin-tokenizer"
+TOKENIZER = ROOT / "fastgen" / "data" / "builtin-tokenizer"
 
 
 def test_the_router_lists_its_workers_counts_what_it_sends_and_hands_metrics_to_one(tmp_path):
@@ -54,7 +55,7 @@ def test_the_router_lists_its_workers_counts_what_it_sends_and_hands_metrics_to_
     assert "vllm:prefix_cache_queries_total" in metrics and "vllm_router" not in metrics
 
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "router.md"
+DOC = ROOT / "docs" / "router.md"
 # what the test puts in place of the doc's hosts and ports: this machine's loopback
 LOOPBACK = ("--host", "--prometheus-host", "--port", "--prometheus-port", "--worker-urls")
 

@@ -9,14 +9,14 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
+from _support import ROOT
 from e2e.engines.prefix_cache import PrefixCache
 from e2e.engines.server import DEFAULT_MODEL, ServerThread
 
-TOKENIZER = Path(__file__).resolve().parents[1] / "fastgen" / "data" / "builtin-tokenizer"
+TOKENIZER = ROOT / "fastgen" / "data" / "builtin-tokenizer"
 TOOL = {
     "type": "function",
     "name": "apply_patch",
@@ -172,7 +172,7 @@ def test_server_cli_prints_the_port_and_records_requests_to_the_file(tmp_path):
         ],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=ROOT,
     )
     try:
         port = int(proc.stdout.readline())

@@ -2,7 +2,7 @@
 tool calls, stop by process group, and the stand-ins that let it run here.
 
 Skipped unless FASTGEN_SGLANG_VENV names a venv where e2e.real.sglang.install() has finished (minutes and 2.8 GB, so no
-test does it): `FASTGEN_SGLANG_VENV=.e2e-sglang/venv .venv/bin/python -m pytest tests/test_e2e_sglang.py`.
+test does it): `FASTGEN_SGLANG_VENV=.e2e-sglang/venv .venv/bin/python -m pytest tests/e2e/test_e2e_sglang.py`.
 A start is 40-70 s on 2 cores (more under load): the module shares one server, which the stop test ends, and the
 name-enforcing parser's test starts its own after it, so that one server runs at a time (about 2.5 minutes in all).
 """

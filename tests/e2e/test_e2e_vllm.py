@@ -1,7 +1,7 @@
 """e2e.real.vllm against a real vLLM on the CPU: prefix caching, cached tokens in usage, dev-mode cache reset, stop.
 
 Skipped unless FASTGEN_VLLM_VENV names a venv where e2e.real.vllm.install() has finished (it takes minutes and 3.4 GB,
-so no test does it): `FASTGEN_VLLM_VENV=/work/vllm-venv .venv/bin/python -m pytest tests/test_e2e_vllm.py`.
+so no test does it): `FASTGEN_VLLM_VENV=/work/vllm-venv .venv/bin/python -m pytest tests/e2e/test_e2e_vllm.py`.
 One server start is 30-60 s on 2 cores: the module shares one, and two tests start their own (about 2-3 minutes
 in all).
 """

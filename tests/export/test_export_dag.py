@@ -1,6 +1,6 @@
 """`fastgen export dag_jsonl`: each session of a generated dataset as AIPerf dag_jsonl conversations, checked against
 inference-perf's own reading of the trace files (its graph's predecessors, the messages and tools it sends, its
-max_tokens and waits), and the generic layout rules on hand-made graphs (tests/test_e2e_aiperf.py loads the files
+max_tokens and waits), and the generic layout rules on hand-made graphs (tests/e2e/test_e2e_aiperf.py loads the files
 with AIPerf's own loader)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from _support.dag import SYSTEM, _answer, _request, _user, hand_made_sessions
 from conftest import run_fastgen
 from fastgen.export import dag_export, session_conversations, write_dag
 from fastgen.traces.requests import ReplayRequest, SessionRequests, read_session
@@ -164,66 +165,9 @@ def test_a_corrupt_trace_is_named_as_analyze_names_it(exported, tmp_path):
 
 # The layout rules on hand-made graphs: what no generated scenario has (a new prompt, a join, a second root).
 
-SYSTEM = {"role": "system", "content": "s"}
-
-
-def _user(text: str) -> dict:
-    return {"role": "user", "content": text}
-
-
-def _answer(text: str) -> dict:
-    return {"role": "assistant", "content": text}
-
-
-def _request(event: str, messages: list, after: tuple = (), wait_ms: int = 0, **kw) -> ReplayRequest:
-    return ReplayRequest(
-        event_id=event,
-        predecessors=after,
-        wait_ms=wait_ms,
-        t_start_ms=0,
-        messages=tuple(messages),
-        tools=kw.get("tools"),
-        max_tokens=kw.get("max_tokens", 10),
-        output_tokens=10,
-        recorded_input_tokens=0,
-        is_tool_call=kw.get("is_tool_call", False),
-        attributes={},
-    )
-
 
 def _layout(*requests: ReplayRequest, max_wait_ms: int = 15000) -> tuple[list[dict], list[str]]:
     return session_conversations(SessionRequests("s", Path("s.json"), tuple(requests)), max_wait_ms)
-
-
-def hand_made_sessions() -> dict[str, SessionRequests]:
-    """Graphs with a new prompt, a join, a second root, an unorderable wait and a spawn before the last turn (also
-    loaded by AIPerf in tests/test_e2e_aiperf.py)."""
-    a = [SYSTEM, _user("task")]
-    shapes = {
-        "compaction": [
-            _request("a", a),
-            _request("b", [*a, _answer("x"), _user("summarize")], ("a",), 100),
-            _request("c", [SYSTEM, _answer("summary"), _user("go on")], ("b",), 200),
-            _request("d", [SYSTEM, _answer("summary"), _user("go on"), _answer("y"), _user("more")], ("c",), 300),
-        ],
-        "join": [
-            _request("a", a),
-            _request("b", [SYSTEM, _user("sub-task")], ("a",), 50),
-            _request("c", [*a, _answer("x"), _user("after the sub-task")], ("a", "b"), 70),
-        ],
-        "roots": [_request("a", a), _request("b", [SYSTEM, _user("another")])],
-        "unordered": [
-            _request("a", a),
-            _request("b", [*a, _answer("x"), _user("one")], ("a",)),
-            _request("c", [*a, _answer("x"), _user("two")], ("a", "b")),
-        ],
-        "early spawn": [
-            _request("a", a),
-            _request("b", [SYSTEM, _user("sub-task")], ("a",)),
-            _request("c", [*a, _answer("x"), _user("next")], ("a",)),
-        ],
-    }
-    return {name: SessionRequests(name, Path(f"{name}.json"), tuple(rs)) for name, rs in shapes.items()}
 
 
 def test_a_new_prompt_is_spawned_with_its_whole_prompt_from_the_last_turn():

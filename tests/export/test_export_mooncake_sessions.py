@@ -1,6 +1,6 @@
 """`fastgen export mooncake_sessions`: a config's sessions as AIPerf mooncake_trace lines with whole prompts, each
 session's first request at a seeded Poisson start at the config's rate, the rest after their recorded waits, checked
-against inference-perf's own reading of the files (tests/test_e2e_aiperf.py replays one with the real AIPerf)."""
+against inference-perf's own reading of the files (tests/e2e/test_e2e_aiperf.py replays one with the real AIPerf)."""
 
 from __future__ import annotations
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from _support import ROOT
 from fastgen.formats.tokenizer import BUILTIN_DIR
-
-ROOT = Path(__file__).parents[1]
 
 
 # The corpus includes the running interpreter's standard library; the committed files were trained under 3.12.1.

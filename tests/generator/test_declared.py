@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from _support import ROOT
 from conftest import SMALL, run_fastgen, write_sessions
 from fastgen.errors import SpecError, WorkloadError
 from fastgen.generator.scenarios import chain, default_spec, fan, scenario1, scenario2
@@ -433,7 +434,7 @@ def test_fastgen_writes_and_validates_the_shipped_declared_workload(tmp_path):
 
 
 def test_the_example_in_the_docs_is_a_workload():
-    text = (Path(__file__).parent.parent / "docs" / "workload.md").read_text()
+    text = (ROOT / "docs" / "workload.md").read_text()
     example = text.split("```yaml\n", 1)[1].split("```", 1)[0]
     spec = parse_workload("format: 1\n" + example, source="docs/workload.md")
     assert list(spec.scenarios) == ["chain", "fan"] and chain.events(spec.chain) == 4

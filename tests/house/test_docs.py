@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
+from _support import ROOT
 from _support.figures import quoted, trace_and_dataset_bytes
+from _support.docs import _fenced_commands, _words
 from conftest import run_fastgen
 
-ROOT = Path(__file__).parent.parent
 DOCS = [
     ROOT / "README.md",
     *sorted((ROOT / "docs").glob("*.md")),
@@ -69,38 +69,6 @@ def test_readme_is_a_front_door():
     for page in ("docs/generate.md", "docs/bakeoff.md", "docs/report.md", "docs/cpu.md", "docs/reference.md"):
         assert f"({page})" in readme
     assert "make test" in readme  # CI's entry point runs the README's test command
-
-
-def _fenced_commands(doc: Path) -> list[str]:
-    """The shell commands in a page's fenced code blocks, continuation lines joined."""
-    commands, fence, pending = [], False, ""
-    for line in doc.read_text().splitlines():
-        if line.strip().startswith("```"):
-            fence, pending = not fence, ""
-            continue
-        if not fence:
-            continue
-        pending += " " + line.strip()
-        if pending.endswith("\\"):
-            pending = pending[:-1]
-            continue
-        commands.append(pending.strip())
-        pending = ""
-    return commands
-
-
-def _words(command: str) -> list[str]:
-    """A command's words as the shell splits them, up to a redirection, pipe or next command; env assignments off."""
-    import shlex
-
-    words = []
-    for word in shlex.split(command, comments=True):
-        if word in (">", ">>", "|", "&&", ";", "&"):
-            break
-        words.append(word)
-    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
-        words.pop(0)
-    return words
 
 
 def _fastgen_arguments(words: list[str]):
@@ -250,7 +218,7 @@ def test_every_module_and_folder_the_code_map_names_exists():
     named = set(re.findall(r"\bfastgen/[\w/]*\w\.py\b", text))
     assert len(named) > 40  # the pattern finds the paths (one it missed would be checked by nobody)
     assert sorted(p for p in named if not (ROOT / p).is_file()) == []
-    # and the short forms in backticks: `analysis/routing.py` inside fastgen/, `e2e/real/`, `tests/test_sizes.py`
+    # and the short forms in backticks: `analysis/routing.py` inside fastgen/, `e2e/real/`, `tests/house/test_sizes.py`
     short = set(re.findall(r"`((?:[\w.]+/)+(?:\w+\.py)?)`", text)) - named
     assert len(short) > 20
     assert sorted(p for p in short if not ((ROOT / p).exists() or (ROOT / "fastgen" / p).exists())) == []

@@ -10,12 +10,10 @@ import pytest
 import json
 import subprocess
 import sys
-from pathlib import Path
+
+from _support import ROOT
 
 pytestmark = pytest.mark.slow
-
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def test_native_bench_small(tmp_path):
@@ -44,7 +42,7 @@ def test_native_bench_small(tmp_path):
             "--scratch",
             str(scratch),
         ],
-        cwd=REPO,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
@@ -119,7 +117,7 @@ def test_replay_bench_small(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "native_bench.replay", "--scales", "0.02", "--sessions", "2", "--hold", "1"]
         + ["--settle", "0", "--json", str(out), "--scratch", str(scratch)],
-        cwd=REPO,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
@@ -141,6 +139,6 @@ def test_replay_bench_small(tmp_path):
 
 def test_replay_bench_refuses_bad_scales():
     result = subprocess.run(
-        [sys.executable, "-m", "native_bench.replay", "--scales", "0,5"], cwd=REPO, capture_output=True, text=True
+        [sys.executable, "-m", "native_bench.replay", "--scales", "0,5"], cwd=ROOT, capture_output=True, text=True
     )
     assert result.returncode == 2 and "--scales values must be > 0" in result.stderr

@@ -7,15 +7,15 @@ import sys
 
 import pytest
 
+from _support import ROOT
 from fastgen.errors import FastgenError, MissingExtraError
 from fastgen.extras import EXTRAS, import_extra, missing_extra, require_extra
 
 
 def test_extras_are_the_ones_pyproject_declares():
     import tomllib
-    from pathlib import Path
 
-    declared = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert set(EXTRAS) <= set(declared["project"]["optional-dependencies"])
 
 

@@ -5,6 +5,8 @@ import typing
 
 import fastgen
 
+from _support import ROOT
+
 
 def test_public_surface_is_the_sorted_all_and_nothing_is_missing():
     assert fastgen.__all__ == sorted(fastgen.__all__)
@@ -77,9 +79,8 @@ def test_importing_fastgen_does_not_import_inference_perf():
 
 def test_the_reference_pages_library_example_runs_as_written(tmp_path, monkeypatch, capsys):
     """docs/reference.md's "As a library" example, run as a user pastes it, in an empty folder."""
-    from pathlib import Path
 
-    page = (Path(__file__).parent.parent / "docs" / "reference.md").read_text()
+    page = (ROOT / "docs" / "reference.md").read_text()
     section = page.split("## As a library", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)

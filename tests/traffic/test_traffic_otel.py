@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from _support import ROOT
 from conftest import run_fastgen
 
 try:
@@ -27,7 +28,6 @@ try:
 except importlib.metadata.PackageNotFoundError:
     pytest.skip("the otel extra is not installed", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parent.parent
 
 # Each session: a system prompt every session shares, a task, then user turns of tool steps (one forced call each,
 # answered with a file of known size after a known tool time) and a text answer, a human wait between user turns.
