@@ -9,7 +9,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import run_fastgen
 from fastgen.traffic import fidelity_table, read_traffic, traffic_stats
 from fastgen.traffic.read import TrafficError
 
@@ -202,14 +201,3 @@ def test_mooncake_without_timestamps_is_refused(tmp_path):
     path.write_text(json.dumps({"input_length": 10, "output_length": 1, "hash_ids": [1]}) + "\n")
     with pytest.raises(TrafficError, match=r"t.jsonl:1: has no 'timestamp'; the lines must carry timestamps"):
         read_traffic([path])
-
-
-def test_cli_workload_stats_prints_the_table_and_writes_json(small_dataset, tmp_path):
-    out = tmp_path / "stats.json"
-    result = run_fastgen("workload", "stats", str(small_dataset / "traces"), "--json", str(out))
-    assert result.returncode == 0, result.stderr
-    assert "| input tokens per step, mean | 154,000 (TraceLab) |" in result.stdout
-    measured = json.loads(out.read_text())
-    assert measured["sessions"] == len(list((small_dataset / "traces").glob("*/session_*.json")))
-    bad = run_fastgen("workload", "stats", str(tmp_path / "missing"))
-    assert bad.returncode == 1 and bad.stderr.strip().endswith("does not exist")
