@@ -3,7 +3,7 @@
     .venv/bin/python scripts/docs_reference.py          # after adding or changing an option
 
 Everything above the first command's heading (the synopsis, the make targets) and from the first section after the
-tables (`## As a library`) on is kept as written; each command's table is rebuilt from its argparse actions, the help text expanded as --help expands it. tests/test_docs.py checks
+tables (`## As a library`) on is kept as written; each command's table is rebuilt from its argparse actions, the help text expanded as --help expands it. tests/house/test_docs.py checks
 that the page names every option.
 """
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from _support import ROOT
 from fastgen.formats.tokenizer import load_tokenizer
 
 # No test reaches beyond loopback: a hub id that is not cached is looked for at a closed local port (refused at once).
@@ -72,7 +73,7 @@ def _committed_configs_untouched():
     """fastgen's default --config-dir is `configs` in the working folder, which for a test is the repository: a run
     that forgets --config-dir would rewrite the committed configs (one did, and they were committed with a test's
     temporary paths in them). The suite fails if its runs changed them."""
-    configs = Path(__file__).resolve().parent.parent / "configs"
+    configs = ROOT / "configs"
     before = _tree_bytes(configs)
     yield
     changed = sorted(name for name, data in _tree_bytes(configs).items() if before.get(name) != data)
@@ -110,14 +111,14 @@ def e2e_dataset(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def dataset(e2e_dataset) -> Path:
     """The same dataset under the name the bakeoff tests give it: fake engines answer from its traces, bakeoffs run
-    its configs (tests/test_bakeoff_*.py, test_e2e_fake_engine.py)."""
+    its configs (tests/bakeoff/test_bakeoff_*.py, tests/e2e/test_e2e_fake_engine.py)."""
     return e2e_dataset
 
 
 @pytest.fixture()
 def two_sides(tmp_path):
     """Two sides' runs of one config (scenario1/c2): a vLLM that cached 900 of each later turn's 1000 prompt tokens,
-    an SGLang that cached 300, with their KV usage samples (tests/test_results_*.py)."""
+    an SGLang that cached 300, with their KV usage samples (tests/results/test_results_*.py)."""
     from _support.results import scenario1_requests, write_folder
 
     write_folder(

@@ -27,7 +27,7 @@ first token waits `service_s` while at most K are in flight and `service_s * n /
 arrival, itself included), as a processor shared K ways. With N sessions each sending its next request as the last
 ends, every request sees n = N, so a TTFT target T is met by N <= T * K / service_s sessions and broken past it,
 whatever order the requests arrive in (a FIFO queue K wide would not say that: its waits depend on how the
-sessions' requests fall against each other). The capacity search's test (tests/test_e2e_capacity.py) finds it.
+sessions' requests fall against each other). The capacity search's test (tests/e2e/test_e2e_capacity.py) finds it.
 """
 
 from __future__ import annotations

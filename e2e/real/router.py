@@ -1,6 +1,6 @@
 """A real router from the package registry in front of engines on loopback: vllm-router 0.1.17, a Rust binary in a
 wheel, installed into a venv of its own (with sglang-router 0.3.2 beside it, whose command docs/router.md gives and
-tests/test_e2e_router.py runs as written there).
+tests/e2e/test_e2e_router.py runs as written there).
 
     python -m e2e.real.router --venv DIR --worker URL --worker URL [--policy cache_aware] [--port N]
 

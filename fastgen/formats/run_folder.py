@@ -1,6 +1,6 @@
 """The layout of a bakeoff's run folders: the names of their files and folders, and the one walk that finds them.
 The bakeoff writes this layout (bakeoff/runs.py places a run), compare and analyze read it; none of them spells a name
-or walks the tree itself (tests/test_run_folder.py holds them to it).
+or walks the tree itself (tests/formats/test_run_folder.py holds them to it).
 
     <out>/<label>/<scenario>/<config>/repeat-<K>/     inference-perf's reports, and beside them:
         run.json                           what ran, against what, how it ended (RUN_FILE; formats/run_record.py)

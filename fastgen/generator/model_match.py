@@ -29,7 +29,7 @@ class Family:
 
 
 FAMILIES = (
-    # Qwen1.5, Qwen2, Qwen2.5, Qwen3, QwQ: one BPE of 151,643 tokens (Qwen3's checked: tests/test_tokenizer.py)
+    # Qwen1.5, Qwen2, Qwen2.5, Qwen3, QwQ: one BPE of 151,643 tokens (Qwen3's checked: tests/formats/test_tokenizer.py)
     Family(
         "Qwen",
         re.compile(r"qwen/(qwen1\.5|qwen2|qwen3|qwq)", re.I),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from _support import ROOT
 
 
 def quoted(page: str, pattern: str) -> tuple[str, ...]:

@@ -6,7 +6,7 @@
 
 Each request is the one before it, its answer and the next step's messages, so inference-perf builds a linear chain
 of SHARED, OUTPUT, UNIQUE segments: the edge is the answer's text, or its tool-call ids (fed forward live at
-replay). Scenario 1 is one such chain (tests/test_declared.py declares it); this module lets a workload write others
+replay). Scenario 1 is one such chain (tests/generator/test_declared.py declares it); this module lets a workload write others
 without code. Gaps between requests are the workload's timing: think time after a text, the slowest tool after calls.
 
 `shared_prefix: false` opens each session's system prompt with a line of its own (a random id and the session's

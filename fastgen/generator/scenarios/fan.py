@@ -4,7 +4,7 @@
     branch k  root's input + root's answer (+ results) + branch's add (drawn afresh for each)   -> branch k's answer
 
 Every branch hangs off the root by the root's answer (its text, or its tool-call ids): inference-perf builds a fan
-of SHARED, OUTPUT, UNIQUE segments. Scenario 2 is one such fan (tests/test_declared.py declares it).
+of SHARED, OUTPUT, UNIQUE segments. Scenario 2 is one such fan (tests/generator/test_declared.py declares it).
 
 `stagger_ms` is when each branch starts after the root's answer (after its tools, where it called some): 0 starts
 them all together, as scenario 2's sync does; a range or a log-normal spreads them, as its stagger does. As in
