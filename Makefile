@@ -117,6 +117,11 @@ e2e-capacity: env-all
 # fastgen analyze --definition aiperf against AIPerf 0.13.0's own analyze-trace on fastgen's Mooncake export, the
 # dag_jsonl export through AIPerf's loader, the mooncake_sessions export replayed by AIPerf (Poisson session starts,
 # about 65 s) (tests/e2e/test_e2e_aiperf.py). Installs aiperf into .e2e-aiperf/venv on first use: about 100 s, 1.2 GB.
+# Every real engine's venv (vLLM, SGLang, the routers, AIPerf) installed one after the other where the suites look for
+# them; each install is idempotent, so CI runs this in the background while the unit tests run (.ci/run).
+e2e-venvs: env-all
+	$(BIN)/python -m e2e.suites.venvs
+
 e2e-aiperf: env-all
 	$(BIN)/python -m e2e.real.aiperf --venv .e2e-aiperf/venv
 	FASTGEN_AIPERF_VENV=.e2e-aiperf/venv $(BIN)/python -m pytest -q tests/e2e/test_e2e_aiperf.py
