@@ -31,7 +31,6 @@ the block size.
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
@@ -43,7 +42,7 @@ from ..errors import FastgenError
 from ..formats.rows import DATASET_SUFFIX, dataset_file
 from .mooncake import MooncakeError, is_mooncake, mooncake_requests
 from .agent_logs import agent_log_form, agent_log_requests
-from .logged import Request, TokenCounter
+from .logged import Request, TokenCounter, iso_ms
 
 __all__ = ["Request", "TrafficError", "read_traffic"]
 
@@ -307,14 +306,16 @@ def _attributes(raw) -> dict:
     return out
 
 
-def _time_ms(span: dict, which: str) -> Optional[float]:
+def _time_ms(span: dict, which: str, *, path: Path, name: str) -> Optional[float]:
     nano = span.get(f"{which}_time_unix_nano", span.get(f"{which}TimeUnixNano"))
     if nano is not None:
         return int(nano) / 1e6
     text = span.get(f"{which}_time")
-    if isinstance(text, str):
-        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000
-    return None
+    if not isinstance(text, str):
+        return None
+    if (ms := iso_ms(text)) is None:
+        raise TrafficError(f"{path}: span {name!r} has {which}_time {text!r}, not an ISO 8601 time; write it as one")
+    return ms
 
 
 def _json(value):
@@ -333,7 +334,7 @@ def _span_request(path: Path, span: dict, a: dict, file_session: str) -> _Raw:
             f"{path}: span {name!r} has no gen_ai.usage.input_tokens/output_tokens; the traces must record token "
             f"counts (the server's usage)"
         )
-    start = _time_ms(span, "start")
+    start = _time_ms(span, "start", path=path, name=name)
     if start is None:
         raise TrafficError(f"{path}: span {name!r} has no start time (start_time or start_time_unix_nano)")
     if a.get("gen_ai.input.messages") is None:
@@ -359,7 +360,7 @@ def _span_request(path: Path, span: dict, a: dict, file_session: str) -> _Raw:
     return _Raw(
         session=session,
         start_ms=start,
-        end_ms=_time_ms(span, "end"),
+        end_ms=_time_ms(span, "end", path=path, name=name),
         input_tokens=int(a["gen_ai.usage.input_tokens"]),
         output_tokens=int(a["gen_ai.usage.output_tokens"]),
         tool_calls=calls,

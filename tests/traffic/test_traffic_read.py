@@ -176,12 +176,24 @@ def test_mooncake_lines_give_sessions_from_their_hash_ids(tmp_path):
             "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only",
         ),
         (lambda p: _session(p, "a") or _session(p.with_name("b.json"), "b", model="other"), "the traces mix models"),
+        (  # an ISO time that is none was a traceback
+            lambda p: _session(p, "a") or _bad_end_time(p),
+            r"a.json: span 'chat 2' has end_time 'yesterday', not an ISO 8601 time; write it as one",
+        ),
     ],
 )
 def test_bad_spans_are_one_line_naming_what_is_missing(tmp_path, make, message):
     make(tmp_path / "a.json")
     with pytest.raises(TrafficError, match=message):
         read_traffic([tmp_path])
+
+
+def _bad_end_time(path: Path) -> None:
+    doc = orjson.loads(path.read_bytes())
+    span = doc["spans"][1]
+    del span["end_time_unix_nano"]
+    span["end_time"] = "yesterday"
+    path.write_bytes(orjson.dumps(doc))
 
 
 def _strip_usage(path: Path) -> None:
